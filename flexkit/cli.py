@@ -1,0 +1,163 @@
+"""The ``flexkit`` command line: ``plugins``, ``validate``, ``schema`` (and more as they come)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from flexkit._version import __version__
+from flexkit.errors import ConfigError, FlexkitError
+from flexkit.log import configure_cli_logging
+
+DEFAULT_SCHEMA_PATH = Path("schemas") / "pipeline.schema.json"
+
+
+def _add_plugin_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE_OR_PATH",
+        help="load an extra plugin for this run: a module name or a .py path (repeatable)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``flexkit`` command."""
+    parser = argparse.ArgumentParser(
+        prog="flexkit",
+        description="Data-centric dynamic training for RL fine-tuning: task selection, curricula, "
+        "taskset mixing, rollout filtering and reweighting, from TOML pipelines.",
+    )
+    parser.add_argument("--version", action="version", version=f"flexkit {__version__}")
+    parser.add_argument("--log-format", choices=["console", "json"], default="console",
+                        help="format of log output on stderr (default: console)")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-v info, -vv debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("plugins", help="list registered components and the plugins providing them",
+                       description="List every registered component (selectors, scorers, actuators, feedback "
+                       "operators, storages) with the plugin and distribution that provides it, and report "
+                       "plugins that failed to load.")
+    p.add_argument("--json", action="store_true", help="print a JSON list of objects instead of a table")
+    p.set_defaults(func=cmd_plugins)
+
+    p = sub.add_parser("validate", help="check pipeline files and describe them",
+                       description="Validate pipeline TOML files. Prints a description of each valid file; "
+                       "for an invalid one prints every problem with its key path and exits non-zero.")
+    p.add_argument("files", nargs="+", metavar="FILE", help="pipeline TOML file(s)")
+    _add_plugin_option(p)
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("schema", help="print, write or check the pipeline JSON Schema",
+                       description="Generate the pipeline JSON Schema (draft-07) from the config classes and "
+                       "the registered components. By default it covers flexkit's own components; "
+                       "--all-plugins adds every installed plugin's.")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true",
+                      help=f"exit non-zero if the file (--output, default {DEFAULT_SCHEMA_PATH}) is out of date")
+    p.add_argument("--output", "-o", metavar="PATH", help="write the schema to PATH instead of stdout")
+    p.add_argument("--all-plugins", action="store_true", help="include components of installed plugins")
+    p.set_defaults(func=cmd_schema)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``flexkit`` command; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
+    configure_cli_logging(args.log_format, level)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except ConfigError as exc:
+        print(exc.report(), file=sys.stderr)
+        return 1
+    except FlexkitError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def cmd_plugins(args: argparse.Namespace) -> int:
+    """``flexkit plugins``: components per stage with their plugin, distribution and version."""
+    from flexkit.plugins import get_plugins
+
+    host = get_plugins()
+    rows = [
+        {"name": c.name, "stage": c.stage, "plugin": c.plugin, "distribution": c.distribution,
+         "version": c.version, "description": c.description}
+        for c in host.all_components()
+    ]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        current = None
+        for row in rows:
+            if row["stage"] != current:
+                current = row["stage"]
+                print(f"{current}:")
+            origin = f"{row['distribution'] or 'local'} {row['version'] or ''}".strip()
+            print(f"  {row['name']:<22} {origin:<22} {row['description']}")
+    for failure in host.failures:
+        print(f"problem: {failure}", file=sys.stderr)
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """``flexkit validate``: load each file; describe it or print its full error report."""
+    from flexkit.pipeline import load_pipeline
+
+    status = 0
+    for path in args.files:
+        try:
+            pipe = load_pipeline(path, plugins=args.plugin)
+            pipe.scheduler  # noqa: B018 - opens every taskset and builds every selector
+        except ConfigError as exc:
+            print(exc.report() if exc.source else exc.with_source(path).report(), file=sys.stderr)
+            status = 1
+            continue
+        print(f"{path}: valid")
+        for line in pipe.describe():
+            print(f"  {line}")
+    return status
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    """``flexkit schema``: print, write or check the JSON Schema."""
+    from flexkit.config.schema import REGENERATE_COMMAND, dumps, pipeline_schema
+    from flexkit.plugins import get_plugins
+
+    include = None if args.all_plugins else (lambda c: c.distribution == "flexkit")
+    text = dumps(pipeline_schema(get_plugins(), include))
+    if args.check:
+        path = Path(args.output) if args.output else DEFAULT_SCHEMA_PATH
+        try:
+            current = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            print(f"{path}: missing; regenerate with: {REGENERATE_COMMAND}", file=sys.stderr)
+            return 1
+        if current != text:
+            print(f"{path}: out of date; regenerate with: {REGENERATE_COMMAND}", file=sys.stderr)
+            return 1
+        print(f"{path}: up to date")
+        return 0
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(text, encoding="utf-8")
+        return 0
+    sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""Reading pipeline files: TOML syntax errors with line and column, then strict structuring."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from flexkit.config.converter import make_converter, structure
+from flexkit.config.models import PipelineConfig
+from flexkit.errors import ConfigError, ConfigIssue
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+_LINE_COL = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
+
+
+def parse_toml(text: str | bytes, source: str | None = None) -> dict[str, Any]:
+    """Parse TOML text; a syntax error becomes a :class:`ConfigError` that gives line and column."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError([ConfigIssue("", f"not valid UTF-8 text (byte {exc.start})")], source) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        lineno, colno = getattr(exc, "lineno", None), getattr(exc, "colno", None)
+        match = _LINE_COL.search(message)
+        if match:
+            lineno, colno = int(match.group(1)), int(match.group(2))
+            message = message[: match.start()]
+        where = f"line {lineno}, column {colno}: " if lineno else ""
+        raise ConfigError([ConfigIssue("", f"{where}TOML syntax error: {message}")], source) from None
+
+
+def read_toml_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and parse a TOML file; a missing or unreadable file is a :class:`ConfigError`."""
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ConfigError("no such file", str(path)) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read file: {exc.strerror or exc}", str(path)) from None
+    return parse_toml(raw, str(path))
+
+
+def structure_pipeline(data: dict[str, Any], components: Any, source: str | None = None) -> PipelineConfig:
+    """Structure parsed TOML data into a :class:`PipelineConfig`, resolving components with ``components``."""
+    try:
+        return structure(make_converter(components), data, PipelineConfig)
+    except ConfigError as exc:
+        raise exc.with_source(source) if source else exc from None
+
+
+def local_plugin_specs(data: dict[str, Any], source: str | None = None) -> tuple[str, ...]:
+    """The ``plugins`` list of a parsed pipeline, checked (it is needed before the rest can be read)."""
+    plugins = data.get("plugins", [])
+    if not isinstance(plugins, list) or not all(isinstance(p, str) and p for p in plugins):
+        raise ConfigError([ConfigIssue("plugins", "expected an array of module names or .py paths")], source)
+    return tuple(plugins)

@@ -1,0 +1,88 @@
+"""The pipeline's own config tables (components bring their own config classes through plugins)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+
+from flexkit.config.components import FeedbackSpec, SelectorSpec, StorageSpec, component_field, default_table
+from flexkit.config.fields import field
+from flexkit.errors import ConfigError, ConfigIssue
+
+
+@attrs.frozen(kw_only=True)
+class RunConfig:
+    """``[run]``: how batches are drawn and when the run ends."""
+
+    batch_size: int = field(ge=1, doc="Tasks per training batch (before rollouts are multiplied).")
+    seed: int = field(default=0, ge=0, doc="Pipeline seed; every random stream derives from it.")
+    total_epochs: int | None = field(
+        default=None, ge=1, doc="Epochs over all tasksets (default 1 when total_steps is not set)."
+    )
+    total_steps: int | None = field(default=None, ge=1, doc="Stop after this many steps (instead of epochs).")
+    prefetch: bool = field(
+        default=True,
+        doc="Select and read the next batch in the background while the trainer works; feedback given after a "
+        "read then reaches selectors one step later.",
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if self.total_epochs is not None and self.total_steps is not None:
+            raise ConfigError([ConfigIssue("total_steps", "set total_epochs or total_steps, not both")])
+
+
+@attrs.frozen(kw_only=True)
+class TasksetConfig:
+    """One ``[[tasksets]]`` table: a named taskset, where it is stored, and its selector.
+
+    The storage keys (``storage_type`` and its parameters, e.g. ``path``) sit in the same table.
+    """
+
+    name: str = field(doc="Taskset name, unique in the pipeline; used in logs and feedback.")
+    weight: float | None = field(
+        default=None, gt=0, doc="Share of each epoch relative to other tasksets' weights (default: its size)."
+    )
+    selector: SelectorSpec = component_field(
+        default_type="sequential", doc="How indices are picked inside this taskset."
+    )
+    storage: StorageSpec = component_field(default_type="file", inline=True, doc="Where the tasks are stored.")
+
+    def __attrs_post_init__(self) -> None:
+        if not self.name.strip():
+            raise ConfigError([ConfigIssue("name", "must not be empty")])
+
+
+@attrs.frozen(kw_only=True)
+class FeedbackConfig:
+    """``[feedback]``: the operator that turns experiences into selector feedback, and the value policy."""
+
+    out_of_range: Literal["clip", "error"] = field(
+        default="clip", doc="Feedback values outside [0, 1]: clip them into range, or reject the payload."
+    )
+    operator: FeedbackSpec = component_field(
+        default_type="pass_rate_calculator", inline=True, doc="The feedback operator (key: type)."
+    )
+
+
+@attrs.frozen(kw_only=True)
+class PipelineConfig:
+    """A whole pipeline file."""
+
+    plugins: tuple[str, ...] = field(
+        factory=tuple, doc="Extra plugins for this pipeline: module names or .py paths relative to this file."
+    )
+    run: RunConfig = field(doc="Run settings.")
+    tasksets: tuple[TasksetConfig, ...] = field(min_items=1, doc="The tasksets batches are drawn from.")
+    feedback: FeedbackConfig = default_table(doc="Feedback operator and policy (default: pass_rate_calculator).")
+
+    def __attrs_post_init__(self) -> None:
+        seen: dict[str, int] = {}
+        issues = []
+        for i, taskset in enumerate(self.tasksets):
+            if taskset.name in seen:
+                issues.append(ConfigIssue(f"tasksets[{i}].name",
+                                          f"duplicate taskset name {taskset.name!r} (also tasksets[{seen[taskset.name]}])"))
+            seen.setdefault(taskset.name, i)
+        if issues:
+            raise ConfigError(issues)

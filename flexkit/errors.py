@@ -1,0 +1,80 @@
+"""Exceptions raised by flexkit.
+
+Every error a user can cause with a config file, a feedback payload or a plugin is a subclass of
+:class:`FlexkitError`, so callers can catch flexkit's errors without catching programming errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import attrs
+
+
+class FlexkitError(Exception):
+    """Base class of every error flexkit raises on purpose."""
+
+
+@attrs.frozen
+class ConfigIssue:
+    """One problem found in a config: where it is (a key path such as ``tasksets[0].selector.tau``)
+    and what is wrong."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class ConfigError(FlexkitError, ValueError):
+    """A pipeline config (or a component's parameters) is invalid.
+
+    ``issues`` holds every problem found, each with its key path; ``source`` names the file when the config
+    came from one. ``str(error)`` is the full report, one problem a line.
+    """
+
+    def __init__(self, issues: Iterable[ConfigIssue] | str, source: str | None = None) -> None:
+        if isinstance(issues, str):
+            issues = [ConfigIssue("", issues)]
+        self.issues: list[ConfigIssue] = list(issues)
+        self.source = source
+        super().__init__(self.report())
+
+    def report(self) -> str:
+        """The whole report: one line per issue, each prefixed with the source file when known."""
+        prefix = f"{self.source}: " if self.source else ""
+        return "\n".join(f"{prefix}{issue}" for issue in self.issues)
+
+    def with_prefix(self, path: str) -> ConfigError:
+        """The same issues, with ``path`` prepended to each key path."""
+        return ConfigError([ConfigIssue(join_path(path, i.path), i.message) for i in self.issues], self.source)
+
+    def with_source(self, source: str) -> ConfigError:
+        """The same issues, attributed to the file ``source``."""
+        return ConfigError(self.issues, source)
+
+    @staticmethod
+    def merge(errors: Sequence[ConfigError], source: str | None = None) -> ConfigError:
+        """One error holding the issues of all ``errors``."""
+        return ConfigError([i for e in errors for i in e.issues], source)
+
+
+def join_path(prefix: str, path: str) -> str:
+    """Join two key paths: ``join_path("a", "b") == "a.b"``, ``join_path("a", "[0].b") == "a[0].b"``."""
+    if not prefix:
+        return path
+    if not path:
+        return prefix
+    return prefix + path if path.startswith("[") else f"{prefix}.{path}"
+
+
+class FeedbackError(FlexkitError, ValueError):
+    """A feedback payload is invalid (NaN, unknown taskset, index out of range, ...).
+
+    When this is raised, no selector state has changed.
+    """
+
+
+class PluginError(FlexkitError):
+    """A plugin failed to import or register, or two plugins claim the same component name."""

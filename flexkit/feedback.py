@@ -1,0 +1,103 @@
+"""Feedback: from rollout experiences to the per-task values adaptive selectors learn from.
+
+The payload shape follows Trinity-RFT's task-selection module::
+
+    {SELECTOR_METRIC: {taskset_id: {"indices": [...], "values": [...]}}}
+
+The built-in ``pass_rate_calculator`` operator groups experiences by (taskset_id, index) and reports each
+task's mean reward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+
+from flexkit.errors import FeedbackError
+from flexkit.hookspecs import hookimpl
+
+#: The metrics key under which feedback for selectors travels (Trinity-RFT's name).
+SELECTOR_METRIC = "selector_metric"
+
+
+@attrs.frozen(kw_only=True)
+class Experience:
+    """One rollout's outcome: its reward and the task it came from (``taskset_id``, ``index``)."""
+
+    reward: float
+    taskset_id: int
+    index: int
+    info: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+def _task_of(exp: Any) -> tuple[int, int, float]:
+    """(taskset_id, index, reward) of an :class:`Experience`, a plain dict, or a Trinity-style object."""
+    if isinstance(exp, Experience):
+        return exp.taskset_id, exp.index, exp.reward
+    if isinstance(exp, Mapping):
+        if "task_index" in exp:  # {"reward": r, "task_index": {"taskset_id": t, "index": i}}
+            task = exp["task_index"]
+            return task["taskset_id"], task["index"], exp["reward"]
+        if "info" in exp and "task_index" in exp["info"]:
+            task = exp["info"]["task_index"]
+            return task["taskset_id"], task["index"], exp["reward"]
+        return exp["taskset_id"], exp["index"], exp["reward"]
+    info = getattr(exp, "info", None)  # Trinity's Experience: exp.info["task_index"], exp.reward
+    if isinstance(info, Mapping) and "task_index" in info:
+        task = info["task_index"]
+        return task["taskset_id"], task["index"], exp.reward
+    return exp.taskset_id, exp.index, exp.reward
+
+
+@attrs.frozen
+class PassRateConfig:
+    """``pass_rate_calculator`` takes no parameters."""
+
+
+class PassRateCalculator:
+    """Mean reward per task, grouped by (taskset_id, index) (Trinity-RFT's ``pass_rate_calculator``)."""
+
+    def __init__(self, config: PassRateConfig | None = None) -> None:
+        self.config = config or PassRateConfig()
+
+    def process(self, experiences: Iterable[Any]) -> tuple[list[Any], dict[str, Any]]:
+        """Return ``(experiences, {SELECTOR_METRIC: {taskset_id: {"indices": [...], "values": [...]}}})``.
+
+        Tasks appear in order of first occurrence; experiences are passed through unchanged.
+        """
+        exps = list(experiences)
+        if not exps:
+            return exps, {SELECTOR_METRIC: {}}
+        try:
+            triples = [_task_of(e) for e in exps]
+        except (KeyError, AttributeError, TypeError) as exc:
+            raise FeedbackError(f"an experience lacks reward/taskset_id/index: {exc!r}") from None
+        tids = np.asarray([t[0] for t in triples])
+        idxs = np.asarray([t[1] for t in triples])
+        try:
+            rewards = np.asarray([t[2] for t in triples], dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise FeedbackError(f"experience rewards must be numbers: {exc}") from None
+        if not (np.issubdtype(tids.dtype, np.integer) and np.issubdtype(idxs.dtype, np.integer)):
+            raise FeedbackError("experience taskset_id and index must be integers")
+        keys = np.stack([tids.astype(np.int64), idxs.astype(np.int64)], axis=1)
+        uniq, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        sums = np.bincount(inverse, weights=rewards, minlength=len(uniq))
+        counts = np.bincount(inverse, minlength=len(uniq))
+        means = sums / counts
+        metric: dict[int, dict[str, list[Any]]] = {}
+        for k in np.argsort(first, kind="stable"):
+            part = metric.setdefault(int(uniq[k, 0]), {"indices": [], "values": []})
+            part["indices"].append(int(uniq[k, 1]))
+            part["values"].append(float(means[k]))
+        return exps, {SELECTOR_METRIC: metric}
+
+
+@hookimpl
+def flexkit_register_feedback(register: Any) -> None:
+    """Built-in feedback operators."""
+    register("pass_rate_calculator", PassRateCalculator, PassRateConfig)

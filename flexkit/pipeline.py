@@ -1,0 +1,197 @@
+"""Loading a pipeline: TOML file -> plugins -> validated config -> the objects a trainer drives."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from flexkit.config.converter import make_converter, structure
+from flexkit.config.loader import local_plugin_specs, read_toml_file, structure_pipeline
+from flexkit.config.models import PipelineConfig
+from flexkit.errors import ConfigError, ConfigIssue
+from flexkit.plugins import PluginHost, get_plugins
+from flexkit.scheduler import TasksetEntry, TasksetScheduler
+from flexkit.tasksets import TasksetError, lazy_features
+
+
+@attrs.define
+class Pipeline:
+    """A loaded pipeline: its validated config, the plugins it resolved components with, and where it lives.
+
+    ``base_dir`` is the directory relative paths in the config are resolved against (the file's). The
+    scheduler and the feedback operator are built on first use.
+    """
+
+    config: PipelineConfig
+    plugins: PluginHost
+    base_dir: Path
+    source: str | None = None
+    _scheduler: TasksetScheduler | None = attrs.field(default=None, init=False, repr=False)
+    _feedback: Any = attrs.field(default=None, init=False, repr=False)
+
+    @property
+    def scheduler(self) -> TasksetScheduler:
+        """The :class:`~flexkit.scheduler.TasksetScheduler` (tasksets opened, selectors built, on first use)."""
+        if self._scheduler is None:
+            self._scheduler = build_scheduler(self.config, self.plugins, self.base_dir)
+        return self._scheduler
+
+    @property
+    def feedback_operator(self) -> Any:
+        """The feedback operator (``[feedback] type``, default ``pass_rate_calculator``)."""
+        if self._feedback is None:
+            spec = self.config.feedback.operator
+            self._feedback = self.plugins.component("feedback", spec.type).build(spec.config)
+        return self._feedback
+
+    def feedback(self, experiences: Any) -> dict[str, Any]:
+        """Turn experiences into selector feedback with the feedback operator and route it to the
+        scheduler; returns the metrics (``{SELECTOR_METRIC: ...}``)."""
+        _exps, metrics = self.feedback_operator.process(experiences)
+        self.scheduler.feedback(metrics)
+        return metrics
+
+    def describe(self) -> list[str]:
+        """Human-readable lines summarising the pipeline (used by ``flexkit validate``)."""
+        run = self.config.run
+        end = f"{run.total_steps} steps" if run.total_steps else f"{run.total_epochs or 1} epoch(s)"
+        lines = [f"run: batch_size={run.batch_size}, seed={run.seed}, {end}"]
+        if self._scheduler is not None:
+            sched = self._scheduler
+            lines[0] += f"; {sched.epoch_length} tasks, {sched.steps_per_epoch} steps/epoch, {sched.total_steps} steps"
+        for i, ts in enumerate(self.config.tasksets):
+            storage = _params(ts.storage.config)
+            where = storage.get("path", "")
+            weight = f", weight={ts.weight}" if ts.weight is not None else ""
+            size = f" ({self._scheduler.sizes[i]} tasks)" if self._scheduler is not None else ""
+            lines.append(f"taskset {i} {ts.name!r}: {ts.storage.type} {where}{size}{weight}; selector {ts.selector.type}"
+                         f"{_format_params(ts.selector.config)}")
+        fb = self.config.feedback
+        lines.append(f"feedback: {fb.operator.type}{_format_params(fb.operator.config)}, "
+                     f"out_of_range={fb.out_of_range}")
+        return lines
+
+
+def _params(config: Any) -> dict[str, Any]:
+    return attrs.asdict(config) if config is not None and attrs.has(type(config)) else {}
+
+
+def _format_params(config: Any) -> str:
+    params = _params(config)
+    return " (" + ", ".join(f"{k}={v!r}" for k, v in params.items()) + ")" if params else ""
+
+
+def load_pipeline(
+    path: str | os.PathLike[str],
+    *,
+    plugins: Sequence[str] = (),
+) -> Pipeline:
+    """Load and validate a pipeline TOML file.
+
+    ``plugins`` adds local plugins (module names or ``.py`` paths relative to the current directory) on top
+    of the file's own ``plugins = [...]`` (relative to the file). Raises :class:`~flexkit.ConfigError` with
+    the full report when anything is wrong.
+    """
+    source = str(path)
+    data = read_toml_file(path)
+    return pipeline_from_dict(data, base_dir=Path(path).resolve().parent, source=source, plugins=plugins)
+
+
+def pipeline_from_dict(
+    data: dict[str, Any],
+    *,
+    base_dir: str | os.PathLike[str] = ".",
+    source: str | None = None,
+    plugins: Sequence[str] = (),
+) -> Pipeline:
+    """Build a pipeline from already-parsed TOML data (``base_dir`` resolves relative paths)."""
+    base = Path(base_dir).resolve()
+    specs = local_plugin_specs(data, source)
+    if specs or plugins:
+        host = PluginHost.load()
+        try:
+            host.add_local(plugins, base_dir=Path.cwd())
+        except ConfigError as exc:
+            raise ConfigError([attrs.evolve(i, path=i.path.replace("plugins", "--plugin", 1)) for i in exc.issues],
+                              source) from None
+        try:
+            host.add_local(specs, base_dir=base)
+        except ConfigError as exc:
+            raise exc.with_source(source) if source else exc from None
+    else:
+        host = get_plugins()
+    config = structure_pipeline(data, host, source)
+    return Pipeline(config=config, plugins=host, base_dir=base, source=source)
+
+
+def selector_seed(seed: int, taskset_id: int) -> np.random.SeedSequence:
+    """The seed of taskset ``taskset_id``'s selector: an independent stream derived from the pipeline seed."""
+    return np.random.SeedSequence(seed, spawn_key=(0, taskset_id))
+
+
+def build_scheduler(config: PipelineConfig, plugins: PluginHost, base_dir: Path) -> TasksetScheduler:
+    """Open every taskset, build its selector and wire them into a scheduler.
+
+    Problems are collected across tasksets and raised together as one :class:`~flexkit.ConfigError`
+    whose paths point at the offending ``tasksets[i]`` table.
+    """
+    entries, issues = [], []
+    for i, ts in enumerate(config.tasksets):
+        try:
+            storage = plugins.component("storage", ts.storage.type)
+            taskset = storage.build(ts.storage.config, name=ts.name, base_dir=base_dir)
+            if len(taskset) == 0:
+                raise TasksetError("the taskset is empty", taskset=ts.name, path=getattr(taskset, "path", None))
+            keys = tuple(getattr(ts.selector.config, "feature_keys", ()) or ())
+            selector = plugins.component("selector", ts.selector.type).build(
+                ts.selector.config, size=len(taskset), seed=selector_seed(config.run.seed, i),
+                features=lazy_features(taskset, keys),
+            )
+        except (TasksetError, ValueError) as exc:
+            issues.append(ConfigIssue(f"tasksets[{i}]", str(exc)))
+            continue
+        entries.append(TasksetEntry(name=ts.name, taskset=taskset, selector=selector, weight=ts.weight))
+    if issues:
+        raise ConfigError(issues)
+    run = config.run
+    try:
+        return TasksetScheduler(
+            entries, batch_size=run.batch_size, seed=run.seed, total_epochs=run.total_epochs,
+            total_steps=run.total_steps, prefetch=run.prefetch, out_of_range=config.feedback.out_of_range,
+            hooks=plugins.hook,
+        )
+    except ValueError as exc:
+        raise ConfigError([ConfigIssue("run", str(exc))]) from None
+
+
+def make_selector(
+    name: str,
+    *,
+    size: int,
+    seed: int | np.random.SeedSequence = 0,
+    features: Mapping[str, Any] | None = None,
+    plugins: PluginHost | None = None,
+    **params: Any,
+) -> Any:
+    """Build a registered selector directly, without a pipeline file.
+
+    ``params`` are validated by the selector's config class exactly as a TOML table would be. When
+    ``features`` is given and ``feature_keys`` is not, the features' keys (in order) are used::
+
+        sel = flexkit.make_selector("difficulty_based", size=N, seed=0,
+                                    features={"f0": a0, "f1": a1}, target_reward=0.5, tau=0.5)
+    """
+    host = plugins or get_plugins()
+    component = host.component("selector", name)
+    if features is not None and "feature_keys" not in params and any(
+        f.alias == "feature_keys" for f in attrs.fields(component.config_cls)
+    ):
+        params["feature_keys"] = list(features)
+    config = structure(make_converter(host), params, component.config_cls)
+    arrays = {k: np.asarray(v, dtype=np.float64) for k, v in (features or {}).items()}
+    return component.build(config, size=size, seed=seed, features=arrays)

@@ -1,0 +1,394 @@
+"""The plugin manager: built-in and third-party components, registered through one path.
+
+Plugins come from three places, loaded in this order:
+
+1. flexkit's own built-in modules (:data:`BUILTIN_PLUGINS`), registered exactly like third-party ones;
+2. the ``flexkit`` entry-point group of installed distributions (``FLEXKIT_LOAD_PLUGINS`` restricts them:
+   a comma-separated allow-list of entry-point or distribution names; an empty string loads none);
+3. a pipeline's own ``plugins = [...]`` (module names, or ``.py`` paths relative to the pipeline file) and
+   the CLI's ``--plugin`` option, as pytest loads ``conftest.py``: no packaging needed.
+
+A plugin that fails to import or register is reported (plugin, distribution, error) and the others keep
+working; ``FLEXKIT_STRICT_PLUGINS=1`` makes any such failure fatal. Two plugins registering the same component
+name is an error naming both; a pipeline naming that component is refused until one is removed.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import importlib.metadata
+import importlib.util
+import inspect
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pluggy
+import structlog
+
+from flexkit import hookspecs
+from flexkit._version import __version__
+from flexkit.config.components import STAGES
+from flexkit.config.converter import did_you_mean
+from flexkit.errors import ConfigError, ConfigIssue, PluginError
+
+log = structlog.get_logger("flexkit.plugins")
+
+#: Modules holding flexkit's built-in components; each is registered as a default plugin.
+BUILTIN_PLUGINS: tuple[str, ...] = ("flexkit.selectors", "flexkit.tasksets", "flexkit.feedback")
+
+#: The registration hook of each stage.
+REGISTER_HOOKS: dict[str, str] = {
+    "selector": "flexkit_register_selectors",
+    "scorer": "flexkit_register_scorers",
+    "actuator": "flexkit_register_actuators",
+    "feedback": "flexkit_register_feedback",
+    "storage": "flexkit_register_storages",
+}
+
+#: Entry-point group scanned for third-party plugins.
+ENTRY_POINT_GROUP = "flexkit"
+ENV_ALLOW = "FLEXKIT_LOAD_PLUGINS"
+ENV_STRICT = "FLEXKIT_STRICT_PLUGINS"
+
+_NAME = re.compile(r"^[a-z][a-z0-9_\-]*$")
+
+
+@attrs.frozen
+class NoParams:
+    """Config of a component that takes no parameters."""
+
+
+@attrs.frozen(kw_only=True)
+class Component:
+    """A registered component: what a pipeline's ``type = "name"`` resolves to."""
+
+    name: str
+    stage: str
+    factory: Callable[..., Any]
+    config_cls: type
+    plugin: str
+    distribution: str | None
+    version: str | None
+    description: str
+
+    def build(self, config: Any = None, **context: Any) -> Any:
+        """Call the factory with a validated config (default: the config class's defaults) and context."""
+        if config is None:
+            config = self.config_cls()
+        return self.factory(config, **context)
+
+
+@attrs.frozen(kw_only=True)
+class PluginFailure:
+    """A plugin that could not be used, and why."""
+
+    plugin: str
+    distribution: str | None
+    phase: str  # "import" | "register" | "conflict"
+    error: str
+
+    def __str__(self) -> str:
+        dist = f" (distribution {self.distribution})" if self.distribution else ""
+        return f"plugin {self.plugin!r}{dist} failed at {self.phase}: {self.error}"
+
+
+@attrs.frozen(kw_only=True)
+class PluginInfo:
+    """A loaded plugin: its name, where it came from and the hooks it implements."""
+
+    name: str
+    distribution: str | None
+    version: str | None
+    hooks: tuple[str, ...]
+
+
+def _env_allow_list() -> frozenset[str] | None:
+    raw = os.environ.get(ENV_ALLOW)
+    if raw is None:
+        return None
+    return frozenset(part.strip() for part in raw.split(",") if part.strip())
+
+
+def _env_strict() -> bool:
+    return os.environ.get(ENV_STRICT, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+class PluginHost:
+    """One set of loaded plugins and the components they registered.
+
+    Build it with :meth:`load` (or get the process-wide default with :func:`get_plugins`).
+    """
+
+    def __init__(self, *, strict: bool = False) -> None:
+        self.strict = strict
+        self.pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+        self.pm.add_hookspecs(hookspecs)
+        self.components: dict[str, dict[str, Component]] = {stage: {} for stage in STAGES}
+        self.conflicts: dict[tuple[str, str], list[Component]] = {}
+        self.failures: list[PluginFailure] = []
+        self.plugins: list[PluginInfo] = []
+
+    # -- loading ----------------------------------------------------------------------------------------
+
+    @classmethod
+    def load(
+        cls,
+        extra: Iterable[str] = (),
+        *,
+        base_dir: str | os.PathLike[str] | None = None,
+        entry_points: bool = True,
+        allow: Iterable[str] | None = None,
+        strict: bool | None = None,
+    ) -> PluginHost:
+        """Load built-ins, then entry points (``allow`` or ``FLEXKIT_LOAD_PLUGINS`` filter them), then
+        ``extra`` local plugins (module names or ``.py`` paths relative to ``base_dir``).
+
+        ``strict`` (default: ``FLEXKIT_STRICT_PLUGINS``) turns any plugin failure into a :class:`PluginError`.
+        A local plugin that fails raises :class:`~flexkit.errors.ConfigError` (the pipeline asked for it).
+        """
+        host = cls(strict=_env_strict() if strict is None else strict)
+        for module_name in BUILTIN_PLUGINS:
+            host.add(importlib.import_module(module_name), name=module_name, distribution="flexkit",
+                     version=__version__)
+        if entry_points:
+            host._load_entry_points(frozenset(allow) if allow is not None else _env_allow_list())
+        host.add_local(extra, base_dir=base_dir)
+        return host
+
+    def _load_entry_points(self, allow: frozenset[str] | None) -> None:
+        for ep in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+            dist = getattr(ep, "dist", None)
+            dist_name = dist.metadata["Name"] if dist is not None else None
+            version = dist.version if dist is not None else None
+            if allow is not None and ep.name not in allow and dist_name not in allow:
+                continue
+            if self.pm.get_plugin(ep.name) is not None:
+                continue
+            try:
+                plugin = ep.load()
+            except Exception as exc:  # noqa: BLE001 - any import failure is reported, not fatal
+                self._fail(PluginFailure(plugin=ep.name, distribution=dist_name, phase="import",
+                                         error=f"{type(exc).__name__}: {exc}"))
+                continue
+            self.add(plugin, name=ep.name, distribution=dist_name, version=version)
+
+    def add_local(self, specs: Iterable[str], *, base_dir: str | os.PathLike[str] | None = None) -> None:
+        """Load plugins named by module or by ``.py`` path (relative to ``base_dir``); failures raise
+        :class:`~flexkit.errors.ConfigError` with the position in ``plugins``."""
+        errors: list[ConfigIssue] = []
+        for i, spec in enumerate(specs):
+            try:
+                module = load_local_module(spec, base_dir)
+            except Exception as exc:  # noqa: BLE001 - reported as a config error with its position
+                errors.append(ConfigIssue(f"plugins[{i}]", f"cannot load plugin {spec!r}: {type(exc).__name__}: {exc}"))
+                continue
+            if self.pm.is_registered(module):
+                continue
+            failures_before = len(self.failures)
+            self.add(module, name=spec, distribution=None, version=None, strict=False)
+            for failure in self.failures[failures_before:]:
+                errors.append(ConfigIssue(f"plugins[{i}]", str(failure)))
+        if errors:
+            raise ConfigError(errors)
+
+    def add(
+        self,
+        plugin: Any,
+        *,
+        name: str,
+        distribution: str | None = None,
+        version: str | None = None,
+        strict: bool | None = None,
+    ) -> bool:
+        """Register one plugin object and collect its components; returns whether it was accepted.
+
+        On failure the plugin is unregistered and the failure recorded (raised when strict).
+        """
+        strict = self.strict if strict is None else strict
+        try:
+            self.pm.register(plugin, name=name)
+            self.pm.check_pending()
+        except Exception as exc:  # noqa: BLE001 - pluggy validation errors are reported per plugin
+            if self.pm.is_registered(plugin):
+                self.pm.unregister(plugin)
+            self._fail(PluginFailure(plugin=name, distribution=distribution, phase="register",
+                                     error=f"{type(exc).__name__}: {exc}"), strict)
+            return False
+        staged: list[Component] = []
+        hooks: list[str] = []
+        for stage, hook_name in REGISTER_HOOKS.items():
+            caller = getattr(self.pm.hook, hook_name)
+            for impl in caller.get_hookimpls():
+                if impl.plugin is not plugin:
+                    continue
+                hooks.append(hook_name)
+                register = _Registrar(stage, name, distribution, version, staged)
+                try:
+                    impl.function(**{arg: register for arg in impl.argnames})
+                except Exception as exc:  # noqa: BLE001 - a broken registration is reported, not fatal
+                    self.pm.unregister(plugin)
+                    self._fail(PluginFailure(plugin=name, distribution=distribution, phase="register",
+                                             error=f"{hook_name}: {type(exc).__name__}: {exc}"), strict)
+                    return False
+        for impl_hook in self.pm.get_hookcallers(plugin) or []:
+            if impl_hook.name not in hooks:
+                hooks.append(impl_hook.name)
+        for component in staged:
+            self._commit(component, strict)
+        self.plugins.append(PluginInfo(name=name, distribution=distribution, version=version, hooks=tuple(hooks)))
+        return True
+
+    def _commit(self, component: Component, strict: bool) -> None:
+        table = self.components[component.stage]
+        key = (component.stage, component.name)
+        if key in self.conflicts:
+            self.conflicts[key].append(component)
+        elif component.name in table:
+            first = table.pop(component.name)
+            self.conflicts[key] = [first, component]
+        else:
+            table[component.name] = component
+            return
+        claimants = " and ".join(_who(c) for c in self.conflicts[key])
+        self._fail(PluginFailure(plugin=component.plugin, distribution=component.distribution, phase="conflict",
+                                 error=f"{component.stage} {component.name!r} is registered by {claimants}"), strict)
+
+    def _fail(self, failure: PluginFailure, strict: bool | None = None) -> None:
+        self.failures.append(failure)
+        if self.strict if strict is None else strict:
+            raise PluginError(f"{failure} ({ENV_STRICT} is set)")
+        log.warning("plugin_failed", plugin=failure.plugin, distribution=failure.distribution,
+                    phase=failure.phase, error=failure.error)
+
+    # -- lookup -----------------------------------------------------------------------------------------
+
+    def component(self, stage: str, name: str) -> Component:
+        """The component registered as ``name`` for ``stage``; a :class:`ConfigError` lists the
+        registered ones (with the closest match) when there is none, and names both plugins on a conflict."""
+        if stage not in self.components:
+            raise ConfigError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)}")
+        found = self.components[stage].get(name)
+        if found is not None:
+            return found
+        if (stage, name) in self.conflicts:
+            claimants = " and ".join(_who(c) for c in self.conflicts[(stage, name)])
+            raise ConfigError(f"{stage} {name!r} is registered by {claimants}; uninstall one of them or "
+                              f"restrict {ENV_ALLOW}")
+        names = sorted(self.components[stage])
+        raise ConfigError(f"unknown {stage} {name!r}{did_you_mean(name, names)}; registered: "
+                          f"{', '.join(names) or '(none)'}")
+
+    def names(self, stage: str) -> list[str]:
+        """Registered component names of one stage, sorted."""
+        return sorted(self.components[stage])
+
+    def all_components(self) -> list[Component]:
+        """Every registered component, by stage then name."""
+        return [self.components[s][n] for s in STAGES for n in sorted(self.components[s])]
+
+    @property
+    def hook(self) -> Any:
+        """pluggy's hook relay, for calling lifecycle hooks (always with keyword arguments)."""
+        return self.pm.hook
+
+
+def _who(component: Component) -> str:
+    dist = component.distribution or "no distribution"
+    version = f" {component.version}" if component.version else ""
+    return f"plugin {component.plugin!r} ({dist}{version})"
+
+
+@attrs.define
+class _Registrar:
+    """The ``register`` callback handed to one plugin's registration hook for one stage."""
+
+    stage: str
+    plugin: str
+    distribution: str | None
+    version: str | None
+    staged: list[Component]
+
+    def __call__(
+        self,
+        name: str,
+        factory: Callable[..., Any],
+        config: type | None = None,
+        *,
+        description: str | None = None,
+    ) -> None:
+        """Declare a component: its ``type`` name, its factory and its attrs config class."""
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ValueError(f"component name {name!r} must be lowercase letters, digits, '_' or '-', "
+                             "starting with a letter")
+        if not callable(factory):
+            raise TypeError(f"factory for {self.stage} {name!r} is not callable: {factory!r}")
+        config_cls = NoParams if config is None else config
+        if not (isinstance(config_cls, type) and attrs.has(config_cls)):
+            raise TypeError(f"config for {self.stage} {name!r} must be an attrs class, got {config!r}")
+        if any(c.name == name and c.stage == self.stage for c in self.staged):
+            raise ValueError(f"{self.stage} {name!r} registered twice by the same plugin")
+        if description is None:
+            doc = inspect.getdoc(factory) or ""
+            description = doc.strip().splitlines()[0] if doc.strip() else ""
+        self.staged.append(Component(name=name, stage=self.stage, factory=factory, config_cls=config_cls,
+                                     plugin=self.plugin, distribution=self.distribution, version=self.version,
+                                     description=description))
+
+
+def load_local_module(spec: str, base_dir: str | os.PathLike[str] | None = None) -> Any:
+    """Import a plugin given as a module name (``my_pkg.hooks``) or a ``.py`` path (relative paths are
+    resolved against ``base_dir``, default the current directory)."""
+    if not isinstance(spec, str) or not spec:
+        raise ValueError("a plugin must be a module name or a path to a .py file")
+    if not (spec.endswith(".py") or "/" in spec or os.sep in spec):
+        return importlib.import_module(spec)
+    path = Path(spec).expanduser()
+    if not path.is_absolute():
+        path = Path(base_dir or ".") / path
+    path = path.resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
+    module_name = f"flexkit_local_{re.sub(r'[^0-9a-zA-Z_]', '_', path.stem)}_{digest}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    module_spec = importlib.util.spec_from_file_location(module_name, path)
+    if module_spec is None or module_spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_name] = module
+    try:
+        module_spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[module_name]
+        raise
+    return module
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_host(allow: frozenset[str] | None, strict: bool) -> PluginHost:
+    return PluginHost.load(allow=allow, strict=strict)
+
+
+def get_plugins() -> PluginHost:
+    """The process-wide plugin host for the current ``FLEXKIT_LOAD_PLUGINS`` / ``FLEXKIT_STRICT_PLUGINS``."""
+    return _cached_host(_env_allow_list(), _env_strict())
+
+
+def clear_plugin_cache() -> None:
+    """Forget cached plugin hosts (after installing a plugin in a running process, or in tests)."""
+    _cached_host.cache_clear()
+
+
+def plugin_host_for(extra: Sequence[str] = (), base_dir: str | os.PathLike[str] | None = None) -> PluginHost:
+    """The default host when ``extra`` is empty, else a fresh host with those local plugins added."""
+    if not extra:
+        return get_plugins()
+    return PluginHost.load(extra, base_dir=base_dir, allow=_env_allow_list())

@@ -1,0 +1,329 @@
+"""The TasksetScheduler: which tasksets feed each batch, and which tasks each of them contributes.
+
+Follows Trinity-RFT's TasksetScheduler (seed 000): within an epoch each taskset contributes its size (or its
+``weight`` share); the order in which tasksets are visited is reshuffled every epoch; each batch is a window of
+``batch_size`` entries of that order, and each taskset's selector is asked for as many indices as the window
+holds of it. Where flexkit differs (on purpose):
+
+- every random stream derives from the pipeline seed: the epoch order from ``(seed, 1, epoch)``, taskset i's
+  selector from ``(seed, 0, i)`` (``numpy.random.SeedSequence`` spawn keys), so two tasksets never share a
+  stream and adding a taskset does not change the others' streams;
+- reads of the next batch are prefetched in a background thread (``prefetch``); the batch for step t+1 is then
+  selected right after step t is handed out, so feedback given after ``read()`` reaches selectors one step
+  later than without prefetch. Both modes are deterministic and resume exactly;
+- a checkpoint from a different taskset list is refused instead of silently truncated;
+- feedback is validated whole before any selector changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import attrs
+import numpy as np
+
+from flexkit.errors import FeedbackError, FlexkitError
+from flexkit.feedback import SELECTOR_METRIC
+from flexkit.selectors.base import OutOfRange, validate_feedback
+
+#: Version of :meth:`TasksetScheduler.state_dict`'s layout.
+STATE_VERSION = 1
+
+
+@attrs.frozen(kw_only=True)
+class Task:
+    """One task of a batch: which taskset it came from (id and name), its index there, and its row."""
+
+    taskset_id: int
+    taskset: str
+    index: int
+    data: Mapping[str, Any]
+
+
+@attrs.define(kw_only=True)
+class TasksetEntry:
+    """A taskset as the scheduler drives it: its name, rows, selector and optional weight."""
+
+    name: str
+    taskset: Any
+    selector: Any
+    weight: float | None = None
+
+    @property
+    def size(self) -> int:
+        """Number of tasks in the taskset."""
+        return len(self.taskset)
+
+
+def epoch_counts(sizes: Sequence[int], weights: Sequence[float] | None) -> np.ndarray:
+    """How many entries of one epoch's order belong to each taskset.
+
+    Without weights: each taskset's size. With weights: the epoch keeps the total ``sum(sizes)`` and splits it
+    in proportion to the weights, rounding by largest remainder (so counts sum exactly to the total).
+    """
+    sizes_arr = np.asarray(sizes, dtype=np.int64)
+    if weights is None:
+        return sizes_arr
+    w = np.asarray(weights, dtype=np.float64)
+    total = int(sizes_arr.sum())
+    exact = w / w.sum() * total
+    counts = np.floor(exact).astype(np.int64)
+    remainder = total - int(counts.sum())
+    if remainder:
+        order = np.argsort(-(exact - counts), kind="stable")
+        counts[order[:remainder]] += 1
+    return counts
+
+
+class TasksetScheduler:
+    """Draws each batch from one or more tasksets; routes feedback to their selectors.
+
+    Args:
+        entries: the tasksets with their selectors (taskset id = position in this list).
+        batch_size: tasks per batch.
+        seed: the pipeline seed (the epoch order's stream derives from it).
+        total_epochs: epochs to run (default 1) unless ``total_steps`` is given.
+        total_steps: steps to run instead of epochs.
+        prefetch: select and read the next batch in a background thread.
+        out_of_range: feedback values outside [0, 1] are clipped (``"clip"``) or rejected (``"error"``).
+        hooks: a pluggy hook relay for lifecycle hooks (``flexkit_on_select``, ``flexkit_on_feedback``).
+    """
+
+    def __init__(
+        self,
+        entries: Sequence[TasksetEntry],
+        *,
+        batch_size: int,
+        seed: int = 0,
+        total_epochs: int | None = None,
+        total_steps: int | None = None,
+        prefetch: bool = True,
+        out_of_range: OutOfRange = "clip",
+        hooks: Any = None,
+    ) -> None:
+        if not entries:
+            raise ValueError("a scheduler needs at least one taskset")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        weights = [e.weight for e in entries]
+        if any(w is not None for w in weights) and any(w is None for w in weights):
+            missing = [e.name for e in entries if e.weight is None]
+            raise ValueError(f"give every taskset a weight or none; missing: {', '.join(missing)}")
+        self.entries = list(entries)
+        self.batch_size = int(batch_size)
+        self.seed = int(seed)
+        self.prefetch = prefetch
+        self.out_of_range: OutOfRange = out_of_range
+        self.hooks = hooks
+        self._weights: list[float] | None = None if weights[0] is None else [float(w) for w in weights]
+        self.epoch_length = int(sum(e.size for e in self.entries))
+        self.steps_per_epoch = self.epoch_length // self.batch_size
+        if self.steps_per_epoch < 1:
+            raise ValueError(
+                f"batch_size {self.batch_size} exceeds the {self.epoch_length} tasks of one epoch"
+            )
+        if total_steps is not None:
+            self.total_steps = int(total_steps)
+        else:
+            self.total_steps = (total_epochs or 1) * self.steps_per_epoch
+        self.step = 0  # batches handed out so far
+        self._lock = threading.RLock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._pending: Future[tuple[int, list[np.ndarray]]] | None = None
+        self._order_cache: tuple[int, np.ndarray] | None = None
+
+    # -- plan ------------------------------------------------------------------------------------------
+
+    @property
+    def sizes(self) -> list[int]:
+        """Number of tasks of each taskset."""
+        return [e.size for e in self.entries]
+
+    @property
+    def names(self) -> list[str]:
+        """Taskset names, by id."""
+        return [e.name for e in self.entries]
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next batch belongs to."""
+        return self.step // self.steps_per_epoch
+
+    def epoch_order(self, epoch: int) -> np.ndarray:
+        """The taskset id of every entry of ``epoch``'s order (shuffled per epoch from the pipeline seed)."""
+        if self._order_cache is not None and self._order_cache[0] == epoch:
+            return self._order_cache[1]
+        counts = epoch_counts(self.sizes, self._weights)
+        order = np.repeat(np.arange(len(self.entries), dtype=np.int64), counts)
+        rng = np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(1, epoch)))
+        rng.shuffle(order)
+        self._order_cache = (epoch, order)
+        return order
+
+    def batch_plan(self, step: int) -> np.ndarray:
+        """How many tasks each taskset contributes to batch ``step``."""
+        epoch, offset = divmod(step, self.steps_per_epoch)
+        window = self.epoch_order(epoch)[offset * self.batch_size : (offset + 1) * self.batch_size]
+        return np.bincount(window, minlength=len(self.entries))
+
+    # -- reading ----------------------------------------------------------------------------------------
+
+    def _select(self, step: int) -> list[np.ndarray]:
+        plan = self.batch_plan(step)
+        return [
+            entry.selector.get_indices(int(n)) if n else np.empty(0, dtype=np.int64)
+            for entry, n in zip(self.entries, plan)
+        ]
+
+    def _materialise(self, picked: Sequence[np.ndarray]) -> list[Task]:
+        tasks: list[Task] = []
+        for tid, (entry, indices) in enumerate(zip(self.entries, picked)):
+            if len(indices) == 0:
+                continue
+            rows = entry.taskset.read([int(i) for i in indices])
+            tasks.extend(
+                Task(taskset_id=tid, taskset=entry.name, index=int(i), data=row) for i, row in zip(indices, rows)
+            )
+        return tasks
+
+    def _produce(self, step: int) -> tuple[int, list[np.ndarray], list[Task]]:
+        with self._lock:
+            picked = self._select(step)
+        return step, picked, self._materialise(picked)
+
+    def _start_prefetch(self) -> None:
+        if not self.prefetch or self.step >= self.total_steps:
+            return
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flexkit-prefetch")
+        self._pending = self._executor.submit(self._produce, self.step)
+
+    def _take_pending(self) -> tuple[int, list[np.ndarray], list[Task]] | None:
+        pending, self._pending = self._pending, None
+        return pending.result() if pending is not None else None
+
+    def read(self) -> list[Task]:
+        """The next batch, grouped by taskset; raises ``StopIteration`` when the run is over."""
+        if self.step >= self.total_steps:
+            raise StopIteration
+        produced = self._take_pending()
+        if produced is None:
+            produced = self._produce(self.step)
+        step, _picked, tasks = produced
+        self.step = step + 1
+        if self.hooks is not None:
+            self.hooks.flexkit_on_select(step=step, tasks=tasks)
+        self._start_prefetch()
+        return tasks
+
+    async def aread(self) -> list[Task]:
+        """:meth:`read` for asyncio code; raises ``StopAsyncIteration`` when the run is over."""
+        try:
+            return await asyncio.get_running_loop().run_in_executor(None, self.read)
+        except StopIteration:
+            raise StopAsyncIteration from None
+
+    def __iter__(self) -> Iterator[list[Task]]:
+        while True:
+            try:
+                yield self.read()
+            except StopIteration:
+                return
+
+    def close(self) -> None:
+        """Stop the prefetch thread (a pending batch is kept in the state until the next read)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    # -- feedback ---------------------------------------------------------------------------------------
+
+    def _taskset_id(self, key: Any) -> int:
+        if isinstance(key, (int, np.integer)) and not isinstance(key, bool) and 0 <= key < len(self.entries):
+            return int(key)
+        if isinstance(key, str) and key in self.names:
+            return self.names.index(key)
+        raise FeedbackError(f"feedback for unknown taskset {key!r}; tasksets: "
+                            + ", ".join(f"{i} ({n})" for i, n in enumerate(self.names)))
+
+    def feedback(self, metrics: Mapping[str, Any]) -> None:
+        """Route ``metrics[SELECTOR_METRIC]`` (``{taskset_id or name: {"indices", "values"}}``) to selectors.
+
+        Feedback for batches several steps old is fine. The whole payload is validated first; if any part is
+        invalid a :class:`~flexkit.errors.FeedbackError` is raised and no selector changes.
+        """
+        if not isinstance(metrics, Mapping):
+            raise FeedbackError(f"feedback must be a mapping, got {type(metrics).__name__}")
+        payload = metrics.get(SELECTOR_METRIC, {})
+        if not isinstance(payload, Mapping):
+            raise FeedbackError(f"{SELECTOR_METRIC} must map taskset ids to {{'indices', 'values'}}")
+        checked: list[tuple[int, np.ndarray, np.ndarray]] = []
+        seen: set[int] = set()
+        for key, part in payload.items():
+            tid = self._taskset_id(key)
+            if tid in seen:
+                raise FeedbackError(f"feedback names taskset {key!r} twice")
+            seen.add(tid)
+            if not isinstance(part, Mapping) or "indices" not in part or "values" not in part:
+                raise FeedbackError(f"feedback for taskset {key!r} needs 'indices' and 'values'")
+            try:
+                idx, vals = validate_feedback(part["indices"], part["values"], self.entries[tid].size,
+                                              out_of_range=self.out_of_range)
+            except FeedbackError as exc:
+                raise FeedbackError(f"taskset {self.names[tid]!r}: {exc}") from None
+            checked.append((tid, idx, vals))
+        if self._pending is not None:
+            self._pending.result()  # the prefetched selection precedes this feedback, always
+        with self._lock:
+            for tid, idx, vals in checked:
+                if idx.size:
+                    self.entries[tid].selector.feedback(idx, vals)
+        if self.hooks is not None:
+            self.hooks.flexkit_on_feedback(step=self.step, metrics=payload)
+
+    # -- state ------------------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly: step, every selector's full state, and a prefetched batch."""
+        with self._lock:
+            pending = None
+            if self._pending is not None:
+                step, picked, _tasks = self._pending.result()
+                pending = {"step": step, "indices": [p.copy() for p in picked]}
+            return {
+                "version": STATE_VERSION,
+                "step": self.step,
+                "tasksets": [{"name": e.name, "size": e.size} for e in self.entries],
+                "weights": self._weights,
+                "selectors": [e.selector.state_dict() for e in self.entries],
+                "pending": pending,
+            }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s output; refuses a state from a different taskset list."""
+        if state.get("version") != STATE_VERSION:
+            raise FlexkitError(f"scheduler state version {state.get('version')!r} is not {STATE_VERSION}")
+        mine = [{"name": e.name, "size": e.size} for e in self.entries]
+        theirs = [{"name": t["name"], "size": int(t["size"])} for t in state["tasksets"]]
+        if mine != theirs:
+            raise FlexkitError(f"scheduler state is for tasksets {theirs}, but this pipeline has {mine}")
+        with self._lock:
+            if self._pending is not None:
+                self._pending.result()
+                self._pending = None
+            self.step = int(state["step"])
+            weights = state.get("weights")
+            self._weights = None if weights is None else [float(w) for w in weights]
+            self._order_cache = None
+            for entry, sel_state in zip(self.entries, state["selectors"]):
+                entry.selector.load_state_dict(sel_state)
+            pending = state.get("pending")
+            if pending is not None:
+                picked = [np.asarray(p, dtype=np.int64) for p in pending["indices"]]
+                done: Future[tuple[int, list[np.ndarray], list[Task]]] = Future()
+                done.set_result((int(pending["step"]), picked, self._materialise(picked)))
+                self._pending = done

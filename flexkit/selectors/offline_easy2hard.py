@@ -1,0 +1,124 @@
+"""``offline_easy2hard``: a fixed curriculum sorted by precomputed feature columns, replayed every epoch.
+
+Source: Trinity-RFT task selection ("Sorts samples by pre-defined features (e.g., loss, length), serving
+easier ones first, progressing to harder ones"); see REFERENCE.md, seed 000.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+from flexkit.config import field
+from flexkit.selectors.base import Seed, Selector
+
+
+def read_feature_columns(
+    features: Mapping[str, np.ndarray], keys: Sequence[str], size: int, *, owner: str
+) -> list[np.ndarray]:
+    """Fetch and check the feature columns ``keys`` (1-D, numeric, length ``size``, no NaN).
+
+    Raises ``ValueError`` naming the selector (``owner``) and the offending key. Only the named columns are
+    read, so a lazy mapping loads nothing else. Columns are returned as read-only views (no copy).
+    """
+    columns = []
+    for key in keys:
+        try:
+            raw = features[key]
+        except KeyError:
+            try:
+                known = ", ".join(repr(k) for k in features)
+            except Exception:  # a lazy mapping may not list its keys
+                known = "?"
+            raise ValueError(
+                f"{owner}: feature column {key!r} is missing (available: {known or 'none'})"
+            ) from None
+        col = np.asarray(raw)
+        if col.ndim != 1:
+            raise ValueError(f"{owner}: feature column {key!r} must be 1-D, got shape {col.shape}")
+        if col.shape[0] != size:
+            raise ValueError(f"{owner}: feature column {key!r} has {col.shape[0]} values for {size} tasks")
+        if not (np.issubdtype(col.dtype, np.number) or col.dtype == bool) or np.issubdtype(
+            col.dtype, np.complexfloating
+        ):
+            raise ValueError(f"{owner}: feature column {key!r} must be numeric, got dtype {col.dtype}")
+        if np.issubdtype(col.dtype, np.floating) and np.isnan(col.min() if col.size else 0.0):
+            raise ValueError(f"{owner}: feature column {key!r} contains NaN")
+        col = col.view()
+        col.flags.writeable = False
+        columns.append(col)
+    return columns
+
+
+@attrs.frozen(kw_only=True)
+class OfflineEasy2HardConfig:
+    """Parameters of the ``offline_easy2hard`` selector."""
+
+    feature_keys: tuple[str, ...] = field(
+        min_items=1,
+        doc="Feature columns to sort by: the first is the primary key, later ones break ties.",
+    )
+    order: str = field(
+        default="descending",
+        choices=("descending", "ascending"),
+        doc='"descending": a higher feature value is easier and served first (as in Trinity-RFT); '
+        '"ascending": lower values first.',
+    )
+
+
+class OfflineEasy2HardSelector(Selector):
+    """Serve tasks in a fixed order sorted by feature columns, wrapping so the curriculum replays each epoch.
+
+    The order is built once with ``np.lexsort``: ``feature_keys[0]`` is the primary key, later keys break
+    ties. With ``order="ascending"`` remaining ties go to the smaller index first; ``"descending"`` is exactly
+    the reverse order, so remaining ties go to the larger index first (as the reference does). Batches are
+    served like :class:`~flexkit.selectors.sequential.SequentialSelector` over that order. Feedback is
+    ignored. State: the position in the order (the order itself is rebuilt from the features).
+    """
+
+    def __init__(
+        self,
+        config: OfflineEasy2HardConfig,
+        *,
+        size: int,
+        seed: Seed = 0,
+        features: Mapping[str, np.ndarray] | None = None,
+    ) -> None:
+        super().__init__(config, size=size, seed=seed, features=features)
+        keys = config.feature_keys
+        columns = read_feature_columns(self.features, keys, self.size, owner="offline_easy2hard")
+        self._columns = dict(zip(keys, columns, strict=True))
+        # np.lexsort sorts by its *last* key first and is stable (ties keep index order).
+        order = np.lexsort(columns[::-1]).astype(np.int64, copy=False)
+        if config.order == "descending":
+            order = order[::-1].copy()
+        self.order: np.ndarray = order
+        self.position = 0
+
+    def _select(self, batch_size: int, return_extra_info: bool) -> tuple[np.ndarray, dict[str, Any]]:
+        start = self.position
+        ranks = (start + np.arange(batch_size, dtype=np.int64)) % self.size
+        self.position = (start + batch_size) % self.size
+        indices = self.order[ranks]
+        info: dict[str, Any] = {}
+        if return_extra_info:
+            info = {
+                "rank": ranks,
+                "features": {k: col[indices] for k, col in self._columns.items()},
+            }
+        return indices, info
+
+    def state_dict(self) -> dict[str, Any]:
+        """The RNG state and the position of the next task in the curriculum."""
+        return {**super().state_dict(), "position": self.position}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` output."""
+        position = int(state["position"])
+        if not 0 <= position < self.size:
+            raise ValueError(f"position {position} is out of range for a taskset of {self.size} tasks")
+        super().load_state_dict(state)
+        self.position = position

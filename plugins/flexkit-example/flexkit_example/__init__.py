@@ -1,0 +1,41 @@
+"""An example flexkit plugin: the ``reverse`` selector serves tasks from the last index down, wrapping."""
+
+import attrs
+import numpy as np
+
+from flexkit import hookimpl
+from flexkit.config import field
+from flexkit.selectors import Selector
+
+
+@attrs.frozen(kw_only=True)
+class ReverseConfig:
+    """Parameters of the ``reverse`` selector."""
+
+    skip: int = field(default=0, ge=0, doc="Tasks to skip at the start (from the end of the taskset).")
+
+
+class ReverseSelector(Selector):
+    """Serve tasks from the last index down to 0, then wrap around."""
+
+    def __init__(self, config, *, size, seed=0, features=None):
+        super().__init__(config, size=size, seed=seed, features=features)
+        self.position = config.skip
+
+    def _select(self, batch_size, return_extra_info):
+        steps = self.position + np.arange(batch_size)
+        self.position += batch_size
+        return (self.size - 1 - steps % self.size), {}
+
+    def state_dict(self):
+        return {**super().state_dict(), "position": self.position}
+
+    def load_state_dict(self, state):
+        super().load_state_dict(state)
+        self.position = int(state["position"])
+
+
+@hookimpl
+def flexkit_register_selectors(register):
+    """Register the example's components."""
+    register("reverse", ReverseSelector, ReverseConfig)
