@@ -53,6 +53,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plugin_option(p)
     p.set_defaults(func=cmd_validate)
 
+    p = sub.add_parser("preview", help="show what a pipeline would draw, step by step",
+                       description="Run a pipeline's scheduler without a trainer and print each step's taskset "
+                       "mix and indices, optionally feeding simulated rewards back to the selectors, to debug "
+                       "a curriculum.")
+    p.add_argument("file", metavar="FILE", help="pipeline TOML file")
+    p.add_argument("--steps", type=int, default=10, help="number of steps to show (default 10)")
+    p.add_argument("--json", action="store_true", help="print one JSON object per step")
+    p.add_argument("--feedback", default="none", metavar="none|random|FIELD",
+                   help="simulated feedback after each step: none (default), uniform random rewards, or the "
+                   "value of a numeric FIELD of each task row (e.g. a reference pass rate)")
+    _add_plugin_option(p)
+    p.set_defaults(func=cmd_preview)
+
     p = sub.add_parser("schema", help="print, write or check the pipeline JSON Schema",
                        description="Generate the pipeline JSON Schema (draft-07) from the config classes and "
                        "the registered components. By default it covers flexkit's own components; "
@@ -130,6 +143,71 @@ def cmd_validate(args: argparse.Namespace) -> int:
         for line in pipe.describe():
             print(f"  {line}")
     return status
+
+
+def cmd_preview(args: argparse.Namespace) -> int:
+    """``flexkit preview``: draw ``--steps`` batches and print the mix and indices of each."""
+    import numpy as np
+
+    from flexkit.feedback import SELECTOR_METRIC
+    from flexkit.pipeline import load_pipeline
+
+    if args.steps < 1:
+        print("error: --steps must be >= 1", file=sys.stderr)
+        return 2
+    pipe = load_pipeline(args.file, plugins=args.plugin)
+    sched = pipe.scheduler
+    rng = np.random.default_rng(pipe.config.run.seed)
+    try:
+        for _ in range(args.steps):
+            step, epoch = sched.step, sched.epoch
+            try:
+                tasks = sched.read()
+            except StopIteration:
+                print(f"(run ends after {sched.total_steps} steps)", file=sys.stderr)
+                break
+            by_taskset: dict[str, list[int]] = {name: [] for name in sched.names}
+            for task in tasks:
+                by_taskset[task.taskset].append(task.index)
+            values = _simulated_feedback(args.feedback, tasks, rng)
+            if args.json:
+                record = {"step": step, "epoch": epoch, "tasksets": by_taskset}
+                if values is not None:
+                    record["feedback"] = {str(k): v for k, v in values.items()}
+                print(json.dumps(record))
+            else:
+                mix = ", ".join(f"{name}: {len(ix)}" for name, ix in by_taskset.items())
+                print(f"step {step} (epoch {epoch}) [{mix}]")
+                for name, indices in by_taskset.items():
+                    if indices:
+                        print(f"  {name}: {indices}")
+            if values is not None:
+                sched.feedback({SELECTOR_METRIC: values})
+    finally:
+        sched.close()
+    return 0
+
+
+def _simulated_feedback(mode: str, tasks: list, rng: object) -> dict | None:
+    """Per-taskset feedback for ``flexkit preview``: none, uniform random, or a row field's value."""
+    if mode == "none":
+        return None
+    values: dict[int, dict[str, list]] = {}
+    for task in tasks:
+        part = values.setdefault(task.taskset_id, {"indices": [], "values": []})
+        if task.index in part["indices"]:
+            continue
+        if mode == "random":
+            value = float(rng.uniform())  # type: ignore[attr-defined]
+        else:
+            raw = task.data.get(mode)
+            if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+                raise FlexkitError(f"--feedback {mode}: task {task.index} of {task.taskset!r} has no numeric "
+                                   f"field {mode!r}")
+            value = float(raw)
+        part["indices"].append(task.index)
+        part["values"].append(value)
+    return values
 
 
 def cmd_schema(args: argparse.Namespace) -> int:

@@ -69,8 +69,8 @@ class Pipeline:
             where = storage.get("path", "")
             weight = f", weight={ts.weight}" if ts.weight is not None else ""
             size = f" ({self._scheduler.sizes[i]} tasks)" if self._scheduler is not None else ""
-            lines.append(f"taskset {i} {ts.name!r}: {ts.storage.type} {where}{size}{weight}; selector {ts.selector.type}"
-                         f"{_format_params(ts.selector.config)}")
+            lines.append(f"taskset {i} {ts.name!r}: {ts.storage.type} {where}{size}{weight}; "
+                         f"selector {ts.selector.type}{_format_params(ts.selector.config)}")
         fb = self.config.feedback
         lines.append(f"feedback: {fb.operator.type}{_format_params(fb.operator.config)}, "
                      f"out_of_range={fb.out_of_range}")

@@ -173,7 +173,7 @@ class PluginHost:
                 continue
             try:
                 plugin = ep.load()
-            except Exception as exc:  # noqa: BLE001 - any import failure is reported, not fatal
+            except Exception as exc:
                 self._fail(PluginFailure(plugin=ep.name, distribution=dist_name, phase="import",
                                          error=f"{type(exc).__name__}: {exc}"))
                 continue
@@ -186,7 +186,7 @@ class PluginHost:
         for i, spec in enumerate(specs):
             try:
                 module = load_local_module(spec, base_dir)
-            except Exception as exc:  # noqa: BLE001 - reported as a config error with its position
+            except Exception as exc:
                 errors.append(ConfigIssue(f"plugins[{i}]", f"cannot load plugin {spec!r}: {type(exc).__name__}: {exc}"))
                 continue
             if self.pm.is_registered(module):
@@ -215,7 +215,7 @@ class PluginHost:
         try:
             self.pm.register(plugin, name=name)
             self.pm.check_pending()
-        except Exception as exc:  # noqa: BLE001 - pluggy validation errors are reported per plugin
+        except Exception as exc:
             if self.pm.is_registered(plugin):
                 self.pm.unregister(plugin)
             self._fail(PluginFailure(plugin=name, distribution=distribution, phase="register",
@@ -232,7 +232,7 @@ class PluginHost:
                 register = _Registrar(stage, name, distribution, version, staged)
                 try:
                     impl.function(**{arg: register for arg in impl.argnames})
-                except Exception as exc:  # noqa: BLE001 - a broken registration is reported, not fatal
+                except Exception as exc:
                     self.pm.unregister(plugin)
                     self._fail(PluginFailure(plugin=name, distribution=distribution, phase="register",
                                              error=f"{hook_name}: {type(exc).__name__}: {exc}"), strict)

@@ -176,17 +176,18 @@ class TasksetScheduler:
         plan = self.batch_plan(step)
         return [
             entry.selector.get_indices(int(n)) if n else np.empty(0, dtype=np.int64)
-            for entry, n in zip(self.entries, plan)
+            for entry, n in zip(self.entries, plan, strict=True)
         ]
 
     def _materialise(self, picked: Sequence[np.ndarray]) -> list[Task]:
         tasks: list[Task] = []
-        for tid, (entry, indices) in enumerate(zip(self.entries, picked)):
+        for tid, (entry, indices) in enumerate(zip(self.entries, picked, strict=True)):
             if len(indices) == 0:
                 continue
             rows = entry.taskset.read([int(i) for i in indices])
             tasks.extend(
-                Task(taskset_id=tid, taskset=entry.name, index=int(i), data=row) for i, row in zip(indices, rows)
+                Task(taskset_id=tid, taskset=entry.name, index=int(i), data=row)
+                for i, row in zip(indices, rows, strict=True)
             )
         return tasks
 
@@ -222,10 +223,16 @@ class TasksetScheduler:
 
     async def aread(self) -> list[Task]:
         """:meth:`read` for asyncio code; raises ``StopAsyncIteration`` when the run is over."""
+        tasks = await asyncio.get_running_loop().run_in_executor(None, self._read_or_none)
+        if tasks is None:  # StopIteration cannot cross a Future, so it travels as None
+            raise StopAsyncIteration
+        return tasks
+
+    def _read_or_none(self) -> list[Task] | None:
         try:
-            return await asyncio.get_running_loop().run_in_executor(None, self.read)
+            return self.read()
         except StopIteration:
-            raise StopAsyncIteration from None
+            return None
 
     def __iter__(self) -> Iterator[list[Task]]:
         while True:
@@ -319,7 +326,7 @@ class TasksetScheduler:
             weights = state.get("weights")
             self._weights = None if weights is None else [float(w) for w in weights]
             self._order_cache = None
-            for entry, sel_state in zip(self.entries, state["selectors"]):
+            for entry, sel_state in zip(self.entries, state["selectors"], strict=True):
                 entry.selector.load_state_dict(sel_state)
             pending = state.get("pending")
             if pending is not None:

@@ -8,8 +8,8 @@ import pytest
 
 import flexkit
 from flexkit import ConfigError, PluginError
-from flexkit.plugins import BUILTIN_PLUGINS, PluginHost, get_plugins, load_local_module
 from flexkit.pipeline import pipeline_from_dict
+from flexkit.plugins import BUILTIN_PLUGINS, PluginHost, get_plugins, load_local_module
 
 GOOD = """
 import attrs

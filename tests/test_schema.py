@@ -7,8 +7,8 @@ import json
 import jsonschema
 import pytest
 
-from flexkit.config.schema import REGENERATE_COMMAND, dumps, pipeline_schema
 from flexkit.config.loader import read_toml_file
+from flexkit.config.schema import REGENERATE_COMMAND, dumps, pipeline_schema
 from flexkit.plugins import get_plugins
 from tests.conftest import EXAMPLES, ROOT
 

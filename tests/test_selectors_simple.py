@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Mapping
 
 import numpy as np
@@ -33,12 +34,14 @@ def batches(selector: Selector, sizes: list[int]) -> list[list[int]]:
     return out
 
 
-# -- registration --------------------------------------------------------------------------------------------
+# -- registration ----------------------------------------------------------------------------------
 
 
 def test_builtin_hook_registers_all_five_with_their_config_classes() -> None:
     seen: dict[str, tuple[object, object]] = {}
-    flexkit_register_selectors(register=lambda name, factory, config: seen.__setitem__(name, (factory, config)))
+    flexkit_register_selectors(
+        register=lambda name, factory, config: seen.__setitem__(name, (factory, config))
+    )
     assert seen == {
         "sequential": (SequentialSelector, SequentialConfig),
         "shuffle": (ShuffleSelector, ShuffleConfig),
@@ -62,7 +65,7 @@ def test_factories_accept_the_registered_calling_convention() -> None:
         assert sorted(sel.get_indices(4).tolist()) == [0, 1, 2, 3]
 
 
-# -- sequential ---------------------------------------------------------------------------------------------
+# -- sequential ------------------------------------------------------------------------------------
 
 
 def test_sequential_serves_in_order_and_wraps() -> None:
@@ -85,7 +88,7 @@ def test_sequential_ignores_feedback_and_explains_its_choice() -> None:
     assert idx.tolist() == [2, 3] and info == {"position": 2}
 
 
-# -- shuffle --------------------------------------------------------------------------------------------------
+# -- shuffle ---------------------------------------------------------------------------------------
 
 
 def test_shuffle_epochs_are_permutations_and_a_batch_crosses_the_boundary() -> None:
@@ -118,7 +121,7 @@ def test_shuffle_stream_is_a_concatenation_of_permutations() -> None:
 def test_shuffle_consecutive_epochs_differ(n: int) -> None:
     sel = ShuffleSelector(size=n, seed=0)
     epochs = [sel.get_indices(n).tolist() for _ in range(300)]
-    for prev, cur in zip(epochs, epochs[1:], strict=False):
+    for prev, cur in itertools.pairwise(epochs):
         assert prev != cur
         assert sorted(cur) == list(range(n))
     if n == 2:
@@ -132,7 +135,7 @@ def test_shuffle_single_task() -> None:
     assert batches(sel, [1, 1, 1]) == [[0], [0], [0]]
 
 
-# -- random ----------------------------------------------------------------------------------------------------
+# -- random ----------------------------------------------------------------------------------------
 
 
 def test_random_draws_distinct_indices_independently_and_covers_everything() -> None:
@@ -149,7 +152,7 @@ def test_random_draws_distinct_indices_independently_and_covers_everything() -> 
     assert sorted(sel.get_indices(n).tolist()) == list(range(n))
 
 
-# -- offline_easy2hard -------------------------------------------------------------------------------------
+# -- offline_easy2hard -----------------------------------------------------------------------------
 
 
 def test_easy2hard_descending_serves_high_values_first_ties_larger_index_first() -> None:
@@ -231,7 +234,7 @@ def test_easy2hard_config_bounds() -> None:
         OfflineEasy2HardConfig(feature_keys=("a",), order="harder")
 
 
-# -- seeds ----------------------------------------------------------------------------------------------------
+# -- seeds -----------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("cls", [ShuffleSelector, RandomSelector])

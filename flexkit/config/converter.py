@@ -72,7 +72,9 @@ def make_converter(components: ComponentLookup | None = None) -> cattrs.Converte
     conv.register_structure_hook_func(_is_optional, functools.partial(_structure_optional, conv))
     conv.register_structure_hook_func(_is_sequence, functools.partial(_structure_sequence, conv))
     conv.register_structure_hook_func(_is_mapping, functools.partial(_structure_mapping, conv))
-    conv.register_structure_hook_factory(attrs.has, lambda cls: functools.partial(_structure_attrs, conv, components, cls))
+    conv.register_structure_hook_factory(
+        attrs.has, lambda cls: functools.partial(_structure_attrs, conv, components, cls)
+    )
     conv.register_structure_hook_factory(
         lambda t: isinstance(t, type) and issubclass(t, ComponentSpec),
         lambda cls: functools.partial(_structure_component, conv, components, cls),
@@ -146,7 +148,7 @@ def _structure_sequence(conv: cattrs.Converter, value: Any, t: Any) -> Any:
     else:
         item_types = [args[0] if args else Any] * len(value)
     out, errors = [], []
-    for i, (item, item_type) in enumerate(zip(value, item_types)):
+    for i, (item, item_type) in enumerate(zip(value, item_types, strict=False)):
         try:
             out.append(conv.structure(item, item_type))
         except ConfigError as exc:

@@ -81,8 +81,8 @@ class PipelineConfig:
         issues = []
         for i, taskset in enumerate(self.tasksets):
             if taskset.name in seen:
-                issues.append(ConfigIssue(f"tasksets[{i}].name",
-                                          f"duplicate taskset name {taskset.name!r} (also tasksets[{seen[taskset.name]}])"))
+                message = f"duplicate taskset name {taskset.name!r} (also tasksets[{seen[taskset.name]}])"
+                issues.append(ConfigIssue(f"tasksets[{i}].name", message))
             seen.setdefault(taskset.name, i)
         if issues:
             raise ConfigError(issues)

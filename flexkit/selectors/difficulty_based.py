@@ -162,22 +162,24 @@ class DifficultyBasedSelector(Selector):
                 self._true_slice(slice(start, stop), alpha[start:stop], beta[start:stop], tmp[: stop - start])
             return alpha, beta
         idx = np.asarray(indices, dtype=np.int64)
-        lin = self._f0[idx] * self._p + self._f1[idx] * self._q
-        alpha = self._alpha_t[idx] * self._a + self._b + lin
-        beta = self._beta_t[idx] * self._a + self._b_beta - lin
+        pf0, qf1 = self._f0[idx] * self._p, self._f1[idx] * self._q
+        alpha = self._alpha_t[idx] * self._a + self._b + pf0 + qf1
+        beta = self._beta_t[idx] * self._a + self._b_beta - pf0 - qf1
         return alpha, beta
 
     def _true_slice(self, sl: slice, alpha: np.ndarray, beta: np.ndarray, tmp: np.ndarray) -> None:
         """Write the true α, β of the tasks in ``sl`` into ``alpha`` and ``beta`` (same float steps as
-        :meth:`posterior` with indices, so both give identical bits)."""
-        np.multiply(self._f0[sl], self._p, out=tmp)
-        np.multiply(self._f1[sl], self._q, out=beta)
-        tmp += beta  # p·f0 + q·f1
+        :meth:`posterior` with indices, so both give identical bits). ``alpha`` and ``beta`` may be the
+        slices of ``α̃`` and ``β̃`` themselves (folding)."""
         np.multiply(self._alpha_t[sl], self._a, out=alpha)
         alpha += self._b
-        alpha += tmp
         np.multiply(self._beta_t[sl], self._a, out=beta)
         beta += self._b_beta
+        np.multiply(self._f0[sl], self._p, out=tmp)
+        alpha += tmp
+        beta -= tmp
+        np.multiply(self._f1[sl], self._q, out=tmp)
+        alpha += tmp
         beta -= tmp
 
     def _fold(self) -> None:
