@@ -1,7 +1,37 @@
-"""flexkit: data-centric dynamic training for RL fine-tuning of LLMs."""
+"""flexkit: data-centric dynamic training for RL fine-tuning of LLMs.
+
+The public surface::
+
+    pipe = flexkit.load_pipeline("pipeline.toml")
+    tasks = pipe.scheduler.read()                  # list of Task: .taskset_id, .index, .data
+    pipe.scheduler.feedback({flexkit.SELECTOR_METRIC: {0: {"indices": [...], "values": [...]}}})
+    state = pipe.scheduler.state_dict(); other.scheduler.load_state_dict(state)
+    sel = flexkit.make_selector("difficulty_based", size=N, features={"f0": a0, "f1": a1}, target_reward=0.5)
+"""
 
 from flexkit._version import __version__
 from flexkit.errors import ConfigError, FeedbackError, FlexkitError, PluginError
+from flexkit.feedback import SELECTOR_METRIC, Experience, PassRateCalculator
 from flexkit.hookspecs import hookimpl
+from flexkit.pipeline import Pipeline, load_pipeline, make_selector, pipeline_from_dict
+from flexkit.scheduler import Task, TasksetScheduler
+from flexkit.selectors import Selector
 
-__all__ = ["ConfigError", "FeedbackError", "FlexkitError", "PluginError", "__version__", "hookimpl"]
+__all__ = [
+    "SELECTOR_METRIC",
+    "ConfigError",
+    "Experience",
+    "FeedbackError",
+    "FlexkitError",
+    "PassRateCalculator",
+    "Pipeline",
+    "PluginError",
+    "Selector",
+    "Task",
+    "TasksetScheduler",
+    "__version__",
+    "hookimpl",
+    "load_pipeline",
+    "make_selector",
+    "pipeline_from_dict",
+]

@@ -142,3 +142,54 @@ def test_json_log_format_goes_to_stderr(fake_dist) -> None:
     log_lines = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
     assert any(line.get("event") == "plugin_failed" and line.get("distribution") == "broken-dist"
                for line in log_lines)
+
+
+def test_preview_prints_each_steps_mix_and_indices(capsys: pytest.CaptureFixture[str]) -> None:
+    example = str(ROOT / "examples" / "quickstart.toml")
+    assert main(["preview", example, "--steps", "3", "--json"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["step"] for r in records] == [0, 1, 2]
+    seen = [i for r in records for i in r["tasksets"]["arithmetic"]]
+    assert len(seen) == 24 and len(set(seen)) == 24  # shuffle: no repeats within an epoch
+
+
+def test_preview_feedback_from_a_row_field_steers_difficulty_based(capsys: pytest.CaptureFixture[str]) -> None:
+    example = str(ROOT / "examples" / "multi_taskset_difficulty.toml")
+    assert main(["preview", example, "--steps", "2", "--feedback", "weak_pass_rate", "--json"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert all("feedback" in r for r in records)
+    part = records[0]["feedback"]["0"]
+    assert sorted(part["indices"]) == sorted(set(records[0]["tasksets"]["arithmetic"]))
+
+
+def test_preview_reports_a_missing_feedback_field(capsys: pytest.CaptureFixture[str]) -> None:
+    example = str(ROOT / "examples" / "quickstart.toml")
+    assert main(["preview", example, "--steps", "1", "--feedback", "nope"]) == 1
+    assert "no numeric field 'nope'" in capsys.readouterr().err
+
+
+def test_preview_stops_at_the_end_of_the_run(capsys: pytest.CaptureFixture[str]) -> None:
+    example = str(ROOT / "examples" / "quickstart.toml")  # 64 tasks, batch 8, 2 epochs = 16 steps
+    assert main(["preview", example, "--steps", "40", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 16 and "run ends after 16 steps" in err
+
+
+def test_validate_names_taskset_problems(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_text('{"x": 1}\n')
+    (tmp_path / "empty.jsonl").write_text("")
+    path = tmp_path / "p.toml"
+    path.write_text(
+        '[run]\nbatch_size = 1\n'
+        '[[tasksets]]\nname = "gone"\npath = "missing.jsonl"\n'
+        '[[tasksets]]\nname = "a"\npath = "a.jsonl"\n[tasksets.selector]\ntype = "offline_easy2hard"\n'
+        'feature_keys = ["y"]\n'
+        '[[tasksets]]\nname = "e"\npath = "empty.jsonl"\n'
+    )
+    result = run_cli("validate", str(path))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 3
+    assert "tasksets[0]: taskset 'gone'" in lines[0] and "no such file" in lines[0]
+    assert "tasksets[1]: taskset 'a'" in lines[1] and "'y'" in lines[1]
+    assert "tasksets[2]: taskset 'e'" in lines[2] and "empty" in lines[2]

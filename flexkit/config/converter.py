@@ -215,8 +215,11 @@ def _structure_attrs(
             errors.append(exc.with_prefix(f.alias))
             continue
         if f.validator is not None:
+            raw = value[f.alias]
+            # validate the value as written (an int stays an int in messages: "got -1", not "got -1.0")
+            shown = raw if isinstance(raw, int) and not isinstance(raw, bool) and isinstance(item, float) else item
             try:
-                f.validator(None, f, item)
+                f.validator(None, f, shown)
             except ConfigError as exc:
                 errors.append(exc.with_prefix(f.alias))
                 continue
