@@ -79,6 +79,25 @@ def epoch_counts(sizes: Sequence[int], weights: Sequence[float] | None) -> np.nd
     return counts
 
 
+def mix_counts(
+    proportions: Sequence[float], batch_size: int, sizes: Sequence[int], rng: np.random.Generator
+) -> np.ndarray:
+    """Split ``batch_size`` by ``proportions``: floors first, then the remainder to the largest fractional
+    parts (ties broken by ``rng``); no taskset gets more than its size (the excess goes to the others)."""
+    p = np.asarray(proportions, dtype=np.float64)
+    cap = np.asarray(sizes, dtype=np.int64)
+    exact = p / p.sum() * batch_size
+    counts = np.minimum(np.floor(exact).astype(np.int64), cap)
+    while counts.sum() < batch_size:
+        room = counts < cap
+        if not room.any():
+            raise ValueError(f"batch_size {batch_size} exceeds the tasks of all tasksets")
+        frac = np.where(room, exact - counts, -np.inf)
+        frac = np.where(room & (frac <= 0), 0.0, frac) + rng.uniform(0, 1e-9, size=len(p))
+        counts[int(np.argmax(np.where(room, frac, -np.inf)))] += 1
+    return counts
+
+
 class TasksetScheduler:
     """Draws each batch from one or more tasksets; routes feedback to their selectors.
 
@@ -135,6 +154,8 @@ class TasksetScheduler:
         self._executor: ThreadPoolExecutor | None = None
         self._pending: Future[tuple[int, list[np.ndarray]]] | None = None
         self._order_cache: tuple[int, np.ndarray] | None = None
+        self._mix: list[float] | None = None
+        self._mix_from = 0
 
     # -- plan ------------------------------------------------------------------------------------------
 
@@ -166,9 +187,40 @@ class TasksetScheduler:
 
     def batch_plan(self, step: int) -> np.ndarray:
         """How many tasks each taskset contributes to batch ``step``."""
+        if self._mix is not None and step >= self._mix_from:
+            return mix_counts(self._mix, self.batch_size, self.sizes, self._mix_rng(step))
         epoch, offset = divmod(step, self.steps_per_epoch)
         window = self.epoch_order(epoch)[offset * self.batch_size : (offset + 1) * self.batch_size]
         return np.bincount(window, minlength=len(self.entries))
+
+    @property
+    def mix(self) -> list[float] | None:
+        """The taskset proportions set by :meth:`set_mix` (None: the epoch plan by sizes or weights)."""
+        return None if self._mix is None else list(self._mix)
+
+    def set_mix(self, proportions: Mapping[Any, float] | Sequence[float]) -> None:
+        """Draw batches from now on in these taskset proportions (keys: taskset ids or names).
+
+        Used by mix actuators: from the next batch not yet selected, each batch holds ``batch_size`` tasks split
+        by the proportions (largest remainder; the remainder's ties broken by a stream derived from the seed and
+        the step). Per-epoch counts then follow the mix instead of the sizes; the run length does not change.
+        """
+        if isinstance(proportions, Mapping):
+            values = [0.0] * len(self.entries)
+            for key, value in proportions.items():
+                values[self._taskset_id(key)] = float(value)
+        else:
+            values = [float(v) for v in proportions]
+        arr = np.asarray(values, dtype=np.float64)
+        if arr.shape != (len(self.entries),) or not np.isfinite(arr).all() or (arr < 0).any() or arr.sum() <= 0:
+            raise ValueError(f"mix proportions must be {len(self.entries)} finite non-negative numbers with a "
+                             f"positive sum, got {values}")
+        with self._lock:
+            self._mix = (arr / arr.sum()).tolist()
+            self._mix_from = self.step + (1 if self._pending is not None else 0)
+
+    def _mix_rng(self, step: int) -> np.random.Generator:
+        return np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(2, step)))
 
     # -- reading ----------------------------------------------------------------------------------------
 
@@ -306,6 +358,8 @@ class TasksetScheduler:
                 "step": self.step,
                 "tasksets": [{"name": e.name, "size": e.size} for e in self.entries],
                 "weights": self._weights,
+                "mix": self._mix,
+                "mix_from": self._mix_from,
                 "selectors": [e.selector.state_dict() for e in self.entries],
                 "pending": pending,
             }
@@ -325,6 +379,9 @@ class TasksetScheduler:
             self.step = int(state["step"])
             weights = state.get("weights")
             self._weights = None if weights is None else [float(w) for w in weights]
+            mix = state.get("mix")
+            self._mix = None if mix is None else [float(w) for w in mix]
+            self._mix_from = int(state.get("mix_from", 0))
             self._order_cache = None
             for entry, sel_state in zip(self.entries, state["selectors"], strict=True):
                 entry.selector.load_state_dict(sel_state)

@@ -280,3 +280,50 @@ def test_resume_at_any_step_is_exact(tmp_path: Path, cut: int, prefetch: bool, f
     assert head + tail == reference
     full.close()
     resumed.close()
+
+
+def test_set_mix_changes_proportions_from_the_next_unselected_batch(tmp_path: Path) -> None:
+    for prefetch in (False, True):
+        pipe = make_pipeline(tmp_path, sizes=(40, 40), selectors=[{"type": "random"}],
+                             run={"batch_size": 10, "prefetch": prefetch, "total_epochs": 2})
+        sched = pipe.scheduler
+        sched.read()
+        sched.set_mix({"t0": 0.8, 1: 0.2})
+        if prefetch:  # batch 1 was already selected with the epoch plan
+            sched.read()
+        for _ in range(3):
+            counts = Counter(t.taskset_id for t in sched.read())
+            assert counts == {0: 8, 1: 2}
+        sched.close()
+
+
+def test_mix_counts_respect_taskset_sizes(tmp_path: Path) -> None:
+    from flexkit.scheduler import mix_counts
+
+    rng = np.random.default_rng(0)
+    assert mix_counts([0.5, 0.5], 7, [10, 10], rng).sum() == 7
+    assert mix_counts([0.9, 0.1], 10, [3, 20], rng).tolist() == [3, 7]
+    with pytest.raises(ValueError, match="exceeds"):
+        mix_counts([1.0, 1.0], 10, [3, 3], rng)
+
+
+def test_set_mix_rejects_bad_proportions(tmp_path: Path) -> None:
+    sched = make_pipeline(tmp_path, sizes=(5, 5)).scheduler
+    for bad in ([1.0], [-1.0, 2.0], [0.0, 0.0], [float("nan"), 1.0]):
+        with pytest.raises(ValueError, match="mix proportions"):
+            sched.set_mix(bad)
+
+
+def test_resume_keeps_the_mix(tmp_path: Path) -> None:
+    def fresh():
+        return make_pipeline(tmp_path, sizes=(30, 30), selectors=[{"type": "random"}],
+                             run={"batch_size": 7, "prefetch": False}).scheduler
+
+    full = fresh()
+    full.read()
+    full.set_mix([0.3, 0.7])
+    state = from_plain_state(full.state_dict())
+    expected = [batch_key(full.read()) for _ in range(4)]
+    resumed = fresh()
+    resumed.load_state_dict(state)
+    assert [batch_key(resumed.read()) for _ in range(4)] == expected

@@ -1,0 +1,287 @@
+"""``RolloutBatch``: what the sample stage sees of one rollout batch, independent of any trainer.
+
+A batch holds **named tensors** (``torch.Tensor``, first dimension ``B``: ``response_mask`` (B, T),
+``token_level_scores`` or ``rm_scores`` (B, T), ``advantages`` (B, T), ``old_log_probs`` (B, T),
+``rollout_is_weights`` (B, T) when a trainer made them, ...) and **per-sample arrays** (numpy, length ``B``:
+``uid`` — the group id, any hashable values, strings included —, ``taskset_id``, ``index``, ...). Field names
+follow verl's ``DataProto`` (``batch`` / ``non_tensor_batch``) so an adapter is a thin copy, but nothing here
+depends on a trainer.
+
+Shapes are checked when fields are added: every field has the same first dimension ``B``, and the token-level
+fields in :data:`TOKEN_FIELDS` share ``response_mask``'s (B, T).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from flexkit.errors import FlexkitError
+
+if TYPE_CHECKING:
+    import torch
+
+#: Token-level fields that must have exactly ``response_mask``'s shape (B, T) when both are present.
+TOKEN_FIELDS: tuple[str, ...] = (
+    "response_mask",
+    "token_level_scores",
+    "token_level_rewards",
+    "rm_scores",
+    "advantages",
+    "returns",
+    "values",
+    "old_log_probs",
+    "log_probs",
+    "ref_log_prob",
+    "rollout_is_weights",
+)
+
+#: Fields :meth:`RolloutBatch.sequence_rewards` reads, in order of preference (verl: ``token_level_scores`` is
+#: the reward function's output, ``rm_scores`` a reward model's; seed 002 reads ``rm_scores``).
+REWARD_FIELDS: tuple[str, ...] = ("token_level_scores", "rm_scores")
+
+#: A ``requires`` entry naming alternatives: any one of them satisfies it.
+REWARD_REQUIREMENT = "|".join(REWARD_FIELDS)
+
+_serial = itertools.count()
+
+
+class SampleError(FlexkitError, ValueError):
+    """A rollout batch is unusable for the sample stage: a missing field, inconsistent shapes, bad scores."""
+
+
+def _is_tensor(value: Any) -> bool:
+    torch = _torch_if_loaded()
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def _torch_if_loaded() -> Any:
+    """``torch`` if something already imported it (a tensor cannot exist otherwise), else ``None``."""
+    import sys
+
+    return sys.modules.get("torch")
+
+
+def _per_sample_array(name: str, value: Any) -> np.ndarray:
+    """A list / tuple / 1-D array of per-sample values as a 1-D numpy array (object dtype when ragged)."""
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError):
+        arr = None
+    if arr is None or (arr.ndim != 1 and not (arr.ndim >= 2 and _numeric(arr))):
+        items = list(value)
+        arr = np.empty(len(items), dtype=object)
+        arr[:] = items
+    if arr.ndim == 0:
+        raise SampleError(f"field {name!r} must hold one value per sample, got a scalar {value!r}")
+    return arr
+
+
+def _numeric(arr: np.ndarray) -> bool:
+    return arr.dtype.kind in "biuf"
+
+
+class RolloutBatch:
+    """Named tensors and per-sample arrays of one rollout batch (see the module docstring).
+
+    Build it with :meth:`from_dict`. Read fields with ``batch["name"]``, ``"name" in batch``, :meth:`get` and
+    :meth:`keys`; add or replace one with ``batch["name"] = value`` (checked like the others). Derived values
+    (:meth:`group_index`, :meth:`sequence_rewards`) are cached until a field they depend on changes.
+    """
+
+    def __init__(self) -> None:
+        self._fields: dict[str, Any] = {}
+        self._batch_size: int | None = None
+        self._cache: dict[Any, Any] = {}
+        #: A number unique to this batch object in this process (the stage uses it to run once per batch).
+        self.serial = next(_serial)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RolloutBatch:
+        """Build a batch from a plain mapping.
+
+        ``torch.Tensor`` values stay tensors; numeric numpy arrays with two or more dimensions become tensors
+        (``torch.from_numpy``, no copy); lists, tuples and 1-D arrays of per-sample values become numpy arrays.
+        """
+        batch = cls()
+        for name, value in data.items():
+            batch[name] = value
+        return batch
+
+    # -- mapping-like access ----------------------------------------------------------------------------
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        """Add or replace a field, converting it as :meth:`from_dict` does and checking its shape."""
+        if not isinstance(name, str) or not name:
+            raise SampleError(f"field names must be non-empty strings, got {name!r}")
+        if _is_tensor(value):
+            converted = value
+        elif isinstance(value, np.ndarray) and value.ndim >= 2 and _numeric(value):
+            import torch
+
+            converted = torch.from_numpy(value)
+        else:
+            converted = _per_sample_array(name, value)
+            if converted.ndim >= 2:
+                import torch
+
+                converted = torch.from_numpy(np.ascontiguousarray(converted))
+        self._check_shape(name, converted)
+        self._fields[name] = converted
+        if self._batch_size is None or len(self._fields) == 1:
+            self._batch_size = int(converted.shape[0])
+        self._cache.clear()
+
+    def _check_shape(self, name: str, value: Any) -> None:
+        shape = tuple(value.shape)
+        if len(shape) == 0:
+            raise SampleError(f"field {name!r} must have a first (batch) dimension, got a 0-d value")
+        others = {k: v for k, v in self._fields.items() if k != name}
+        if others:
+            first_name, first = next(iter(others.items()))
+            if shape[0] != first.shape[0]:
+                raise SampleError(
+                    f"field {name!r} has {shape[0]} rows but the batch has {first.shape[0]} "
+                    f"(field {first_name!r} has shape {tuple(first.shape)})"
+                )
+        if name in TOKEN_FIELDS and len(shape) >= 2:
+            for other in TOKEN_FIELDS:
+                if other == name or other not in others or others[other].ndim < 2:
+                    continue
+                ref = tuple(others[other].shape)
+                if shape != ref:
+                    raise SampleError(
+                        f"token-level field {name!r} has shape {shape} but {other!r} has {ref}; "
+                        "token-level fields must share the (batch, response_length) shape"
+                    )
+                break
+
+    def __getitem__(self, name: str) -> Any:
+        """The field ``name``; a :class:`SampleError` lists the fields present when it is missing."""
+        try:
+            return self._fields[name]
+        except KeyError:
+            raise SampleError(f"the batch has no field {name!r}; fields: {', '.join(self._fields) or '(none)'}") \
+                from None
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The field ``name``, or ``default`` when it is missing."""
+        return self._fields.get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._fields
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._fields)
+
+    def __len__(self) -> int:
+        return self.batch_size
+
+    def keys(self) -> list[str]:
+        """The names of all fields, in insertion order."""
+        return list(self._fields)
+
+    @property
+    def batch_size(self) -> int:
+        """``B``, the number of samples (0 for a batch without fields)."""
+        return self._batch_size or 0
+
+    @property
+    def response_length(self) -> int | None:
+        """``T``, the second dimension of ``response_mask`` (``None`` without one)."""
+        mask = self._fields.get("response_mask")
+        return None if mask is None or mask.ndim < 2 else int(mask.shape[1])
+
+    def __repr__(self) -> str:
+        parts = [f"{k}{list(v.shape)}" for k, v in self._fields.items()]
+        return f"RolloutBatch(B={self.batch_size}: {', '.join(parts)})"
+
+    # -- requirements -----------------------------------------------------------------------------------
+
+    def missing(self, names: Iterable[str]) -> list[str]:
+        """The entries of ``names`` this batch cannot satisfy (``"a|b"`` is satisfied by either field)."""
+        return [n for n in names if not any(alt in self._fields for alt in n.split("|"))]
+
+    def require(self, names: Iterable[str], who: str) -> None:
+        """Raise :class:`SampleError` naming every missing field of ``names`` and ``who`` needs them."""
+        absent = self.missing(names)
+        if absent:
+            shown = ", ".join(" or ".join(repr(a) for a in n.split("|")) for n in absent)
+            raise SampleError(
+                f"{who} requires batch field(s) {shown}, missing from this batch "
+                f"(fields: {', '.join(self._fields) or '(none)'})"
+            )
+
+    # -- derived values ---------------------------------------------------------------------------------
+
+    def group_index(self, key: str = "uid") -> tuple[np.ndarray, int]:
+        """``(group, num_groups)``: a dense int64 group id in ``0 .. num_groups-1`` per sample, from the
+        per-sample field ``key`` (default ``uid``: any hashable values). Cached.
+
+        Uses ``np.unique(..., return_inverse=True)`` (ids follow the sorted order of the values); values that
+        cannot be sorted together (mixed types) fall back to first-appearance order.
+        """
+        cached = self._cache.get(("group_index", key))
+        if cached is not None:
+            return cached
+        self.require([key], who="group_index")
+        values = self._fields[key]
+        if _is_tensor(values):
+            values = values.detach().cpu().numpy()
+        values = np.asarray(values)
+        if values.ndim != 1:
+            raise SampleError(f"group field {key!r} must be one value per sample, got shape {values.shape}")
+        try:
+            uniques, inverse = np.unique(values, return_inverse=True)
+            result = (inverse.reshape(-1).astype(np.int64, copy=False), len(uniques))
+        except TypeError:  # unorderable mixture (e.g. ints and strings in an object array)
+            ids: dict[Any, int] = {}
+            inverse = np.fromiter((ids.setdefault(v, len(ids)) for v in values), dtype=np.int64,
+                                  count=len(values))
+            result = (inverse, len(ids))
+        self._cache[("group_index", key)] = result
+        return result
+
+    def sequence_rewards(self, key: str | None = None) -> torch.Tensor:
+        """(B,) outcome per sample: ``Σ_t scores[b, t] · response_mask[b, t]``. Cached.
+
+        ``scores`` is the field ``key``, by default the first present of :data:`REWARD_FIELDS`
+        (``token_level_scores``, then ``rm_scores``). A 1-D reward field is already per sequence and is
+        returned as is (as floating point). Sums are computed in at least float32.
+        """
+        import torch
+
+        if key is None:
+            key = next((k for k in REWARD_FIELDS if k in self._fields), None)
+            if key is None:
+                self.require([REWARD_REQUIREMENT], who="sequence_rewards")
+        assert key is not None
+        cached = self._cache.get(("sequence_rewards", key))
+        if cached is not None:
+            return cached
+        self.require([key], who="sequence_rewards")
+        scores = self._fields[key]
+        if not _is_tensor(scores):
+            scores = torch.as_tensor(np.asarray(scores, dtype=np.float64))
+        dtype = torch.promote_types(scores.dtype, torch.float32)
+        if scores.ndim == 1:
+            result = scores.detach().to(dtype)
+        elif scores.ndim == 2:
+            self.require(["response_mask"], who=f"sequence_rewards from token-level {key!r}")
+            mask = self._fields["response_mask"]
+            result = masked_sum(scores.detach().to(dtype), mask)
+        else:
+            raise SampleError(f"reward field {key!r} must be (B,) or (B, T), got shape {tuple(scores.shape)}")
+        self._cache[("sequence_rewards", key)] = result
+        return result
+
+
+def masked_sum(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``Σ_t values[b, t] · mask[b, t]`` per row, without materialising the (B, T) product (a batched dot)."""
+    import torch
+
+    mask = mask.to(device=values.device, dtype=values.dtype)
+    return torch.einsum("bt,bt->b", values, mask)

@@ -1,0 +1,220 @@
+"""The scorer protocol: what turns a rollout batch into scores, and the checks made when a stage is built.
+
+After DataFlex-RL's Scorer layer (seed 002, REFERENCE.md "Seed 002"): a scorer declares
+
+- ``requires``: the batch fields it reads (``"a|b"``: either field will do). They are checked on every call,
+  so the first batch that lacks one fails with a :class:`~flexkit.sample.batch.SampleError` naming it;
+- ``timing``: where the runner calls the stage (:data:`TIMINGS`); it decides *when* the stage runs (see
+  :meth:`flexkit.sample.SampleStage.should_run`), it is not decoration;
+- ``granularity``: the shape of its scores (:data:`GRANULARITIES`): ``prompt`` and ``response`` give a (B,)
+  tensor (prompt scores are equal within a group), ``token`` a (B, T) tensor, ``domain`` a
+  ``dict[int, float]`` from taskset id to value;
+- ``needs_groups``: whether the scores only make sense when the batch holds groups of responses per prompt
+  (``uid``) — true of GRPO-style training, not of PPO with GAE. ``uid`` is then added to ``requires``.
+
+Invalid declarations fail when the subclass is defined (``TypeError``), not at the first batch. DataFlex-RL
+checks only the enum values; flexkit also checks ``requires`` at call time and validates the output shape.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from flexkit.config.converter import did_you_mean
+from flexkit.errors import ConfigError, ConfigIssue, join_path
+from flexkit.sample.batch import RolloutBatch, SampleError
+
+if TYPE_CHECKING:
+    import torch
+
+#: Where a stage can run: before rollouts, after rewards, after advantages, or inside the loss.
+TIMINGS: tuple[str, ...] = ("pre_rollout", "post_reward", "post_advantage", "in_loss")
+#: What one score describes: a taskset (domain), a prompt (its group), a response, or a token.
+GRANULARITIES: tuple[str, ...] = ("domain", "prompt", "response", "token")
+#: Actuator mechanisms: keep some samples, weight them, or set taskset proportions.
+MECHANISMS: tuple[str, ...] = ("select", "reweight", "mix")
+
+#: Advantage estimators that sample a group of responses per prompt (``uid``), so group scorers make sense.
+#: The seed's list (grpo, grpo_passk, rloo, opo, gdpo) plus verl's other group baselines
+#: (``reinforce_plus_plus_baseline``, ``gpg``) and Dr. GRPO (2503.20783). Extend with
+#: :func:`register_group_estimator`. Not group estimators: ``gae``, ``reinforce_plus_plus``, ``remax``.
+GROUP_ESTIMATORS: set[str] = {
+    "grpo",
+    "grpo_passk",
+    "rloo",
+    "opo",
+    "gdpo",
+    "reinforce_plus_plus_baseline",
+    "gpg",
+    "dr_grpo",
+}
+
+
+def register_group_estimator(name: str) -> None:
+    """Declare ``name`` a group advantage estimator (for a trainer plugin's own estimators)."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"an estimator name must be a non-empty string, got {name!r}")
+    GROUP_ESTIMATORS.add(name.strip())
+
+
+def _check_choice(cls: type, attr: str, allowed: tuple[str, ...]) -> None:
+    value = getattr(cls, attr)
+    if not isinstance(value, str) or value not in allowed:
+        raise TypeError(
+            f"{cls.__qualname__}.{attr} = {value!r} is invalid; allowed values: {', '.join(allowed)}"
+        )
+
+
+def _check_requires(cls: type) -> tuple[str, ...]:
+    value = cls.requires  # type: ignore[attr-defined]
+    if isinstance(value, str) or not isinstance(value, (tuple, list)) or not all(
+        isinstance(v, str) and v for v in value
+    ):
+        raise TypeError(
+            f"{cls.__qualname__}.requires = {value!r} is invalid; it must be a tuple of batch field names"
+        )
+    return tuple(value)
+
+
+class Scorer(abc.ABC):
+    """Base class of scorers: declare the class attributes, implement :meth:`score`.
+
+    Built by its registered factory as ``factory(config)``. Stateful scorers extend :meth:`state_dict` and
+    :meth:`load_state_dict` (plain data only).
+    """
+
+    #: Batch fields read by :meth:`score` (``"a|b"``: either).
+    requires: ClassVar[tuple[str, ...]] = ()
+    #: Where the runner calls the stage (one of :data:`TIMINGS`).
+    timing: ClassVar[str] = "post_reward"
+    #: What one score describes (one of :data:`GRANULARITIES`).
+    granularity: ClassVar[str] = "response"
+    #: Whether the scores need groups of responses per prompt (rejects non-group estimators).
+    needs_groups: ClassVar[bool] = False
+    #: The registered name, for messages (default: the class name).
+    name: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        requires = _check_requires(cls)
+        _check_choice(cls, "timing", TIMINGS)
+        _check_choice(cls, "granularity", GRANULARITIES)
+        if not isinstance(cls.needs_groups, bool):
+            raise TypeError(f"{cls.__qualname__}.needs_groups = {cls.needs_groups!r} is invalid; it must be a bool")
+        if cls.name is not None and not isinstance(cls.name, str):
+            raise TypeError(f"{cls.__qualname__}.name = {cls.name!r} is invalid; it must be a string or None")
+        if cls.needs_groups and "uid" not in requires:
+            requires = (*requires, "uid")
+        cls.requires = requires
+
+    def __init__(self, config: Any = None) -> None:
+        self.config = config
+
+    @classmethod
+    def display_name(cls) -> str:
+        """``'name' (ClassName)`` for messages."""
+        return f"{cls.name!r} ({cls.__name__})" if cls.name else cls.__name__
+
+    def __call__(self, batch: RolloutBatch, *, step: int) -> torch.Tensor | dict[int, float]:
+        """Check ``requires``, score the batch and check the scores' shape (scores are detached)."""
+        batch.require(self.requires, who=f"scorer {self.display_name()}")
+        return check_scores(self.score(batch, step=step), batch, self.granularity, who=self.display_name())
+
+    @abc.abstractmethod
+    def score(self, batch: RolloutBatch, *, step: int) -> torch.Tensor | dict[int, float]:
+        """The scores of ``batch`` at training step ``step`` (shape per :attr:`granularity`)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Plain-data state for checkpoints (stateless scorers: ``{}``)."""
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:  # noqa: B027 - stateless default
+        """Restore :meth:`state_dict` output."""
+
+
+def check_scores(scores: Any, batch: RolloutBatch, granularity: str, *, who: str) -> Any:
+    """Validate (and normalise) a scorer's output for ``granularity``; raise :class:`SampleError` if wrong."""
+    import numpy as np
+    import torch
+
+    if granularity == "domain":
+        if not isinstance(scores, Mapping):
+            raise SampleError(f"scorer {who} has domain granularity and must return a dict taskset_id -> value, "
+                              f"got {type(scores).__name__}")
+        out: dict[int, float] = {}
+        for key, value in scores.items():
+            if isinstance(key, bool) or not isinstance(key, (int, np.integer)):
+                raise SampleError(f"scorer {who}: domain scores must be keyed by int taskset id, got {key!r}")
+            out[int(key)] = float(value)
+        return out
+    if isinstance(scores, np.ndarray):
+        scores = torch.from_numpy(scores)
+    if not isinstance(scores, torch.Tensor):
+        raise SampleError(f"scorer {who} must return a torch.Tensor, got {type(scores).__name__}")
+    b = batch.batch_size
+    if granularity == "token":
+        t = batch.response_length
+        expected: tuple[int, ...] = (b, t) if t is not None else (b, -1)
+        ok = scores.ndim == 2 and scores.shape[0] == b and (t is None or scores.shape[1] == t)
+    else:
+        expected = (b,)
+        ok = tuple(scores.shape) == expected
+    if not ok:
+        raise SampleError(f"scorer {who} has {granularity} granularity and must return shape {expected}, "
+                          f"got {tuple(scores.shape)}")
+    return scores.detach()
+
+
+def _cls(obj: Any) -> type:
+    return obj if isinstance(obj, type) else type(obj)
+
+
+def check_compatible(
+    scorer_cls: Any, actuator_cls: Any, estimator: str, mechanism: str, *, path: str = "sample"
+) -> None:
+    """Raise :class:`~flexkit.errors.ConfigError` (every problem at once) unless the scorer, the actuator, the
+    advantage ``estimator`` and the configured ``mechanism`` fit together. Classes or instances are accepted.
+
+    Checks: a ``needs_groups`` scorer needs a group estimator (:data:`GROUP_ESTIMATORS`); the scorer's
+    granularity is one the actuator ``accepts``; the actuator's mechanism is ``mechanism``. Issues carry key
+    paths under ``path`` (``sample.estimator``, ``sample.actuator``, ``sample.mechanism``).
+    """
+    scorer, actuator = _cls(scorer_cls), _cls(actuator_cls)
+    s_name = scorer.display_name() if hasattr(scorer, "display_name") else scorer.__name__
+    a_name = actuator.display_name() if hasattr(actuator, "display_name") else actuator.__name__
+    issues: list[ConfigIssue] = []
+    if mechanism not in MECHANISMS:
+        issues.append(ConfigIssue(join_path(path, "mechanism"),
+                                  f"unknown mechanism {mechanism!r}{did_you_mean(str(mechanism), MECHANISMS)}; "
+                                  f"one of: {', '.join(MECHANISMS)}"))
+    if getattr(scorer, "needs_groups", False) and estimator not in GROUP_ESTIMATORS:
+        known = sorted(GROUP_ESTIMATORS)
+        issues.append(ConfigIssue(join_path(path, "estimator"),
+                                  f"scorer {s_name} has needs_groups=True (its scores need groups of responses "
+                                  f"per prompt), but estimator {estimator!r} is not a group advantage estimator"
+                                  f"{did_you_mean(str(estimator), known)}; use one of: {', '.join(known)} "
+                                  "(or register_group_estimator() for a trainer's own), or a scorer without "
+                                  "needs_groups"))
+    accepts = tuple(getattr(actuator, "accepts", ()))
+    granularity = getattr(scorer, "granularity", None)
+    if granularity not in accepts:
+        issues.append(ConfigIssue(join_path(path, "actuator"),
+                                  f"actuator {a_name} accepts {', '.join(accepts) or 'no'} scores, but scorer "
+                                  f"{s_name} gives {granularity} scores"))
+    a_mech = getattr(actuator, "mechanism", None)
+    if mechanism in MECHANISMS and a_mech != mechanism:
+        issues.append(ConfigIssue(join_path(path, "mechanism"),
+                                  f"mechanism is {mechanism!r} but actuator {a_name} is a {a_mech!r} actuator"))
+    if issues:
+        raise ConfigError(issues)
+
+
+def timing_index(timing: str) -> int:
+    """The position of ``timing`` in :data:`TIMINGS` (raises ``ValueError`` naming the allowed values)."""
+    if timing not in TIMINGS:
+        raise ValueError(f"unknown timing {timing!r}{did_you_mean(str(timing), TIMINGS)}; one of: "
+                         f"{', '.join(TIMINGS)}")
+    return TIMINGS.index(timing)
+
