@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from flexkit.checkpoint import CheckpointError, load_state, save_state
 from flexkit.config.converter import make_converter, structure
 from flexkit.config.loader import local_plugin_specs, read_toml_file, structure_pipeline
 from flexkit.config.models import PipelineConfig
@@ -56,6 +58,41 @@ class Pipeline:
         self.scheduler.feedback(metrics)
         return metrics
 
+    def fingerprint(self) -> dict[str, Any]:
+        """What a checkpoint must match to be loaded: tasksets (names, sizes, selectors), batch size, seed."""
+        cfg = self.config
+        return {
+            "batch_size": cfg.run.batch_size,
+            "seed": cfg.run.seed,
+            "tasksets": [
+                {"name": ts.name, "size": size, "selector": ts.selector.type, "params": _plain(ts.selector.config)}
+                for ts, size in zip(cfg.tasksets, self.scheduler.sizes, strict=True)
+            ],
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """The whole pipeline state (scheduler with every selector, RNGs included)."""
+        return {"scheduler": self.scheduler.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s output."""
+        self.scheduler.load_state_dict(state["scheduler"])
+
+    def save_checkpoint(self, directory: str | os.PathLike[str]) -> Path:
+        """Atomically save the whole pipeline state with its fingerprint to ``directory`` (see
+        :mod:`flexkit.checkpoint`); returns the path of the committed ``state.json``."""
+        return save_state(directory, self.state_dict(), meta={"fingerprint": self.fingerprint()})
+
+    def load_checkpoint(self, directory: str | os.PathLike[str]) -> None:
+        """Load a checkpoint saved by :meth:`save_checkpoint`; refuses one from a different pipeline, saying what
+        differs."""
+        state, meta = load_state(directory)
+        mine, theirs = self.fingerprint(), meta.get("fingerprint")
+        if mine != theirs:
+            raise CheckpointError(f"checkpoint in {directory} is from a different pipeline: "
+                                  + "; ".join(_differences(theirs, mine)))
+        self.load_state_dict(state)
+
     def describe(self) -> list[str]:
         """Human-readable lines summarising the pipeline (used by ``flexkit validate``)."""
         run = self.config.run
@@ -75,6 +112,25 @@ class Pipeline:
         lines.append(f"feedback: {fb.operator.type}{_format_params(fb.operator.config)}, "
                      f"out_of_range={fb.out_of_range}")
         return lines
+
+
+def _plain(config: Any) -> dict[str, Any]:
+    """A config as JSON-like data (tuples become lists), for fingerprints."""
+    return json.loads(json.dumps(_params(config)))
+
+
+def _differences(old: Any, new: Any, path: str = "") -> list[str]:
+    """Readable differences between two fingerprints (``tasksets[1].size: 100 in the checkpoint, 120 now``)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key in sorted(set(old) | set(new)):
+            out += _differences(old.get(key), new.get(key), f"{path}.{key}" if path else key)
+        return out
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [d for i, (a, b) in enumerate(zip(old, new, strict=True)) for d in _differences(a, b, f"{path}[{i}]")]
+    if old != new:
+        return [f"{path or 'pipeline'}: {old!r} in the checkpoint, {new!r} now"]
+    return []
 
 
 def _params(config: Any) -> dict[str, Any]:

@@ -1,0 +1,118 @@
+"""The sample-level stage (seed 002, DataFlex-RL): scorers, actuators and per-token loss weights.
+
+After rewards, a **scorer** turns a :class:`RolloutBatch` into scores and an **actuator** turns the scores
+into an action: :class:`Keep` (select), :class:`Weights` (reweight) or :class:`Mix` (taskset proportions).
+Keep / weights become per-token loss weights (:mod:`flexkit.weights`); mix proportions feed the scheduler.
+:class:`SampleStage` wires one scorer and one actuator. The built-in components are registered here through
+the same hooks third-party plugins implement. Importing this package does not import torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flexkit.hookspecs import hookimpl
+from flexkit.sample.actuator import ACTION_OF, Action, Actuator, Keep, Mix, Weights
+from flexkit.sample.actuators import (
+    DifficultyBandConfig,
+    DifficultyBandReweighter,
+    RewardGapConfig,
+    RewardGapMixer,
+    SoftmaxConfig,
+    SoftmaxReweighter,
+    StaticConfig,
+    StaticMixer,
+    ThresholdBandConfig,
+    ThresholdBandSelector,
+    TopkFractionConfig,
+    TopkFractionSelector,
+)
+from flexkit.sample.batch import REWARD_FIELDS, TOKEN_FIELDS, RolloutBatch, SampleError
+from flexkit.sample.scorer import (
+    GRANULARITIES,
+    GROUP_ESTIMATORS,
+    MECHANISMS,
+    TIMINGS,
+    Scorer,
+    check_compatible,
+    register_group_estimator,
+)
+from flexkit.sample.scorers import (
+    AdvantageMagnitudeConfig,
+    AdvantageMagnitudeScorer,
+    GroupRewardStdConfig,
+    GroupRewardStdScorer,
+    GroupSolveRateConfig,
+    GroupSolveRateScorer,
+    RewardConfig,
+    RewardScorer,
+    TokenProbConfig,
+    TokenProbScorer,
+)
+from flexkit.sample.stage import SampleStage
+
+__all__ = [
+    "ACTION_OF",
+    "GRANULARITIES",
+    "GROUP_ESTIMATORS",
+    "MECHANISMS",
+    "REWARD_FIELDS",
+    "TIMINGS",
+    "TOKEN_FIELDS",
+    "Action",
+    "Actuator",
+    "AdvantageMagnitudeConfig",
+    "AdvantageMagnitudeScorer",
+    "DifficultyBandConfig",
+    "DifficultyBandReweighter",
+    "GroupRewardStdConfig",
+    "GroupRewardStdScorer",
+    "GroupSolveRateConfig",
+    "GroupSolveRateScorer",
+    "Keep",
+    "Mix",
+    "RewardConfig",
+    "RewardGapConfig",
+    "RewardGapMixer",
+    "RewardScorer",
+    "RolloutBatch",
+    "SampleError",
+    "SampleStage",
+    "Scorer",
+    "SoftmaxConfig",
+    "SoftmaxReweighter",
+    "StaticConfig",
+    "StaticMixer",
+    "ThresholdBandConfig",
+    "ThresholdBandSelector",
+    "TokenProbConfig",
+    "TokenProbScorer",
+    "TopkFractionConfig",
+    "TopkFractionSelector",
+    "Weights",
+    "check_compatible",
+    "flexkit_register_actuators",
+    "flexkit_register_scorers",
+    "register_group_estimator",
+]
+
+
+@hookimpl
+def flexkit_register_scorers(register: Any) -> None:
+    """Register the built-in scorers (each class is its own factory)."""
+    register("group_solve_rate", GroupSolveRateScorer, GroupSolveRateConfig)
+    register("reward", RewardScorer, RewardConfig)
+    register("group_reward_std", GroupRewardStdScorer, GroupRewardStdConfig)
+    register("advantage_magnitude", AdvantageMagnitudeScorer, AdvantageMagnitudeConfig)
+    register("token_prob", TokenProbScorer, TokenProbConfig)
+
+
+@hookimpl
+def flexkit_register_actuators(register: Any) -> None:
+    """Register the built-in actuators (each class is its own factory)."""
+    register("threshold_band", ThresholdBandSelector, ThresholdBandConfig)
+    register("topk_fraction", TopkFractionSelector, TopkFractionConfig)
+    register("softmax", SoftmaxReweighter, SoftmaxConfig)
+    register("difficulty_band", DifficultyBandReweighter, DifficultyBandConfig)
+    register("static", StaticMixer, StaticConfig)
+    register("reward_gap", RewardGapMixer, RewardGapConfig)

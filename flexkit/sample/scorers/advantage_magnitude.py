@@ -1,0 +1,57 @@
+"""``advantage_magnitude``: how strongly each response pushes the policy, ``|A|`` over its response tokens.
+
+Source: DataFlex-RL's |advantage| scorer (seed 002; REFERENCE.md "Seed 002": mean/sum/max per sequence). The
+same signal drives PLR (2010.03934) and SEC (2505.14970). Runs after advantages are computed
+(``timing = "post_advantage"``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+import attrs
+
+from flexkit.config import field
+from flexkit.sample.batch import RolloutBatch, masked_sum
+from flexkit.sample.scorer import Scorer
+
+if TYPE_CHECKING:
+    import torch
+
+
+@attrs.frozen(kw_only=True)
+class AdvantageMagnitudeConfig:
+    """Parameters of the ``advantage_magnitude`` scorer."""
+
+    reduce: Literal["mean", "sum", "max"] = field(
+        default="mean",
+        doc="How |advantage| is reduced over a response's tokens: mean, sum or max (0 for an empty response).",
+    )
+
+
+class AdvantageMagnitudeScorer(Scorer):
+    """``|advantages|`` reduced over each response's tokens (``response_mask``), (B,)."""
+
+    name = "advantage_magnitude"
+    requires = ("advantages", "response_mask")
+    timing = "post_advantage"
+    granularity = "response"
+    needs_groups = False
+
+    def __init__(self, config: AdvantageMagnitudeConfig | None = None) -> None:
+        super().__init__(config if config is not None else AdvantageMagnitudeConfig())
+
+    def score(self, batch: RolloutBatch, *, step: int) -> torch.Tensor:
+        """Reduced |advantage| per response, (B,)."""
+        import torch
+
+        adv = batch["advantages"].detach()
+        magnitude = adv.abs().to(torch.promote_types(adv.dtype, torch.float32))
+        mask = batch["response_mask"].to(device=magnitude.device)
+        if self.config.reduce == "max":
+            return torch.where(mask.bool(), magnitude, torch.zeros((), dtype=magnitude.dtype,
+                                                                   device=magnitude.device)).amax(dim=-1)
+        total = masked_sum(magnitude, mask)
+        if self.config.reduce == "sum":
+            return total
+        return total / mask.to(magnitude.dtype).sum(dim=-1).clamp(min=1)

@@ -1,0 +1,57 @@
+"""``group_solve_rate``: every response scores its group's fraction of solved responses.
+
+Source: DataFlex-RL's ``GroupSolveRateScorer`` (seed 002, step 1; REFERENCE.md "Seed 002"): per-sequence score
+``s_b = Σ_t scores[b, t] · response_mask[b, t]``, success ``s_b > success_threshold``, and every member of a
+``uid`` group gets the group's success fraction. Paired with ``threshold_band`` (0.2, 0.8) it keeps the groups
+that are neither all-solved nor all-failed — Online Difficulty Filtering (2504.03380); with GRPO those are the
+groups whose advantages are not all zero (DAPO's dynamic sampling, 2503.14476).
+
+flexkit computes all groups at once (``np.unique`` inverse, one ``index_add_`` and one ``bincount``): O(B·T)
+for the token sum plus O(B) for the groups, where the seed loops over groups in Python (O(G·B)).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+
+from flexkit.config import field
+from flexkit.sample.batch import RolloutBatch
+from flexkit.sample.scorer import Scorer
+from flexkit.sample.scorers._common import group_ids, group_mean, reward_key_field, reward_requires
+
+if TYPE_CHECKING:
+    import torch
+
+
+@attrs.frozen(kw_only=True)
+class GroupSolveRateConfig:
+    """Parameters of the ``group_solve_rate`` scorer."""
+
+    success_threshold: float = field(
+        default=0.5, doc="A response counts as solved when its summed reward is strictly above this."
+    )
+    reward_key: str | None = reward_key_field()
+
+
+class GroupSolveRateScorer(Scorer):
+    """The solve rate of each response's group (equal within a group; in [0, 1])."""
+
+    name = "group_solve_rate"
+    requires = (*reward_requires(None), "uid")
+    timing = "post_reward"
+    granularity = "prompt"
+    needs_groups = True
+
+    def __init__(self, config: GroupSolveRateConfig | None = None) -> None:
+        config = config if config is not None else GroupSolveRateConfig()
+        super().__init__(config)
+        self.requires = (*reward_requires(config.reward_key), "uid")
+
+    def score(self, batch: RolloutBatch, *, step: int) -> torch.Tensor:
+        """Group success fraction per response, (B,)."""
+        rewards = batch.sequence_rewards(self.config.reward_key)
+        success = (rewards > self.config.success_threshold).to(rewards.dtype)
+        gid, num_groups = group_ids(batch, rewards.device)
+        return group_mean(success, gid, num_groups)[gid]

@@ -1,0 +1,44 @@
+"""``reward``: each response's outcome, ``Σ_t scores[b, t] · response_mask[b, t]``.
+
+Source: DataFlex-RL's per-sequence reward scorer (seed 002; REFERENCE.md "Seed 002"). With the adaptive mixer
+(``reward_gap``) it is the per-taskset reward signal; with ``topk_fraction`` it keeps the best responses.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+
+from flexkit.sample.batch import RolloutBatch
+from flexkit.sample.scorer import Scorer
+from flexkit.sample.scorers._common import reward_key_field, reward_requires
+
+if TYPE_CHECKING:
+    import torch
+
+
+@attrs.frozen(kw_only=True)
+class RewardConfig:
+    """Parameters of the ``reward`` scorer."""
+
+    reward_key: str | None = reward_key_field()
+
+
+class RewardScorer(Scorer):
+    """The summed (masked) reward of each response, (B,)."""
+
+    name = "reward"
+    requires = reward_requires(None)
+    timing = "post_reward"
+    granularity = "response"
+    needs_groups = False
+
+    def __init__(self, config: RewardConfig | None = None) -> None:
+        config = config if config is not None else RewardConfig()
+        super().__init__(config)
+        self.requires = reward_requires(config.reward_key)
+
+    def score(self, batch: RolloutBatch, *, step: int) -> torch.Tensor:
+        """Per-response outcome, (B,)."""
+        return batch.sequence_rewards(self.config.reward_key)

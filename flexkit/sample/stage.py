@@ -1,0 +1,194 @@
+"""``SampleStage``: one scorer and one actuator, run on a rollout batch at the scorer's ``timing``.
+
+The runner asks :meth:`SampleStage.should_run` at each point of a training step (``pre_rollout``,
+``post_reward``, ``post_advantage``, ``in_loss``) and runs the stage where the scorer's ``timing`` matches.
+For select / reweight, :meth:`SampleStage.token_weights` gives the (B, T) per-token loss weights (already
+multiplied into the batch's existing ``rollout_is_weights``); for mix, :attr:`SampleStage.proportions` gives
+the latest taskset proportions for the scheduler. The latest scores, action, kept fraction and mean weight are
+kept for logging (:meth:`SampleStage.metrics`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from flexkit.sample.actuator import Action, Actuator, Keep, Mix, Weights
+from flexkit.sample.batch import RolloutBatch, SampleError
+from flexkit.sample.scorer import Scorer, check_compatible, timing_index
+from flexkit.weights import combine, to_token_weights
+
+if TYPE_CHECKING:
+    import torch
+
+
+class SampleStage:
+    """A scorer and an actuator checked against the trainer's advantage ``estimator`` and ``mechanism``.
+
+    Args:
+        scorer: a :class:`~flexkit.sample.scorer.Scorer` instance.
+        actuator: an :class:`~flexkit.sample.actuator.Actuator` instance.
+        mechanism: ``"select"``, ``"reweight"`` or ``"mix"`` (must be the actuator's).
+        estimator: the trainer's advantage estimator (``"grpo"``, ``"gae"``, ...).
+        weights_key: the batch field holding weights the trainer already computed (multiplied, never
+            overwritten).
+
+    Raises :class:`~flexkit.errors.ConfigError` when they do not fit together (see
+    :func:`~flexkit.sample.scorer.check_compatible`).
+    """
+
+    def __init__(
+        self,
+        scorer: Scorer,
+        actuator: Actuator,
+        *,
+        mechanism: str,
+        estimator: str,
+        weights_key: str = "rollout_is_weights",
+    ) -> None:
+        check_compatible(scorer, actuator, estimator, mechanism)
+        self.scorer = scorer
+        self.actuator = actuator
+        self.mechanism = mechanism
+        self.estimator = estimator
+        self.weights_key = weights_key
+        #: Scores of the latest run (a tensor, or a dict for domain scores).
+        self.last_scores: Any = None
+        #: Action of the latest run.
+        self.last_action: Action | None = None
+        #: Step of the latest run.
+        self.last_step: int | None = None
+        #: Share of samples with a positive weight in the latest select / reweight run.
+        self.kept_fraction: float | None = None
+        #: Mean weight of the latest select / reweight run (over samples; over response tokens for token weights).
+        self.mean_weight: float | None = None
+        self._proportions: dict[int, float] | None = None
+        self._ran_for: tuple[int, int] | None = None
+        self._token_weights: tuple[tuple[int, int], torch.Tensor] | None = None
+
+    # -- wiring -----------------------------------------------------------------------------------------
+
+    @property
+    def timing(self) -> str:
+        """The scorer's timing: where the runner calls this stage."""
+        return self.scorer.timing
+
+    def should_run(self, timing: str) -> bool:
+        """Whether the runner should run this stage at ``timing`` (an unknown timing raises ``ValueError``)."""
+        timing_index(timing)
+        return timing == self.scorer.timing
+
+    def bind(self, taskset_names: Sequence[str]) -> None:
+        """Tell the actuator (and scorer, if it wants them) the pipeline's taskset names, in id order."""
+        for part in (self.scorer, self.actuator):
+            bind = getattr(part, "bind", None)
+            if callable(bind):
+                bind(list(taskset_names))
+
+    # -- running ----------------------------------------------------------------------------------------
+
+    def run(self, batch: RolloutBatch, *, step: int) -> Action:
+        """Score ``batch`` and act on the scores; record the result for :meth:`token_weights` and logging."""
+        if not isinstance(batch, RolloutBatch):
+            raise SampleError(f"the sample stage needs a RolloutBatch, got {type(batch).__name__} "
+                              "(build one with RolloutBatch.from_dict)")
+        scores = self.scorer(batch, step=step)
+        action = self.actuator(scores, batch, step=step)
+        self.last_scores, self.last_action, self.last_step = scores, action, int(step)
+        self._ran_for = (int(step), batch.serial)
+        self._token_weights = None
+        self._log(action, batch)
+        return action
+
+    def _log(self, action: Action, batch: RolloutBatch) -> None:
+        b = batch.batch_size
+        if isinstance(action, Mix):
+            self._proportions = dict(action.proportions)
+            self.kept_fraction = self.mean_weight = None
+        elif isinstance(action, Keep):
+            self.kept_fraction = len(action.indices) / b if b else 0.0
+            self.mean_weight = self.kept_fraction
+        elif isinstance(action, Weights):
+            w = action.weights
+            if w.ndim == 2:
+                mask = batch["response_mask"].to(device=w.device, dtype=w.dtype)
+                tokens = float(mask.sum())
+                self.mean_weight = float((w * mask).sum()) / tokens if tokens else 0.0
+                self.kept_fraction = float(((w * mask) > 0).any(dim=1).double().mean()) if b else 0.0
+            else:
+                self.mean_weight = float(w.mean()) if b else 0.0
+                self.kept_fraction = float((w > 0).double().mean()) if b else 0.0
+
+    def token_weights(self, batch: RolloutBatch, *, step: int) -> torch.Tensor:
+        """(B, T) float per-token loss weights for ``batch`` at ``step``.
+
+        Runs the stage unless it already ran for this very batch object and step (a repeated call returns
+        the same weights). Keep / weights become per-token weights × ``response_mask``, multiplied into
+        ``batch[weights_key]`` when present (never overwriting it). For a mix stage: the existing weights, or
+        ``response_mask`` as float. Write the result back into the trainer's batch once.
+        """
+        import torch
+
+        key = (int(step), batch.serial)
+        if self._ran_for != key:
+            self.run(batch, step=step)
+        if self._token_weights is not None and self._token_weights[0] == key:
+            return self._token_weights[1]
+        batch.require(["response_mask"], who="SampleStage.token_weights")
+        mask = batch["response_mask"]
+        existing = batch.get(self.weights_key)
+        if existing is not None and not isinstance(existing, torch.Tensor):
+            existing = torch.as_tensor(np.asarray(existing, dtype=np.float32))
+        if isinstance(self.last_action, Mix):
+            if existing is not None:
+                out = combine(existing, torch.ones(tuple(mask.shape), dtype=torch.float32, device=mask.device))
+            else:
+                out = mask.to(torch.float32)
+        else:
+            out = combine(existing, to_token_weights(self.last_action, mask))
+        self._token_weights = (key, out)
+        return out
+
+    # -- results ----------------------------------------------------------------------------------------
+
+    @property
+    def proportions(self) -> dict[int, float] | None:
+        """The latest mix proportions (taskset id → share, summing to 1), or ``None`` before any mix."""
+        return None if self._proportions is None else dict(self._proportions)
+
+    @property
+    def kept_indices(self) -> np.ndarray | None:
+        """The kept indices of the latest select action (``None`` otherwise)."""
+        return self.last_action.indices if isinstance(self.last_action, Keep) else None
+
+    def metrics(self) -> dict[str, float]:
+        """Scalars for logging: ``sample/kept_fraction``, ``sample/mean_weight``, ``sample/proportion/<id>``."""
+        out: dict[str, float] = {}
+        if self.kept_fraction is not None:
+            out["sample/kept_fraction"] = self.kept_fraction
+        if self.mean_weight is not None:
+            out["sample/mean_weight"] = self.mean_weight
+        for tid, p in (self._proportions or {}).items():
+            out[f"sample/proportion/{tid}"] = p
+        return out
+
+    # -- state ------------------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Plain-data state: the scorer's, the actuator's and the latest proportions."""
+        return {
+            "scorer": self.scorer.state_dict(),
+            "actuator": self.actuator.state_dict(),
+            "proportions": None if self._proportions is None else [[k, v] for k, v in self._proportions.items()],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` output."""
+        self.scorer.load_state_dict(state.get("scorer", {}))
+        self.actuator.load_state_dict(state.get("actuator", {}))
+        props = state.get("proportions")
+        self._proportions = None if props is None else {int(k): float(v) for k, v in props}
+        self._ran_for = None
+        self._token_weights = None
