@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from flexkit.hookspecs import hookimpl
-from flexkit.selectors.base import Selector, validate_feedback
+from flexkit.selectors.base import Selector, read_feature_columns, validate_feedback
 from flexkit.selectors.difficulty_based import DifficultyBasedConfig, DifficultyBasedSelector
 from flexkit.selectors.offline_easy2hard import OfflineEasy2HardConfig, OfflineEasy2HardSelector
 from flexkit.selectors.random import RandomConfig, RandomSelector
@@ -29,6 +29,7 @@ __all__ = [
     "SequentialSelector",
     "ShuffleConfig",
     "ShuffleSelector",
+    "read_feature_columns",
     "flexkit_register_selectors",
     "validate_feedback",
 ]

@@ -157,6 +157,41 @@ def validate_feedback(
     return idx, vals
 
 
+def read_feature_columns(
+    features: Mapping[str, np.ndarray], keys: Sequence[str], size: int, *, owner: str
+) -> list[np.ndarray]:
+    """Fetch and check the feature columns ``keys`` (1-D, numeric, length ``size``, no NaN).
+
+    Raises ``ValueError`` naming the selector (``owner``) and the offending key. Only the named columns are
+    read, so a lazy mapping loads nothing else. Columns are returned as read-only views (no copy).
+    """
+    columns = []
+    for key in keys:
+        try:
+            raw = features[key]
+        except KeyError:
+            try:
+                known = ", ".join(repr(k) for k in features)
+            except Exception:  # a lazy mapping may not list its keys
+                known = "?"
+            raise ValueError(f"{owner}: feature column {key!r} is missing (available: {known or 'none'})") from None
+        col = np.asarray(raw)
+        if col.ndim != 1:
+            raise ValueError(f"{owner}: feature column {key!r} must be 1-D, got shape {col.shape}")
+        if col.shape[0] != size:
+            raise ValueError(f"{owner}: feature column {key!r} has {col.shape[0]} values for {size} tasks")
+        if not (np.issubdtype(col.dtype, np.number) or col.dtype == bool) or np.issubdtype(
+            col.dtype, np.complexfloating
+        ):
+            raise ValueError(f"{owner}: feature column {key!r} must be numeric, got dtype {col.dtype}")
+        if np.issubdtype(col.dtype, np.floating) and np.isnan(col.min() if col.size else 0.0):
+            raise ValueError(f"{owner}: feature column {key!r} contains NaN")
+        col = col.view()
+        col.flags.writeable = False
+        columns.append(col)
+    return columns
+
+
 def _plain(state: Any) -> Any:
     """Turn numpy scalars back into Python ints (bit-generator states must hold Python ints)."""
     if isinstance(state, Mapping):

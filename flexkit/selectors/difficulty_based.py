@@ -34,8 +34,9 @@ Deviations from the reference (flexkit)
   only the batch rows of ``α̃``, ``β̃`` are rewritten. When ``a`` gets tiny it is folded into the arrays
   (O(N), rare).
 * Sampling without replacement from softmax(score/τ) is the top ``k`` of ``score/τ + Gumbel noise`` (exactly
-  the same distribution, including the order), computed with ``argpartition`` in O(N); the reference's
-  ``torch.multinomial`` refuses more than 2^24 tasks.
+  the same distribution, including the order), computed with a partial sort (``np.partition``) in O(N); the
+  reference's ``torch.multinomial`` refuses more than 2^24 tasks. Greedy ties (tau = 0) go to the smaller
+  index, and a batch is ordered best first.
 * The whole state (α̃, β̃, the transform, ``c``, the adapted ``ρ``, counters and the RNG) is saved; the
   reference saves only a counter.
 """
@@ -49,8 +50,7 @@ import attrs
 import numpy as np
 
 from flexkit.config import field
-from flexkit.selectors.base import Seed, Selector
-from flexkit.selectors.offline_easy2hard import read_feature_columns
+from flexkit.selectors.base import Seed, Selector, read_feature_columns
 
 #: Decay of the exponential moving average of the capability coefficient.
 C_DECAY = 0.9
@@ -61,7 +61,7 @@ C_DENOMINATOR_MIN = 1e-6
 #: ``adaptive_rho`` halves ``rho`` when the batch's mean |prior − observed| reaches this.
 ADAPTIVE_RHO_GAP = 0.25
 #: Number of tasks processed per vectorised step of a full pass (keeps temporaries in cache).
-CHUNK = 1 << 16
+CHUNK = 1 << 15
 
 
 @attrs.frozen(kw_only=True)
@@ -105,9 +105,10 @@ class DifficultyBasedConfig:
 class DifficultyBasedSelector(Selector):
     """Select tasks whose predicted success rate is nearest ``target_reward`` (see the module docstring).
 
-    Costs: feedback O(batch) (plus a rare O(N) fold); selection O(N) vectorised, in chunks, with at most one
-    N-sized float array (two with ``do_sample``) and an argpartition. :meth:`posterior` gives the current
-    Beta parameters.
+    Costs: feedback O(batch) (plus a rare O(N) fold); selection O(N), vectorised in cache-sized chunks, about
+    a dozen element-wise passes (plus the Gumbel noise when ``tau > 0`` and Beta draws with ``do_sample``);
+    besides the partial sort it allocates one N-sized float array (two with ``do_sample``). Feedback may
+    arrive late or for tasks that were not just selected. :meth:`posterior` gives the current Beta parameters.
     """
 
     #: The transform is folded into the arrays when its scale drops below this.
@@ -237,34 +238,43 @@ class DifficultyBasedSelector(Selector):
         target = float(self.config.target_reward)
         tau = float(self.config.tau)
         do_sample = bool(self.config.do_sample)
-        keys = np.empty(n)  # the score (tau = 0) or score/τ + Gumbel noise
+        # Minimise cost = −score/τ − Gumbel = |p̂ − target|/τ + log(−log U)  (tau = 0: |p̂ − target|).
+        cost = np.empty(n)
         drawn = np.empty(n) if do_sample else None  # Thompson draws, kept for the info dict
         width = min(CHUNK, n)
         alpha, beta, tmp = np.empty(width), np.empty(width), np.empty(width)
+        a, b, s0, p, q = self._a, self._b, self._b + self._b_beta, self._p, self._q
         for start in range(0, n, CHUNK):
             stop = min(start + CHUNK, n)
-            w = stop - start
-            a_, b_, t_ = alpha[:w], beta[:w], tmp[:w]
-            self._true_slice(slice(start, stop), a_, b_, t_)
+            w, sl = stop - start, slice(start, stop)
+            al, be, t = alpha[:w], beta[:w], tmp[:w]
             if drawn is not None:
-                pred = drawn[start:stop]
-                pred[...] = self.rng.beta(a_, b_)
-            else:
-                b_ += a_
-                pred = np.divide(a_, b_, out=a_)
-            key = keys[start:stop]
-            np.subtract(pred, target, out=key)
-            np.abs(key, out=key)
-            np.negative(key, out=key)
+                self._true_slice(sl, al, be, t)
+                pred = drawn[sl]
+                pred[...] = self.rng.beta(al, be)
+            else:  # p̂ = α / (α + β) with α + β = a·(α̃ + β̃) + b + b_β: fewer passes than computing β
+                np.multiply(self._alpha_t[sl], a, out=al)
+                al += b
+                np.multiply(self._f0[sl], p, out=t)
+                al += t
+                np.multiply(self._f1[sl], q, out=t)
+                al += t
+                np.add(self._alpha_t[sl], self._beta_t[sl], out=be)
+                be *= a
+                be += s0
+                pred = np.divide(al, be, out=al)
+            c = cost[sl]
+            np.subtract(pred, target, out=c)
+            np.abs(c, out=c)
             if tau > 0:
-                key /= tau
-                noise = self.rng.random(out=t_)  # U in [0, 1)
-                with np.errstate(divide="ignore"):  # U == 0 (p = 2^-53) gives -inf: never chosen
+                c *= 1.0 / tau
+                noise = self.rng.random(out=t)  # U in [0, 1)
+                with np.errstate(divide="ignore"):  # U == 0 (p = 2^-53) gives +inf cost: never chosen
                     np.log(noise, out=noise)
                     np.negative(noise, out=noise)
                     np.log(noise, out=noise)
-                key -= noise  # + Gumbel = −log(−log U)
-        chosen = top_k(keys, batch_size)
+                c += noise
+        chosen = smallest_k(cost, batch_size)
         self.num_selected += batch_size
         info: dict[str, Any] = {}
         if return_extra_info:
@@ -322,18 +332,17 @@ class DifficultyBasedSelector(Selector):
         self.num_folds = int(state["num_folds"])
 
 
-def top_k(values: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the ``k`` largest ``values``, largest first, equal values in index order. O(N)."""
+def smallest_k(values: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` smallest ``values``, smallest first, equal values in index order. O(N)."""
     n = values.size
     if k < n:
-        kth = n - k
-        threshold = np.partition(values, kth)[kth]  # the k-th largest value
-        above = np.flatnonzero(values > threshold)  # fewer than k
-        ties = _first_equal(values, threshold, k - above.size)
-        chosen = np.concatenate([above, ties])
+        threshold = np.partition(values, k - 1)[k - 1]  # the k-th smallest value
+        below = np.flatnonzero(values < threshold)  # fewer than k
+        ties = _first_equal(values, threshold, k - below.size)
+        chosen = np.concatenate([below, ties])
     else:
         chosen = np.arange(n, dtype=np.int64)
-    order = np.lexsort((chosen, -values[chosen]))
+    order = np.lexsort((chosen, values[chosen]))
     return chosen[order].astype(np.int64, copy=False)
 
 
