@@ -29,8 +29,8 @@ __all__ = [
     "SequentialSelector",
     "ShuffleConfig",
     "ShuffleSelector",
-    "read_feature_columns",
     "flexkit_register_selectors",
+    "read_feature_columns",
     "validate_feedback",
 ]
 
