@@ -13,7 +13,8 @@ import attrs
 import numpy as np
 
 from flexkit.config import field
-from flexkit.selectors.base import Seed, Selector, read_feature_columns
+from flexkit.selectors.base import Seed, read_feature_columns
+from flexkit.selectors.sequential import SequentialSelector
 
 
 @attrs.frozen(kw_only=True)
@@ -32,13 +33,13 @@ class OfflineEasy2HardConfig:
     )
 
 
-class OfflineEasy2HardSelector(Selector):
+class OfflineEasy2HardSelector(SequentialSelector):
     """Serve tasks in a fixed order sorted by feature columns, wrapping so the curriculum replays each epoch.
 
     The order is built once with ``np.lexsort``: ``feature_keys[0]`` is the primary key, later keys break
     ties. With ``order="ascending"`` remaining ties go to the smaller index first; ``"descending"`` is exactly
     the reverse order, so remaining ties go to the larger index first (as the reference does). Batches are
-    served like :class:`~flexkit.selectors.sequential.SequentialSelector` over that order. Feedback is
+    served by :class:`~flexkit.selectors.sequential.SequentialSelector` over that order. Feedback is
     ignored. State: the position in the order (the order itself is rebuilt from the features).
     """
 
@@ -59,12 +60,9 @@ class OfflineEasy2HardSelector(Selector):
         if config.order == "descending":
             order = order[::-1].copy()
         self.order: np.ndarray = order
-        self.position = 0
 
     def _select(self, batch_size: int, return_extra_info: bool) -> tuple[np.ndarray, dict[str, Any]]:
-        start = self.position
-        ranks = (start + np.arange(batch_size, dtype=np.int64)) % self.size
-        self.position = (start + batch_size) % self.size
+        ranks, _ = super()._select(batch_size, False)
         indices = self.order[ranks]
         info: dict[str, Any] = {}
         if return_extra_info:
@@ -73,15 +71,3 @@ class OfflineEasy2HardSelector(Selector):
                 "features": {k: col[indices] for k, col in self._columns.items()},
             }
         return indices, info
-
-    def state_dict(self) -> dict[str, Any]:
-        """The RNG state and the position of the next task in the curriculum."""
-        return {**super().state_dict(), "position": self.position}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict` output."""
-        position = int(state["position"])
-        if not 0 <= position < self.size:
-            raise ValueError(f"position {position} is out of range for a taskset of {self.size} tasks")
-        super().load_state_dict(state)
-        self.position = position
