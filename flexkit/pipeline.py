@@ -17,6 +17,9 @@ from flexkit.config.loader import local_plugin_specs, read_toml_file, structure_
 from flexkit.config.models import PipelineConfig
 from flexkit.errors import ConfigError, ConfigIssue
 from flexkit.plugins import PluginHost, get_plugins
+from flexkit.sample.actuator import Mix
+from flexkit.sample.batch import RolloutBatch
+from flexkit.sample.stage import SampleStage
 from flexkit.scheduler import TasksetEntry, TasksetScheduler
 from flexkit.tasksets import TasksetError, lazy_features
 
@@ -35,6 +38,31 @@ class Pipeline:
     source: str | None = None
     _scheduler: TasksetScheduler | None = attrs.field(default=None, init=False, repr=False)
     _feedback: Any = attrs.field(default=None, init=False, repr=False)
+    _sample_stage: SampleStage | None = attrs.field(default=None, init=False, repr=False)
+
+    @property
+    def sample_stage(self) -> SampleStage:
+        """The ``[sample]`` stage (scorer + actuator); raises :class:`~flexkit.ConfigError` without one."""
+        if self._sample_stage is None:
+            raise ConfigError("this pipeline has no [sample] table, so it has no sample stage")
+        return self._sample_stage
+
+    @property
+    def has_sample_stage(self) -> bool:
+        """Whether the pipeline has a ``[sample]`` table."""
+        return self._sample_stage is not None
+
+    def apply_sample_stage(self, batch: Any, *, step: int) -> Any:
+        """Run the sample stage on ``batch`` (a :class:`~flexkit.sample.RolloutBatch` or a plain dict); for a
+        mix stage, hand its proportions to the scheduler (they apply from the next batch not yet selected).
+        Returns the action."""
+        stage = self.sample_stage
+        if not isinstance(batch, RolloutBatch):
+            batch = RolloutBatch.from_dict(batch)
+        action = stage.run(batch, step=step)
+        if isinstance(action, Mix):
+            self.scheduler.set_mix(action.proportions)
+        return action
 
     @property
     def scheduler(self) -> TasksetScheduler:
@@ -61,9 +89,15 @@ class Pipeline:
     def fingerprint(self) -> dict[str, Any]:
         """What a checkpoint must match to be loaded: tasksets (names, sizes, selectors), batch size, seed."""
         cfg = self.config
+        sample = None
+        if cfg.sample is not None:
+            sample = {"mechanism": cfg.sample.mechanism, "estimator": cfg.sample.estimator,
+                      "scorer": cfg.sample.scorer.type, "scorer_params": _plain(cfg.sample.scorer.config),
+                      "actuator": cfg.sample.actuator.type, "actuator_params": _plain(cfg.sample.actuator.config)}
         return {
             "batch_size": cfg.run.batch_size,
             "seed": cfg.run.seed,
+            "sample": sample,
             "tasksets": [
                 {"name": ts.name, "size": size, "selector": ts.selector.type, "params": _plain(ts.selector.config)}
                 for ts, size in zip(cfg.tasksets, self.scheduler.sizes, strict=True)
@@ -72,11 +106,16 @@ class Pipeline:
 
     def state_dict(self) -> dict[str, Any]:
         """The whole pipeline state (scheduler with every selector, RNGs included)."""
-        return {"scheduler": self.scheduler.state_dict()}
+        state: dict[str, Any] = {"scheduler": self.scheduler.state_dict()}
+        if self._sample_stage is not None:
+            state["sample"] = self._sample_stage.state_dict()
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`'s output."""
         self.scheduler.load_state_dict(state["scheduler"])
+        if self._sample_stage is not None:
+            self._sample_stage.load_state_dict(state.get("sample", {}))
 
     def save_checkpoint(self, directory: str | os.PathLike[str]) -> Path:
         """Atomically save the whole pipeline state with its fingerprint to ``directory`` (see
@@ -108,6 +147,11 @@ class Pipeline:
             size = f" ({self._scheduler.sizes[i]} tasks)" if self._scheduler is not None else ""
             lines.append(f"taskset {i} {ts.name!r}: {ts.storage.type} {where}{size}{weight}; "
                          f"selector {ts.selector.type}{_format_params(ts.selector.config)}")
+        sample = self.config.sample
+        if sample is not None:
+            lines.append(f"sample: {sample.mechanism} with estimator {sample.estimator}; scorer {sample.scorer.type}"
+                         f"{_format_params(sample.scorer.config)}; actuator {sample.actuator.type}"
+                         f"{_format_params(sample.actuator.config)}")
         fb = self.config.feedback
         lines.append(f"feedback: {fb.operator.type}{_format_params(fb.operator.config)}, "
                      f"out_of_range={fb.out_of_range}")
@@ -182,7 +226,29 @@ def pipeline_from_dict(
     else:
         host = get_plugins()
     config = structure_pipeline(data, host, source)
-    return Pipeline(config=config, plugins=host, base_dir=base, source=source)
+    pipe = Pipeline(config=config, plugins=host, base_dir=base, source=source)
+    if config.sample is not None:
+        try:
+            pipe._sample_stage = build_sample_stage(config, host)
+        except ConfigError as exc:
+            raise exc.with_source(source) if source else exc from None
+    return pipe
+
+
+def build_sample_stage(config: PipelineConfig, plugins: PluginHost) -> SampleStage:
+    """Build the ``[sample]`` stage and check its parts fit together (estimator, granularity, mechanism)."""
+    sample = config.sample
+    if sample is None:
+        raise ConfigError("the pipeline has no [sample] table")
+    scorer = plugins.component("scorer", sample.scorer.type).build(sample.scorer.config)
+    actuator = plugins.component("actuator", sample.actuator.type).build(sample.actuator.config)
+    stage = SampleStage(scorer, actuator, mechanism=sample.mechanism, estimator=sample.estimator,
+                        weights_key=sample.weights_key)
+    try:
+        stage.bind([ts.name for ts in config.tasksets])
+    except ConfigError as exc:
+        raise exc.with_prefix("sample.actuator") from None
+    return stage
 
 
 def selector_seed(seed: int, taskset_id: int) -> np.random.SeedSequence:

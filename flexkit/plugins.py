@@ -41,7 +41,7 @@ from flexkit.errors import ConfigError, ConfigIssue, PluginError
 log = structlog.get_logger("flexkit.plugins")
 
 #: Modules holding flexkit's built-in components; each is registered as a default plugin.
-BUILTIN_PLUGINS: tuple[str, ...] = ("flexkit.selectors", "flexkit.tasksets", "flexkit.feedback")
+BUILTIN_PLUGINS: tuple[str, ...] = ("flexkit.selectors", "flexkit.tasksets", "flexkit.feedback", "flexkit.sample")
 
 #: The registration hook of each stage.
 REGISTER_HOOKS: dict[str, str] = {

@@ -6,7 +6,15 @@ from typing import Literal
 
 import attrs
 
-from flexkit.config.components import FeedbackSpec, SelectorSpec, StorageSpec, component_field, default_table
+from flexkit.config.components import (
+    ActuatorSpec,
+    FeedbackSpec,
+    ScorerSpec,
+    SelectorSpec,
+    StorageSpec,
+    component_field,
+    default_table,
+)
 from flexkit.config.fields import field
 from flexkit.errors import ConfigError, ConfigIssue
 
@@ -66,6 +74,27 @@ class FeedbackConfig:
 
 
 @attrs.frozen(kw_only=True)
+class SampleConfig:
+    """``[sample]``: the sample-level stage after rewards: a scorer and an actuator (DataFlex-RL, seed 002)."""
+
+    mechanism: Literal["select", "reweight", "mix"] = field(
+        doc="What the actuator does: keep some rollouts (select), weight them (reweight), or set taskset "
+        "proportions for the scheduler (mix)."
+    )
+    estimator: str = field(
+        default="grpo",
+        doc="The trainer's advantage estimator (grpo, rloo, grpo_passk, opo, gae, ...); scorers that need "
+        "groups of responses per prompt are refused with a non-group estimator such as gae.",
+    )
+    weights_key: str = field(
+        default="rollout_is_weights",
+        doc="Batch field holding per-token weights the trainer already computed; flexkit multiplies into it.",
+    )
+    scorer: ScorerSpec = component_field(doc="The scorer (key: type) and its parameters.")
+    actuator: ActuatorSpec = component_field(doc="The actuator (key: type) and its parameters.")
+
+
+@attrs.frozen(kw_only=True)
 class PipelineConfig:
     """A whole pipeline file."""
 
@@ -75,6 +104,7 @@ class PipelineConfig:
     run: RunConfig = field(doc="Run settings.")
     tasksets: tuple[TasksetConfig, ...] = field(min_items=1, doc="The tasksets batches are drawn from.")
     feedback: FeedbackConfig = default_table(doc="Feedback operator and policy (default: pass_rate_calculator).")
+    sample: SampleConfig | None = field(default=None, doc="The sample-level stage (optional).")
 
     def __attrs_post_init__(self) -> None:
         seen: dict[str, int] = {}
