@@ -22,9 +22,7 @@ class EagerReference:
     skipped when the batch's reference features agree within 1e-6 (no epsilon in the denominator), c = 0.5
     before the first estimate."""
 
-    def __init__(
-        self, f0: np.ndarray, f1: np.ndarray, *, m: int, lamb: float, rho: float, adaptive_rho: bool
-    ) -> None:
+    def __init__(self, f0: np.ndarray, f1: np.ndarray, *, m: int, lamb: float, rho: float, adaptive_rho: bool) -> None:
         self.f0, self.f1 = np.asarray(f0, dtype=float), np.asarray(f1, dtype=float)
         self.m, self.lamb, self.rho, self.adaptive_rho = m, lamb, rho, adaptive_rho
         self.alpha = np.ones(self.f0.size)
@@ -56,9 +54,7 @@ def make(n: int, seed: int = 0, **kwargs: object) -> DifficultyBasedSelector:
     rng = np.random.default_rng(1000 + n)
     f0 = rng.random(n) * 0.6
     f1 = np.minimum(f0 + rng.random(n) * 0.4, 1.0)
-    return DifficultyBasedSelector(
-        DifficultyBasedConfig(**kwargs), size=n, seed=seed, features={"f0": f0, "f1": f1}
-    )
+    return DifficultyBasedSelector(DifficultyBasedConfig(**kwargs), size=n, seed=seed, features={"f0": f0, "f1": f1})
 
 
 def random_features(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -102,9 +98,7 @@ def test_lazy_posterior_equals_eager_reference(
 ) -> None:
     rng = np.random.default_rng(seed)
     f0, f1 = random_features(rng, n)
-    cfg = DifficultyBasedConfig(
-        m=m, lamb=lamb, rho=rho, adaptive_rho=adaptive_rho, tau=0.0, target_reward=target
-    )
+    cfg = DifficultyBasedConfig(m=m, lamb=lamb, rho=rho, adaptive_rho=adaptive_rho, tau=0.0, target_reward=target)
     sel = DifficultyBasedSelector(cfg, size=n, seed=seed, features={"f0": f0, "f1": f1})
     sel.fold_below = fold_below  # 0.3 folds every few steps, exercising the fold path
     ref = EagerReference(f0, f1, m=m, lamb=lamb, rho=rho, adaptive_rho=adaptive_rho)
@@ -203,17 +197,16 @@ def test_greedy_ties_go_to_the_smaller_index_and_the_batch_is_sorted_by_score() 
 
 
 @pytest.mark.parametrize("chunk", [2, 5, db.CHUNK])
-def test_top_k_matches_a_full_sort(chunk: int) -> None:
+def test_smallest_k_matches_a_full_sort(chunk: int) -> None:
     rng = np.random.default_rng(0)
     with mock.patch.object(db, "CHUNK", chunk):
         for _ in range(200):
             n = int(rng.integers(1, 30))
-            values = (
-                rng.choice([-1.0, -0.5, 0.0, 0.25, -np.inf], size=n) if rng.random() < 0.5 else rng.random(n)
-            )
+            ties = rng.choice([1.0, 0.5, 0.0, 0.25, np.inf], size=n)
+            values = ties if rng.random() < 0.5 else rng.random(n)
             k = int(rng.integers(1, n + 1))
-            expected = np.lexsort((np.arange(n), -values))[:k]
-            assert db.top_k(values, k).tolist() == expected.tolist()
+            expected = np.lexsort((np.arange(n), values))[:k]
+            assert db.smallest_k(values, k).tolist() == expected.tolist()
 
 
 def softmax(x: np.ndarray) -> np.ndarray:

@@ -16,9 +16,9 @@ from flexkit.errors import ConfigError
 from flexkit.plugins import PluginHost
 from flexkit.sample import (
     GROUP_ESTIMATORS,
+    Actuator,
     AdvantageMagnitudeConfig,
     AdvantageMagnitudeScorer,
-    Actuator,
     GroupRewardStdScorer,
     GroupSolveRateConfig,
     GroupSolveRateScorer,
@@ -83,8 +83,8 @@ def test_group_solve_rate_matches_naive_reference(data: dict[str, Any], threshol
 def test_group_reward_std_matches_numpy(data: dict[str, Any]) -> None:
     got = GroupRewardStdScorer()(RolloutBatch.from_dict(data), step=0)
     rewards = (data["token_level_scores"].double() * data["response_mask"]).sum(-1).numpy()
-    uid = data["uid"]
-    expected = [np.std(rewards[uid == g]) for g in uid]  # population std (ddof 0)
+    uid = list(data["uid"])
+    expected = [np.std([r for r, u in zip(rewards, uid, strict=True) if u == g]) for g in uid]  # ddof 0
     np.testing.assert_allclose(got.numpy(), expected, atol=1e-5)
 
 

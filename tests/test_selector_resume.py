@@ -74,11 +74,7 @@ def step(sel: Selector, batch_size: int, plan: np.random.Generator) -> list[int]
     idx = sel.get_indices(batch_size)
     values = plan.random(sel.size)
     late = plan.random() < 0.3
-    fb = (
-        np.unique(idx)
-        if not late
-        else plan.choice(sel.size, size=plan.integers(1, sel.size + 1), replace=False)
-    )
+    fb = np.unique(idx) if not late else plan.choice(sel.size, size=plan.integers(1, sel.size + 1), replace=False)
     if plan.random() < 0.8:
         sel.feedback(fb, values[: fb.size])
     return idx.tolist()

@@ -39,9 +39,7 @@ def batches(selector: Selector, sizes: list[int]) -> list[list[int]]:
 
 def test_builtin_hook_registers_all_five_with_their_config_classes() -> None:
     seen: dict[str, tuple[object, object]] = {}
-    flexkit_register_selectors(
-        register=lambda name, factory, config: seen.__setitem__(name, (factory, config))
-    )
+    flexkit_register_selectors(register=lambda name, factory, config: seen.__setitem__(name, (factory, config)))
     assert seen == {
         "sequential": (SequentialSelector, SequentialConfig),
         "shuffle": (ShuffleSelector, ShuffleConfig),

@@ -14,6 +14,7 @@ fields in :data:`TOKEN_FIELDS` share ``response_mask``'s (B, T).
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -60,8 +61,6 @@ def _is_tensor(value: Any) -> bool:
 
 def _torch_if_loaded() -> Any:
     """``torch`` if something already imported it (a tensor cannot exist otherwise), else ``None``."""
-    import sys
-
     return sys.modules.get("torch")
 
 
@@ -283,8 +282,8 @@ class RolloutBatch:
         return result
 
 
-#: Elements per block of :func:`masked_sum` on CPU (4 MiB of float32: the block stays in cache).
-MASKED_SUM_BLOCK = 1 << 20
+#: Elements per block of :func:`masked_sum` on CPU (1 MiB of float32: a block stays in cache).
+MASKED_SUM_BLOCK = 1 << 18
 
 
 def masked_sum(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -304,15 +303,17 @@ def masked_sum(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     if rows == 0:
         return out
     step = max(1, MASKED_SUM_BLOCK // max(cols, 1))
+    if mask.dtype == torch.bool:
+        mask = mask.view(torch.uint8)  # same bytes (0/1); uint8 -> float converts ~2x faster than bool -> float
     same = mask.dtype == values.dtype
-    buf = None if same else torch.empty((min(step, rows), cols), dtype=values.dtype)
+    buf = torch.empty((min(step, rows), cols), dtype=values.dtype)  # one buffer: no allocation per block
     for start in range(0, rows, step):
         stop = min(start + step, rows)
-        if buf is None:
-            torch.sum(values[start:stop] * mask[start:stop], dim=-1, out=out[start:stop])
+        block = buf[: stop - start]
+        if same:
+            torch.mul(values[start:stop], mask[start:stop], out=block)
         else:
-            block = buf[: stop - start]
             block.copy_(mask[start:stop])
             block.mul_(values[start:stop])
-            torch.sum(block, dim=-1, out=out[start:stop])
+        torch.sum(block, dim=-1, out=out[start:stop])
     return out

@@ -22,8 +22,9 @@ def reward_key_field() -> Any:
 
 
 def reward_requires(reward_key: str | None) -> tuple[str, ...]:
-    """``requires`` of a reward-based scorer for a configured ``reward_key``."""
-    return (reward_key or REWARD_REQUIREMENT, "response_mask")
+    """``requires`` of a reward-based scorer for a configured ``reward_key``. ``response_mask`` is needed only
+    for (B, T) rewards; :meth:`RolloutBatch.sequence_rewards` then names it when it is missing."""
+    return (reward_key or REWARD_REQUIREMENT,)
 
 
 def group_ids(batch: RolloutBatch, device: torch.device) -> tuple[torch.Tensor, int]:

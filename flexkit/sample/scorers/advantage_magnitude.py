@@ -25,6 +25,7 @@ class AdvantageMagnitudeConfig:
 
     reduce: Literal["mean", "sum", "max"] = field(
         default="mean",
+        choices=("mean", "sum", "max"),
         doc="How |advantage| is reduced over a response's tokens: mean, sum or max (0 for an empty response).",
     )
 
