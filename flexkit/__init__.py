@@ -10,25 +10,42 @@ The public surface::
 """
 
 from flexkit._version import __version__
-from flexkit.errors import ConfigError, FeedbackError, FlexkitError, PluginError
+from flexkit.errors import (
+    CheckpointError,
+    ConfigError,
+    FeedbackError,
+    FlexkitError,
+    PluginError,
+    SampleError,
+    TasksetError,
+)
 from flexkit.feedback import SELECTOR_METRIC, Experience, PassRateCalculator
 from flexkit.hookspecs import hookimpl
 from flexkit.pipeline import Pipeline, load_pipeline, make_selector, pipeline_from_dict
+from flexkit.sample import Keep, Mix, RolloutBatch, SampleStage, Weights
 from flexkit.scheduler import Task, TasksetScheduler
 from flexkit.selectors import Selector
 
 __all__ = [
     "SELECTOR_METRIC",
+    "CheckpointError",
     "ConfigError",
     "Experience",
     "FeedbackError",
     "FlexkitError",
+    "Keep",
+    "Mix",
     "PassRateCalculator",
     "Pipeline",
     "PluginError",
+    "RolloutBatch",
+    "SampleError",
+    "SampleStage",
     "Selector",
     "Task",
+    "TasksetError",
     "TasksetScheduler",
+    "Weights",
     "__version__",
     "hookimpl",
     "load_pipeline",

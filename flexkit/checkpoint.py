@@ -18,15 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from flexkit.errors import FlexkitError
+from flexkit.errors import CheckpointError
 
 #: Layout version of ``state.json``.
 FORMAT_VERSION = 1
 STATE_FILE = "state.json"
-
-
-class CheckpointError(FlexkitError):
-    """A checkpoint cannot be written, read, or does not fit the pipeline loading it."""
 
 
 def _encode(obj: Any, arrays: dict[str, np.ndarray]) -> Any:

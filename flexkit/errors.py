@@ -78,3 +78,27 @@ class FeedbackError(FlexkitError, ValueError):
 
 class PluginError(FlexkitError):
     """A plugin failed to import or register, or two plugins claim the same component name."""
+
+
+class SampleError(FlexkitError, ValueError):
+    """A rollout batch is unusable for the sample stage: a missing field, inconsistent shapes, bad scores."""
+
+
+class CheckpointError(FlexkitError):
+    """A checkpoint cannot be written, read, or does not fit the pipeline loading it."""
+
+
+class TasksetError(FlexkitError, ValueError):
+    """A taskset cannot be opened or read: missing file, bad row, missing or non-numeric feature, ...
+
+    The message starts with the taskset's name and path (``taskset 'math' (data/math.jsonl): no such
+    file``); ``taskset`` and ``path`` hold them (``None`` when unknown).
+    """
+
+    def __init__(self, message: str, *, taskset: str | None = None, path: str | None = None) -> None:
+        self.taskset = taskset
+        self.path = path
+        if taskset is not None:
+            where = f"taskset {taskset!r}" + (f" ({path})" if path else "")
+            message = f"{where}: {message}"
+        super().__init__(message)

@@ -32,7 +32,7 @@ import attrs
 import numpy as np
 
 from flexkit.config.fields import field
-from flexkit.errors import FlexkitError
+from flexkit.errors import TasksetError
 from flexkit.hookspecs import hookimpl
 
 __all__ = [
@@ -53,22 +53,6 @@ __all__ = [
 #: File formats the ``file`` storage reads; ``auto`` picks one from the file's suffix.
 FORMATS: tuple[str, ...] = ("auto", "jsonl", "json", "parquet")
 _SUFFIXES: dict[str, str] = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet"}
-
-
-class TasksetError(FlexkitError, ValueError):
-    """A taskset cannot be opened or read: missing file, bad row, missing or non-numeric feature, ...
-
-    The message starts with the taskset's name and path (``taskset 'math' (data/math.jsonl): no such
-    file``); ``taskset`` and ``path`` hold them (``None`` when unknown).
-    """
-
-    def __init__(self, message: str, *, taskset: str | None = None, path: str | None = None) -> None:
-        self.taskset = taskset
-        self.path = path
-        if taskset is not None:
-            where = f"taskset {taskset!r}" + (f" ({path})" if path else "")
-            message = f"{where}: {message}"
-        super().__init__(message)
 
 
 # -- the protocol ---------------------------------------------------------------------------------------

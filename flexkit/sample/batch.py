@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from flexkit.errors import FlexkitError
+from flexkit.errors import SampleError
 
 if TYPE_CHECKING:
     import torch
@@ -48,10 +48,6 @@ REWARD_FIELDS: tuple[str, ...] = ("token_level_scores", "rm_scores")
 REWARD_REQUIREMENT = "|".join(REWARD_FIELDS)
 
 _serial = itertools.count()
-
-
-class SampleError(FlexkitError, ValueError):
-    """A rollout batch is unusable for the sample stage: a missing field, inconsistent shapes, bad scores."""
 
 
 def _is_tensor(value: Any) -> bool:
