@@ -52,11 +52,18 @@ class Pipeline:
         """Whether the pipeline has a ``[sample]`` table."""
         return self._sample_stage is not None
 
-    def apply_sample_stage(self, batch: Any, *, step: int) -> Any:
+    def apply_sample_stage(self, batch: Any, *, step: int, timing: str | None = None) -> Any:
         """Run the sample stage on ``batch`` (a :class:`~flexkit.sample.RolloutBatch` or a plain dict); for a
         mix stage, hand its proportions to the scheduler (they apply from the next batch not yet selected).
-        Returns the action."""
+        Returns the action.
+
+        A trainer calls this at each point of its step with ``timing`` (``"post_reward"``,
+        ``"post_advantage"``, ...); the stage runs only where its scorer's timing matches, otherwise this
+        returns ``None`` without touching the batch. Without ``timing`` it always runs.
+        """
         stage = self.sample_stage
+        if timing is not None and not stage.should_run(timing):
+            return None
         if not isinstance(batch, RolloutBatch):
             batch = RolloutBatch.from_dict(batch)
         action = stage.run(batch, step=step)

@@ -131,3 +131,14 @@ def test_no_sample_table_means_no_stage(tmp_path: Path) -> None:
     assert not pipe.has_sample_stage
     with pytest.raises(ConfigError, match="no \\[sample\\] table"):
         pipe.sample_stage  # noqa: B018
+
+
+def test_the_stage_runs_only_at_its_scorers_timing(tmp_path: Path) -> None:
+    pipe = pipeline(tmp_path, SELECT)  # group_solve_rate: post_reward
+    data = rollout([1, 0], ["a", "a"])
+    assert pipe.apply_sample_stage(data, step=0, timing="post_advantage") is None
+    assert pipe.sample_stage.last_action is None
+    action = pipe.apply_sample_stage(data, step=0, timing="post_reward")
+    assert action is not None and pipe.sample_stage.kept_indices.tolist() == [0, 1]
+    with pytest.raises(ValueError, match="timing"):
+        pipe.apply_sample_stage(data, step=0, timing="whenever")
