@@ -53,6 +53,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plugin_option(p)
     p.set_defaults(func=cmd_validate)
 
+    p = sub.add_parser("run", help="run a pipeline end to end with its [trainer] backend",
+                       description="Run a pipeline with the trainer its [trainer] table names: select tasks, roll "
+                       "out, feed rewards back, apply the sample stage, update. Writes a run folder with the "
+                       "resolved config, metrics.jsonl and checkpoints, and prints accuracy before and after.")
+    p.add_argument("file", metavar="FILE", help="pipeline TOML file")
+    p.add_argument("--out", metavar="DIR", help="run folder (default: a fresh dated folder under runs/)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+    _add_plugin_option(p)
+    p.set_defaults(func=cmd_run)
+
     p = sub.add_parser("preview", help="show what a pipeline would draw, step by step",
                        description="Run a pipeline's scheduler without a trainer and print each step's taskset "
                        "mix and indices, optionally feeding simulated rewards back to the selectors, to debug "
@@ -143,6 +154,23 @@ def cmd_validate(args: argparse.Namespace) -> int:
         for line in pipe.describe():
             print(f"  {line}")
     return status
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``flexkit run``: drive the pipeline's trainer to the end; print the before/after summary."""
+    from flexkit.pipeline import load_pipeline
+    from flexkit.runner import default_run_dir, run_pipeline, summary_lines
+
+    if args.resume and args.out and Path(args.out) != Path(args.resume):
+        print("error: give --resume RUN_DIR or --out DIR, not both", file=sys.stderr)
+        return 2
+    pipe = load_pipeline(args.file, plugins=args.plugin)
+    run_dir = Path(args.resume) if args.resume else Path(args.out) if args.out else default_run_dir(
+        name=Path(args.file).stem)
+    result = run_pipeline(pipe, run_dir=run_dir, resume=bool(args.resume),
+                          progress=None if args.quiet else sys.stderr)
+    print("\n".join(summary_lines(result)))
+    return 0
 
 
 def cmd_preview(args: argparse.Namespace) -> int:

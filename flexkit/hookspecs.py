@@ -85,6 +85,17 @@ def flexkit_register_storages(register: Any) -> None:
     """
 
 
+@hookspec
+def flexkit_register_trainers(register: Any) -> None:
+    """Trainer backends that ``flexkit run`` drives (the ``[trainer]`` table's ``type``).
+
+    Factory context: ``seed`` (a ``numpy.random.SeedSequence`` derived from the pipeline seed). The factory
+    returns a :class:`flexkit.trainer.Trainer`: ``setup(pipeline)``, ``rollout(tasks, step=...)``,
+    ``compute_advantages(batch, step=...)``, ``update(batch, weights, step=...)``, ``evaluate(step=...)``,
+    ``state_dict()`` and ``load_state_dict(state)``.
+    """
+
+
 # -- lifecycle hooks: observers (loggers, dashboards) see each step; return values are ignored ----------------
 
 

@@ -96,6 +96,9 @@ class Pipeline:
     def fingerprint(self) -> dict[str, Any]:
         """What a checkpoint must match to be loaded: tasksets (names, sizes, selectors), batch size, seed."""
         cfg = self.config
+        trainer = None
+        if cfg.trainer is not None:
+            trainer = {"type": cfg.trainer.type, "params": _plain(cfg.trainer.config)}
         sample = None
         if cfg.sample is not None:
             sample = {"mechanism": cfg.sample.mechanism, "estimator": cfg.sample.estimator,
@@ -105,6 +108,7 @@ class Pipeline:
             "batch_size": cfg.run.batch_size,
             "seed": cfg.run.seed,
             "sample": sample,
+            "trainer": trainer,
             "tasksets": [
                 {"name": ts.name, "size": size, "selector": ts.selector.type, "params": _plain(ts.selector.config)}
                 for ts, size in zip(cfg.tasksets, self.scheduler.sizes, strict=True)
@@ -124,20 +128,23 @@ class Pipeline:
         if self._sample_stage is not None:
             self._sample_stage.load_state_dict(state.get("sample", {}))
 
-    def save_checkpoint(self, directory: str | os.PathLike[str]) -> Path:
+    def save_checkpoint(self, directory: str | os.PathLike[str], *, extra: Mapping[str, Any] | None = None) -> Path:
         """Atomically save the whole pipeline state with its fingerprint to ``directory`` (see
-        :mod:`flexkit.checkpoint`); returns the path of the committed ``state.json``."""
-        return save_state(directory, self.state_dict(), meta={"fingerprint": self.fingerprint()})
+        :mod:`flexkit.checkpoint`); ``extra`` (plain data, e.g. a trainer's state) is saved in the same commit.
+        Returns the path of the committed ``state.json``."""
+        state = {"pipeline": self.state_dict(), "extra": dict(extra or {})}
+        return save_state(directory, state, meta={"fingerprint": self.fingerprint()})
 
-    def load_checkpoint(self, directory: str | os.PathLike[str]) -> None:
-        """Load a checkpoint saved by :meth:`save_checkpoint`; refuses one from a different pipeline, saying what
-        differs."""
+    def load_checkpoint(self, directory: str | os.PathLike[str]) -> dict[str, Any]:
+        """Load a checkpoint saved by :meth:`save_checkpoint` and return its ``extra``; refuses one from a
+        different pipeline, saying what differs."""
         state, meta = load_state(directory)
         mine, theirs = self.fingerprint(), meta.get("fingerprint")
         if mine != theirs:
             raise CheckpointError(f"checkpoint in {directory} is from a different pipeline: "
                                   + "; ".join(_differences(theirs, mine)))
-        self.load_state_dict(state)
+        self.load_state_dict(state["pipeline"])
+        return dict(state.get("extra", {}))
 
     def describe(self) -> list[str]:
         """Human-readable lines summarising the pipeline (used by ``flexkit validate``)."""
@@ -159,6 +166,8 @@ class Pipeline:
             lines.append(f"sample: {sample.mechanism} with estimator {sample.estimator}; scorer {sample.scorer.type}"
                          f"{_format_params(sample.scorer.config)}; actuator {sample.actuator.type}"
                          f"{_format_params(sample.actuator.config)}")
+        if self.config.trainer is not None:
+            lines.append(f"trainer: {self.config.trainer.type}{_format_params(self.config.trainer.config)}")
         fb = self.config.feedback
         lines.append(f"feedback: {fb.operator.type}{_format_params(fb.operator.config)}, "
                      f"out_of_range={fb.out_of_range}")

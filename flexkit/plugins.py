@@ -41,7 +41,13 @@ from flexkit.errors import ConfigError, ConfigIssue, PluginError
 log = structlog.get_logger("flexkit.plugins")
 
 #: Modules holding flexkit's built-in components; each is registered as a default plugin.
-BUILTIN_PLUGINS: tuple[str, ...] = ("flexkit.selectors", "flexkit.tasksets", "flexkit.feedback", "flexkit.sample")
+BUILTIN_PLUGINS: tuple[str, ...] = (
+    "flexkit.selectors",
+    "flexkit.tasksets",
+    "flexkit.feedback",
+    "flexkit.sample",
+    "flexkit.simulator",
+)
 
 #: The registration hook of each stage.
 REGISTER_HOOKS: dict[str, str] = {
@@ -50,6 +56,7 @@ REGISTER_HOOKS: dict[str, str] = {
     "actuator": "flexkit_register_actuators",
     "feedback": "flexkit_register_feedback",
     "storage": "flexkit_register_storages",
+    "trainer": "flexkit_register_trainers",
 }
 
 #: Entry-point group scanned for third-party plugins.

@@ -180,14 +180,15 @@ def test_every_registration_hook_reaches_its_stage(tmp_path: Path) -> None:
         "@hookimpl\ndef flexkit_register_actuators(register):\n    register('a1', make)\n"
         "@hookimpl\ndef flexkit_register_feedback(register):\n    register('f1', make)\n"
         "@hookimpl\ndef flexkit_register_storages(register):\n    register('st1', make)\n"
+        "@hookimpl\ndef flexkit_register_trainers(register):\n    register('tr1', make)\n"
     )
     host = PluginHost.load(["all_hooks.py"], base_dir=tmp_path)
     for stage, name in [("selector", "s1"), ("scorer", "c1"), ("actuator", "a1"), ("feedback", "f1"),
-                        ("storage", "st1")]:
+                        ("storage", "st1"), ("trainer", "tr1")]:
         comp = host.component(stage, name)
         assert comp.plugin == "all_hooks.py" and comp.distribution is None
         assert comp.build() == comp.config_cls()
     info = next(p for p in host.plugins if p.name == "all_hooks.py")
     assert set(info.hooks) == {"flexkit_register_selectors", "flexkit_register_scorers",
                                "flexkit_register_actuators", "flexkit_register_feedback",
-                               "flexkit_register_storages"}
+                               "flexkit_register_storages", "flexkit_register_trainers"}

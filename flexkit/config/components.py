@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Protocol
 import attrs
 
 #: The pipeline stages a component can belong to, in the order ``flexkit plugins`` lists them.
-STAGES: tuple[str, ...] = ("selector", "scorer", "actuator", "feedback", "storage")
+STAGES: tuple[str, ...] = ("selector", "scorer", "actuator", "feedback", "storage", "trainer")
 
 
 class ComponentLookup(Protocol):
@@ -68,6 +68,13 @@ class ActuatorSpec(ComponentSpec):
     """A ``[sample.actuator]`` table."""
 
     STAGE: ClassVar[str] = "actuator"
+
+
+@attrs.frozen
+class TrainerSpec(ComponentSpec):
+    """A ``[trainer]`` table: the backend ``flexkit run`` drives."""
+
+    STAGE: ClassVar[str] = "trainer"
 
 
 def component_field(*, default_type: str | None = None, inline: bool = False, doc: str = "") -> Any:

@@ -12,6 +12,7 @@ from flexkit.config.components import (
     ScorerSpec,
     SelectorSpec,
     StorageSpec,
+    TrainerSpec,
     component_field,
     default_table,
 )
@@ -29,6 +30,12 @@ class RunConfig:
         default=None, ge=1, doc="Epochs over all tasksets (default 1 when total_steps is not set)."
     )
     total_steps: int | None = field(default=None, ge=1, doc="Stop after this many steps (instead of epochs).")
+    eval_every: int = field(
+        default=10, ge=0, doc="flexkit run: evaluate every this many steps (and at the start and end); 0: never."
+    )
+    checkpoint_every: int = field(
+        default=50, ge=0, doc="flexkit run: checkpoint every this many steps (and at the end); 0: only at the end."
+    )
     prefetch: bool = field(
         default=True,
         doc="Select and read the next batch in the background while the trainer works; feedback given after a "
@@ -105,6 +112,9 @@ class PipelineConfig:
     tasksets: tuple[TasksetConfig, ...] = field(min_items=1, doc="The tasksets batches are drawn from.")
     feedback: FeedbackConfig = default_table(doc="Feedback operator and policy (default: pass_rate_calculator).")
     sample: SampleConfig | None = field(default=None, doc="The sample-level stage (optional).")
+    trainer: TrainerSpec | None = field(
+        default=None, doc="The trainer backend `flexkit run` drives (key: type), e.g. the simulator."
+    )
 
     def __attrs_post_init__(self) -> None:
         seen: dict[str, int] = {}
