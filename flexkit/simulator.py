@@ -59,7 +59,8 @@ class SimulatedTasksConfig:
     seed: int = field(default=0, ge=0, doc="Seed of the generated tasks (independent of the pipeline seed).")
     weak_skill: float = field(default=1.0, doc="Skill of the weaker reference learner (weak_pass_rate).")
     strong_skill: float = field(
-        default=4.0, doc="Skill of the stronger reference learner (strong_pass_rate); stronger than the trained learner gets."
+        default=4.0,
+        doc="Skill of the stronger reference learner (strong_pass_rate); above what the trained learner reaches.",
     )
     slope: float = field(default=3.0, gt=0, doc="Steepness of the success curve for the reference pass rates.")
 
