@@ -192,3 +192,14 @@ def test_every_registration_hook_reaches_its_stage(tmp_path: Path) -> None:
     assert set(info.hooks) == {"flexkit_register_selectors", "flexkit_register_scorers",
                                "flexkit_register_actuators", "flexkit_register_feedback",
                                "flexkit_register_storages", "flexkit_register_trainers"}
+
+
+def test_loading_every_builtin_plugin_does_not_import_torch() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, flexkit; from flexkit.plugins import get_plugins; host = get_plugins(); "
+            "assert host.names('scorer') and host.names('trainer'); "
+            "assert 'torch' not in sys.modules, 'torch imported at plugin load'")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
