@@ -139,12 +139,19 @@ class Pipeline:
         """Load a checkpoint saved by :meth:`save_checkpoint` and return its ``extra``; refuses one from a
         different pipeline, saying what differs."""
         state, meta = load_state(directory)
+        if not isinstance(meta, Mapping) or not isinstance(state, Mapping) or "pipeline" not in state:
+            raise CheckpointError(f"checkpoint in {directory} is not a flexkit pipeline checkpoint")
         mine, theirs = self.fingerprint(), meta.get("fingerprint")
         if mine != theirs:
             raise CheckpointError(f"checkpoint in {directory} is from a different pipeline: "
                                   + "; ".join(_differences(theirs, mine)))
-        self.load_state_dict(state["pipeline"])
-        return dict(state.get("extra", {}))
+        try:
+            self.load_state_dict(state["pipeline"])
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise CheckpointError(f"checkpoint in {directory} does not fit this pipeline: "
+                                  f"{type(exc).__name__}: {exc}") from None
+        extra = state.get("extra", {})
+        return dict(extra) if isinstance(extra, Mapping) else {}
 
     def describe(self) -> list[str]:
         """Human-readable lines summarising the pipeline (used by ``flexkit validate``)."""

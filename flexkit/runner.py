@@ -133,7 +133,9 @@ def run_pipeline(
         if metrics_path.exists():
             kept = [line for line in metrics_path.read_text(encoding="utf-8").splitlines()
                     if line.strip() and json.loads(line).get("step", -1) < start]
-        metrics_path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        tmp = metrics_path.with_name(metrics_path.name + ".tmp")
+        tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        os.replace(tmp, metrics_path)  # a crash here leaves the old metrics, never a truncated file
     else:
         if (run_dir / CHECKPOINT_DIR).exists():
             raise FlexkitError(f"{run_dir} already holds a run; pass --resume to continue it or choose --out")
