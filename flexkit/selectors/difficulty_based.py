@@ -19,7 +19,8 @@ feedback with mean rewards ``v`` for the batch tasks ``B`` (``m`` rollouts each)
 
 Selection scores every task by ``−|target_reward − p̂|``, ``p̂`` being the posterior mean α/(α+β) or, with
 ``do_sample``, a Thompson draw from Beta(α, β); ``tau = 0`` takes the top ``k``, ``tau > 0`` draws ``k``
-without replacement from softmax(score/τ).
+without replacement from softmax(score/τ) (a ``tau`` below :data:`GREEDY_TAU`, where that law is the top
+``k`` up to exact ties, is treated as 0).
 
 Deviations from the reference (flexkit)
 ---------------------------------------
@@ -33,17 +34,58 @@ Deviations from the reference (flexkit)
   transform ``α_i = a·α̃_i + b + p·f0_i + q·f1_i``, ``β_i = a·β̃_i + b_β − p·f0_i − q·f1_i`` is kept and
   only the batch rows of ``α̃``, ``β̃`` are rewritten. When ``a`` gets tiny it is folded into the arrays
   (O(N), rare).
-* Sampling without replacement from softmax(score/τ) is the top ``k`` of ``score/τ + Gumbel noise`` (exactly
-  the same distribution, including the order), computed with a partial sort (``np.partition``) in O(N); the
-  reference's ``torch.multinomial`` refuses more than 2^24 tasks. Greedy ties (tau = 0) go to the smaller
-  index, and a batch is ordered best first.
+* Sampling without replacement from softmax(score/τ) is done without ever touching all N tasks when it can
+  (see *Selection* below); the reference's ``torch.multinomial`` refuses more than 2^24 tasks. Greedy ties
+  (tau = 0) go to the smaller index, and a batch is ordered best first (for tau > 0: in drawing order,
+  which is the order of the Gumbel top-k, so the same distribution including the order).
 * The whole state (α̃, β̃, the transform, ``c``, the adapted ``ρ``, counters and the RNG) is saved; the
   reference saves only a counter.
+
+Selection (how it stays fast)
+-----------------------------
+All scores are defined in float64 (``cost_i = |p̂_i − target|``, computed from the float64 state with the
+same float steps everywhere, :meth:`DifficultyBasedSelector._cost64`). A full pass over N tasks instead runs
+in float32 on mirrors kept next to the state: ``D = α̃ − target·(α̃ + β̃)`` and ``S = α̃ + β̃`` (updated for
+the batch rows at each feedback, rebuilt on a fold or load), and float32 copies of ``f0``, ``f1`` (up to
+:data:`FEATURE_MIRROR_MAX` tasks; above, the pass reads the float64 features). Dividing the transform by ``a``,
+``cost_i = |D_i + (p/a)·f0_i + (q/a)·f1_i + (b − target·s)/a| / (S_i + s/a)`` with ``s = b + b_β``: eight
+element-wise operations on cache-sized chunks. Every term is at most a few times ``(α_i + β_i)/a``, so the
+float32 value is within :data:`COST32_MARGIN` of the float64 one, and the fast pass only ever *filters*:
+
+* ``tau = 0``: a chunk's tasks whose float32 cost is within the margin of the running k-th best float64
+  cost get their float64 cost; a running top-k by (float64 cost, index) is merged from those. The result is
+  bit-identical to a float64 top-k over all tasks, at the price of one float32 pass. With :data:`THREADS`
+  > 1 (opt-in) the pass above :data:`PARALLEL_MIN` tasks is split between threads (numpy releases the GIL in
+  its loops); the parts' top-k are merged exactly, so the result does not depend on the split.
+* ``tau > 0``: exactly sequential sampling without replacement ∝ ``exp(−cost/τ)``, in up to three stages,
+  each continuing from the tasks the previous one picked (each draw is exact whichever stage makes it):
+
+  1. rejection from uniform proposals, accepting task ``i`` with probability ``exp(−cost_i/τ)`` (cost ≥ 0):
+     O(k / acceptance) float64 work and no pass over N at all. With tau = 1 the acceptance is at least
+     e^-1 (cost ≤ 1), so this stage finishes the batch all but surely, unless the batch is over a quarter
+     of N (then stage 2 runs instead);
+  2. when that needs too many proposals: one float32 pass builds an envelope ``w_i = exp(−min((cost_i −
+     c_min)/τ, 80))`` with block sums, proposals are drawn from it and accepted with the exact float64
+     ratio (the float32 error is covered by the factor ``exp(margin/τ)``);
+  3. when τ is so small that even that stalls (or below ``COST32_MARGIN``, where the float32 envelope is
+     too loose to try): the Gumbel top-k restricted to the tasks within ``τ·(ln N + 45)`` of the r-th
+     smallest cost (float64 Gumbel noise for those only; a task outside the window would be drawn with
+     probability below e^-40).
+
+  When the float32 pass cannot be trusted (extreme ``m``/``lamb``/``fold_below`` making magnitudes overflow
+  float32, or a loaded state that breaks the model's invariants), stages 2–3 are replaced by the float64 pass
+  with Gumbel noise over all tasks; ``do_sample`` always uses that float64 pass (Thompson draws for every task).
+
+The random stream therefore differs from a plain "Gumbel noise for every task" implementation, while the
+distribution is the same; every draw is a deterministic function of the saved state, so resuming is exact.
 """
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import attrs
@@ -61,7 +103,36 @@ C_DENOMINATOR_MIN = 1e-6
 #: ``adaptive_rho`` halves ``rho`` when the batch's mean |prior − observed| reaches this.
 ADAPTIVE_RHO_GAP = 0.25
 #: Number of tasks processed per vectorised step of a full pass (keeps temporaries in cache).
-CHUNK = 1 << 15
+CHUNK = 1 << 16
+#: Threads for the float32 pass of ``tau = 0`` (numpy releases the GIL in its loops). 1 (the default) runs it
+#: inline; 2 made a step at N = 10^6 about 1.3× faster on an idle 2-core machine but slower on a busy one,
+#: so splitting is opt-in: ``flexkit.selectors.difficulty_based.THREADS = 2``.
+THREADS = 1
+#: Below this many tasks the pass always runs in the calling thread.
+PARALLEL_MIN = 1 << 18
+_POOL: tuple[int, ThreadPoolExecutor] | None = None
+#: Unit roundoff of float32.
+U32 = 2.0**-24
+#: Bound on |float32 cost − float64 cost| of one task. The float steps of the fast pass err by at most about
+#: 50·U32 (every term is at most 5·(α+β)/a, see the module docstring); the margin leaves a factor 2.5.
+COST32_MARGIN = 128 * U32
+#: Up to this many tasks the features get float32 copies for the fast pass (8 bytes per task); above it the
+#: pass reads the float64 features (slower, but no extra memory at N = 10^8).
+FEATURE_MIRROR_MAX = 1 << 25
+#: The float32 pass is used only while every magnitude it meets stays below this (float32 max is 3.4e38).
+FLOAT32_LIMIT = 1e36
+#: Envelope sampler: block width, and the clamp of the exponent in temperature units (e^-80 is a normal float32).
+ENVELOPE_BLOCK = 64
+ENVELOPE_CLAMP = 80.0
+#: The envelope stage runs only while its float32 slack ``COST32_MARGIN/τ`` stays below this (acceptance ≥ e^-1).
+ENVELOPE_MAX_SLACK = 1.0
+#: Below this temperature softmax sampling is taken as the greedy top-k: costs are differences of doubles in
+#: [0, 1] that, unless tied, differ by far more than 1000·τ (weights apart by e^1000 and more), and cost/τ would
+#: leave float64 for the smallest τ.
+GREEDY_TAU = 1e-290
+#: Gumbel window: tasks costing more than the r-th smallest + τ·(ln N + GUMBEL_WINDOW) are left out of the
+#: last-resort sampler (together they would be drawn with probability below e^-40).
+GUMBEL_WINDOW = 45.0
 
 
 @attrs.frozen(kw_only=True)
@@ -105,14 +176,22 @@ class DifficultyBasedConfig:
 class DifficultyBasedSelector(Selector):
     """Select tasks whose predicted success rate is nearest ``target_reward`` (see the module docstring).
 
-    Costs: feedback O(batch) (plus a rare O(N) fold); selection O(N), vectorised in cache-sized chunks, about
-    a dozen element-wise passes (plus the Gumbel noise when ``tau > 0`` and Beta draws with ``do_sample``);
-    besides the partial sort it allocates one N-sized float array (two with ``do_sample``). Feedback may
-    arrive late or for tasks that were not just selected. :meth:`posterior` gives the current Beta parameters.
+    Costs: feedback O(batch) (plus a rare O(N) fold). Selection with ``tau > 0`` usually O(batch) (rejection
+    sampling), otherwise one float32 pass over N in cache-sized chunks (eight element-wise operations and a
+    comparison per task) plus float64 work on the few tasks that pass its filter; ``do_sample`` and the
+    untrusted-float32 fallback use a float64 pass with an N-sized cost array. Memory: the float64 state
+    (16 bytes per task), float32 mirrors (8 bytes per task, 16 up to :data:`FEATURE_MIRROR_MAX` tasks) and
+    chunk buffers; only the envelope and Gumbel-window samplers (small ``tau``) allocate one N-sized float32
+    array while they run. Feedback may arrive late or for tasks that were not just selected.
+    :meth:`posterior` gives the current Beta parameters.
     """
 
     #: The transform is folded into the arrays when its scale drops below this.
     fold_below: float = 1e-30
+    #: ``tau > 0``: proposals per requested task the rejection stage may spend before the envelope stage.
+    rejection_budget: int = 16
+    #: ``tau > 0``: proposals per remaining task the envelope stage may spend before the Gumbel window.
+    envelope_budget: int = 64
 
     def __init__(
         self,
@@ -136,9 +215,17 @@ class DifficultyBasedSelector(Selector):
                 )
             checked.append(col64)
         self._f0, self._f1 = checked
+        if self.size <= FEATURE_MIRROR_MAX:
+            self._f0_fast, self._f1_fast = self._f0.astype(np.float32), self._f1.astype(np.float32)
+        else:
+            self._f0_fast, self._f1_fast = self._f0, self._f1
         self._m = int(config.m)
+        self._target = float(config.target_reward)
+        self._tau = float(config.tau)
         self._alpha_t = np.ones(self.size)
         self._beta_t = np.ones(self.size)
+        self._d32 = np.empty(self.size, dtype=np.float32)
+        self._s32 = np.empty(self.size, dtype=np.float32)
         self._reset_transform()
         #: The capability coefficient c (None until the first estimate).
         self.capability: float | None = None
@@ -147,6 +234,9 @@ class DifficultyBasedSelector(Selector):
         self.num_feedback = 0
         self.num_selected = 0
         self.num_folds = 0
+        self._trusted = True  # the state satisfies the invariants the float32 error bound rests on
+        self._buffers: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # float32 chunk buffers per pass part
+        self._refresh_mirrors()
 
     # -- the Beta parameters ----------------------------------------------------------------------------
 
@@ -191,9 +281,81 @@ class DifficultyBasedSelector(Selector):
             self._true_slice(sl, self._alpha_t[sl], self._beta_t[sl], tmp[: sl.stop - start])
         self._reset_transform()
         self.num_folds += 1
+        self._refresh_mirrors()
 
     def _c(self) -> float:
         return C_DEFAULT if self.capability is None else self.capability
+
+    # -- float32 mirrors and the fast pass ---------------------------------------------------------------
+
+    def _mirror(self, rows: slice | np.ndarray) -> None:
+        """Recompute the float32 mirrors ``D = α̃ − target·(α̃ + β̃)`` and ``S = α̃ + β̃`` of ``rows`` from the
+        float64 state (the same bits whether done for a batch, a slice or all tasks)."""
+        alpha_t = self._alpha_t[rows]
+        total = alpha_t + self._beta_t[rows]
+        with np.errstate(over="ignore"):  # beyond float32 only while the fast pass is off (_fast_coefficients)
+            self._s32[rows] = total
+            total *= self._target
+            np.subtract(alpha_t, total, out=total)
+            self._d32[rows] = total
+
+    def _refresh_mirrors(self) -> None:
+        for start in range(0, self.size, CHUNK):
+            self._mirror(slice(start, min(start + CHUNK, self.size)))
+
+    def _den_bound(self) -> float:
+        """An upper bound on every task's α + β, from the configuration and the feedback count only (so the
+        same for a resumed selector): α + β starts at 2 and gains at most ``m`` per feedback, decaying by
+        ``1 − λ``, hence ≤ 2 + m·min(feedbacks, 1/λ)."""
+        lamb = float(self.config.lamb)
+        steps = float(self.num_feedback) if lamb == 0.0 else min(float(self.num_feedback), 1.0 / lamb)
+        return (2.0 + self._m * steps) * (1.0 + 1e-9)
+
+    def _fast_coefficients(self) -> tuple[np.float32, np.float32, np.float32, np.float32] | None:
+        """The float32 scalars of the fast pass, or None when it cannot be trusted (see the module docstring)."""
+        a = self._a
+        if not self._trusted or not a > 0.0 or 8.0 * self._den_bound() / a >= FLOAT32_LIMIT:
+            return None
+        s0 = self._b + self._b_beta
+        coef = (self._p / a, self._q / a, (self._b - self._target * s0) / a, s0 / a)
+        return tuple(np.float32(c) for c in coef)  # type: ignore[return-value]
+
+    def _cost32(self, start: int, stop: int, out: np.ndarray, tmp: np.ndarray, coef: tuple) -> None:
+        """Write the float32 cost ``|p̂ − target|`` of tasks ``start:stop`` into ``out`` (``tmp``: scratch)."""
+        p, q, k, s = coef
+        sl = slice(start, stop)
+        np.multiply(self._f0_fast[sl], p, out=tmp, casting="same_kind")
+        np.add(self._d32[sl], tmp, out=out)
+        np.multiply(self._f1_fast[sl], q, out=tmp, casting="same_kind")
+        out += tmp
+        out += k
+        np.add(self._s32[sl], s, out=tmp)
+        out /= tmp
+        np.abs(out, out=out)
+
+    def _cost32_all(self, out: np.ndarray, coef: tuple) -> None:
+        tmp = np.empty(min(CHUNK, self.size), dtype=np.float32)
+        for start in range(0, self.size, CHUNK):
+            stop = min(start + CHUNK, self.size)
+            self._cost32(start, stop, out[start:stop], tmp[: stop - start], coef)
+
+    def _cost64(self, idx: np.ndarray) -> np.ndarray:
+        """The exact float64 cost ``|p̂ − target|`` of the tasks ``idx``: the same float steps as the float64
+        pass (:meth:`_exact_costs`), so the same bits."""
+        a, s0 = self._a, self._b + self._b_beta
+        alpha_t = self._alpha_t[idx]
+        pred = alpha_t * a
+        pred += self._b
+        tmp = self._f0[idx] * self._p
+        pred += tmp
+        np.multiply(self._f1[idx], self._q, out=tmp)
+        pred += tmp
+        den = alpha_t + self._beta_t[idx]
+        den *= a
+        den += s0
+        pred /= den
+        pred -= self._target
+        return np.abs(pred, out=pred)
 
     # -- feedback ---------------------------------------------------------------------------------------
 
@@ -229,16 +391,44 @@ class DifficultyBasedSelector(Selector):
         lin = f0b * self._p + f1b * self._q
         self._alpha_t[indices] = (new_alpha - self._b - lin) / self._a
         self._beta_t[indices] = (new_beta - self._b_beta + lin) / self._a
+        self._mirror(indices)
         self.num_feedback += 1
 
     # -- selection --------------------------------------------------------------------------------------
 
     def _select(self, batch_size: int, return_extra_info: bool) -> tuple[np.ndarray, dict[str, Any]]:
+        drawn = None
+        if self.config.do_sample:
+            cost, drawn = self._exact_costs(with_noise=self._tau > 0, do_sample=True)
+            chosen = smallest_k(cost, batch_size)
+        elif self._tau < GREEDY_TAU:
+            coef = self._fast_coefficients()
+            if coef is not None:
+                chosen = self._greedy_fast(batch_size, coef)
+            else:
+                chosen = smallest_k(self._exact_costs(with_noise=False, do_sample=False)[0], batch_size)
+        else:
+            chosen = self._sample(batch_size)
+        self.num_selected += batch_size
+        info: dict[str, Any] = {}
+        if return_extra_info:
+            a_c, b_c = self.posterior(chosen)
+            predicted = drawn[chosen] if drawn is not None else a_c / (a_c + b_c)
+            info = {
+                "scores": -np.abs(self._target - predicted),
+                "predicted": predicted,
+                "alpha": a_c,
+                "beta": b_c,
+                "capability": self.capability,
+                "rho": self.rho,
+            }
+        return chosen, info
+
+    def _exact_costs(self, *, with_noise: bool, do_sample: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        """The float64 pass: an N-sized array to minimise, ``|p̂ − target|/τ + log(−log U)`` (Gumbel noise,
+        ``with_noise``) or ``|p̂ − target|``; with ``do_sample`` p̂ is a Thompson draw (also returned)."""
         n = self.size
-        target = float(self.config.target_reward)
-        tau = float(self.config.tau)
-        do_sample = bool(self.config.do_sample)
-        # Minimise cost = −score/τ − Gumbel = |p̂ − target|/τ + log(−log U)  (tau = 0: |p̂ − target|).
+        target, tau = self._target, self._tau
         cost = np.empty(n)
         drawn = np.empty(n) if do_sample else None  # Thompson draws, kept for the info dict
         width = min(CHUNK, n)
@@ -266,35 +456,216 @@ class DifficultyBasedSelector(Selector):
             c = cost[sl]
             np.subtract(pred, target, out=c)
             np.abs(c, out=c)
-            if tau > 0:
-                c *= 1.0 / tau
+            if with_noise:
+                if 1.0 / tau < math.inf:
+                    c *= 1.0 / tau
+                else:  # a subnormal tau: 0/τ must stay 0, not 0·inf
+                    with np.errstate(over="ignore"):
+                        c /= tau
                 noise = self.rng.random(out=t)  # U in [0, 1)
                 with np.errstate(divide="ignore"):  # U == 0 (p = 2^-53) gives +inf cost: never chosen
                     np.log(noise, out=noise)
                     np.negative(noise, out=noise)
                     np.log(noise, out=noise)
                 c += noise
-        chosen = smallest_k(cost, batch_size)
-        self.num_selected += batch_size
-        info: dict[str, Any] = {}
-        if return_extra_info:
-            a_c, b_c = self.posterior(chosen)
-            predicted = drawn[chosen] if drawn is not None else a_c / (a_c + b_c)
-            info = {
-                "scores": -np.abs(target - predicted),
-                "predicted": predicted,
-                "alpha": a_c,
-                "beta": b_c,
-                "capability": self.capability,
-                "rho": self.rho,
-            }
-        return chosen, info
+        return cost, drawn
+
+    def _greedy_fast(self, k: int, coef: tuple) -> np.ndarray:
+        """The ``k`` tasks of smallest float64 cost, ties to the smaller index, best first: one float32 pass
+        whose filter lets through every task that can still enter the running top-k (see the module
+        docstring); bit-identical to ``smallest_k`` over the float64 costs. With :data:`THREADS` > 1 and at
+        least :data:`PARALLEL_MIN` tasks the pass is split into :data:`THREADS` contiguous parts run side by
+        side (numpy releases the GIL in its loops); the parts' top-k are merged exactly, so the result does
+        not depend on the split."""
+        n = self.size
+        parts = THREADS if n >= PARALLEL_MIN and THREADS > 1 else 1
+        if parts == 1:
+            idx, key = self._greedy_part(0, n, k, coef, 0, CHUNK)
+        else:  # larger chunks: fewer calls, so less contention for the GIL between the calls
+            chunk = 2 * CHUNK
+            step = -(-n // (parts * chunk)) * chunk
+            bounds = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
+            futures = [
+                _pool().submit(self._greedy_part, lo, hi, k, coef, part, chunk)
+                for part, (lo, hi) in enumerate(bounds[1:], start=1)
+            ]
+            found = [self._greedy_part(*bounds[0], k, coef, 0, chunk)] + [f.result() for f in futures]
+            idx, key = _smallest_pairs(np.concatenate([i for i, _ in found]), np.concatenate([c for _, c in found]), k)
+        return idx[np.lexsort((idx, key))]
+
+    def _greedy_part(
+        self, lo: int, hi: int, k: int, coef: tuple, part: int, chunk: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The (up to) ``k`` best (index, float64 cost) pairs among tasks ``lo:hi``, in no particular order."""
+        cost, tmp = self._scratch(part, chunk)
+        best = _RunningBest(k, self._cost64)
+        # A short first chunk: partitioning it for a first threshold is cheap, and the next chunk tightens it.
+        first = min(chunk, 64 * k)
+        threshold, limit = np.inf, np.float32(np.inf)
+        for start in (lo, *range(lo + first, hi, chunk)):
+            stop = min(start + (first if start == lo else chunk), hi)
+            c = cost[: stop - start]
+            self._cost32(start, stop, c, tmp[: stop - start], coef)
+            if best.full:
+                if best.threshold != threshold:
+                    threshold = best.threshold
+                    limit = _round_up32(threshold + COST32_MARGIN)
+                cand = np.flatnonzero(c <= limit)
+            elif c.size >= k:  # the chunk alone holds k tasks within its k-th smallest float32 cost
+                kth = float(np.partition(c, k - 1)[k - 1])
+                cand = np.flatnonzero(c <= _round_up32(kth + 2.0 * COST32_MARGIN))
+            else:
+                cand = np.arange(c.size)
+            if cand.size:
+                cand += start
+                best.offer(cand)
+        return best.result()
+
+    def _scratch(self, part: int, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+        """Two float32 chunk buffers for the pass run by ``part`` (kept between calls: no page faults)."""
+        width = min(chunk, self.size)
+        bufs = self._buffers.get(part)
+        if bufs is None or bufs[0].size != width:
+            bufs = self._buffers[part] = (np.empty(width, dtype=np.float32), np.empty(width, dtype=np.float32))
+        return bufs
+
+    def _sample(self, k: int) -> np.ndarray:
+        """``k`` tasks drawn one by one without replacement with probability ∝ exp(−cost/τ), in drawing
+        order: the rejection, envelope and Gumbel-window stages of the module docstring."""
+        n = self.size
+        tau = self._tau
+        chosen = np.empty(0, dtype=np.int64)
+        if 4 * k <= n:
+            chosen = self._sample_rejection(k, tau)
+        if chosen.size == k:
+            return chosen
+        coef = self._fast_coefficients()
+        if coef is None:  # the float64 pass with Gumbel noise for every task
+            cost = self._exact_costs(with_noise=True, do_sample=False)[0]
+            cost[chosen] = np.inf
+            return np.concatenate([chosen, smallest_k(cost, k - chosen.size)])
+        if COST32_MARGIN / tau <= ENVELOPE_MAX_SLACK:  # else the float32 envelope is too loose to help
+            chosen = np.concatenate([chosen, self._sample_envelope(k - chosen.size, chosen, coef, tau)])
+            if chosen.size == k:
+                return chosen
+        return np.concatenate([chosen, self._sample_gumbel_window(k - chosen.size, chosen, coef, tau)])
+
+    def _sample_rejection(self, k: int, tau: float) -> np.ndarray:
+        """Stage 1: propose tasks uniformly, accept with probability exp(−cost/τ), skip tasks already drawn.
+        Returns up to ``k`` tasks (fewer when the budget runs out)."""
+        n = self.size
+        budget = self.rejection_budget * k + 64
+        chosen = np.empty(0, dtype=np.int64)
+        used, rate = 0, 0.5
+        while chosen.size < k:
+            need = k - chosen.size
+            size = min(int(need / rate) + 16, budget - used)
+            if size <= 0:
+                break
+            idx = self.rng.integers(0, n, size=size)
+            with np.errstate(over="ignore"):  # cost/τ = inf for a tiny τ: weight 0
+                accept = self.rng.random(size) < np.exp(-(self._cost64(idx) / tau))
+            used += size
+            hits = idx[accept]
+            rate = max(hits.size, 1) / size
+            chosen = np.concatenate([chosen, _new_in_order(hits, chosen)[:need]])
+            if k - chosen.size > rate * (budget - used):  # would not finish within the budget: stop early
+                break
+        return chosen
+
+    def _sample_envelope(self, r: int, chosen: np.ndarray, coef: tuple, tau: float) -> np.ndarray:
+        """Stage 2: up to ``r`` more tasks, not in ``chosen``, by rejection from the float32 envelope
+        ``w = exp(−min((cost32 − c_min)/τ, 80))`` (block sums to draw from it), accepting with the exact
+        ratio ``exp(−(cost64 − c_min)/τ) / (E·w)`` where ``E`` covers the float32 error."""
+        n, bw = self.size, ENVELOPE_BLOCK
+        nb = -(-n // bw)
+        w = np.zeros(nb * bw, dtype=np.float32)  # padding tasks keep weight 0
+        self._cost32_all(w[:n], coef)
+        w[chosen] = np.inf
+        c_min = w[:n].min()  # over the tasks not drawn yet
+        w[chosen] = c_min  # finite for the arithmetic below; their weight is set to 0 after it
+        scale, clamp = np.float32(-1.0 / tau), np.float32(-ENVELOPE_CLAMP)
+        for start in range(0, n, CHUNK):
+            part = w[start : min(start + CHUNK, n)]
+            part -= c_min
+            part *= scale
+            np.maximum(part, clamp, out=part)
+            np.exp(part, out=part)
+        w[chosen] = 0.0
+        blocks = w.reshape(nb, bw)
+        # Block sums inflated so that each covers the float64 running sum of its weights: then a task is
+        # proposed with probability w_i / total exactly (a draw past a block's last weight is rejected).
+        inflate = 1.0 + 2.0 * bw * U32
+        sums = np.einsum("ij->i", blocks).astype(np.float64) * inflate
+        bound = math.exp(COST32_MARGIN / tau + 1024 * U32)  # E ≥ exact weight / float32 weight
+        c_ref = float(c_min)
+        budget = self.envelope_budget * r + 256
+        got = np.empty(0, dtype=np.int64)
+        used, rate = 0, 0.5
+        cum = np.cumsum(sums)
+        while got.size < r and cum[-1] > 0.0:
+            need = r - got.size
+            size = min(int(need / rate) + 16, budget - used)
+            if size <= 0:
+                break
+            u = self.rng.random(size) * cum[-1]
+            blk = np.minimum(np.searchsorted(cum, u, side="right"), nb - 1)
+            res = u - np.where(blk > 0, cum[blk - 1], 0.0)
+            rows = np.cumsum(blocks[blk].astype(np.float64), axis=1)
+            col = np.count_nonzero(rows <= res[:, None], axis=1)  # first weight whose running sum > res
+            inside = col < bw
+            idx = np.minimum(blk * bw + np.minimum(col, bw - 1), n - 1)
+            exact = np.exp(-((self._cost64(idx) - c_ref) / tau))
+            accept = inside & (self.rng.random(size) * bound * w[idx] < exact)
+            used += size
+            hits = idx[accept]
+            rate = max(hits.size, 1) / size
+            new = _new_in_order(hits, got)[:need]
+            if new.size:
+                got = np.concatenate([got, new])
+                w[new] = 0.0
+                touched = np.unique(new // bw)
+                sums[touched] = np.einsum("ij->i", blocks[touched]).astype(np.float64) * inflate
+                cum = np.cumsum(sums)
+            if r - got.size > rate * (budget - used):
+                break
+        return got
+
+    def _sample_gumbel_window(self, r: int, chosen: np.ndarray, coef: tuple, tau: float) -> np.ndarray:
+        """Stage 3: the remaining ``r`` tasks (not in ``chosen``) as the Gumbel top-r over the tasks within
+        ``τ·(ln N + 45)`` (plus the float32 margins) of the r-th smallest float32 cost, in drawing order."""
+        n = self.size
+        buf = np.empty(n, dtype=np.float32)
+        self._cost32_all(buf, coef)
+        buf[chosen] = np.inf
+        buf.partition(r - 1)
+        limit = _round_up32(float(buf[r - 1]) + 2.0 * COST32_MARGIN + (math.log(n) + GUMBEL_WINDOW) * tau)
+        del buf
+        cost, tmp = self._scratch(0, CHUNK)
+
+        def key_of(cand: np.ndarray) -> np.ndarray:  # cost/τ − Gumbel: the top-r of score/τ + Gumbel
+            with np.errstate(over="ignore"):  # cost/τ beyond float64 for a tiny τ: inf, drawn last
+                return self._cost64(cand) / tau - self.rng.gumbel(size=cand.size)
+
+        best = _RunningBest(r, key_of)
+        for start in range(0, n, CHUNK):
+            stop = min(start + CHUNK, n)
+            c = cost[: stop - start]
+            self._cost32(start, stop, c, tmp[: stop - start], coef)
+            cand = np.flatnonzero(c <= limit)
+            if cand.size and chosen.size:
+                cand = cand[~np.isin(cand + start, chosen)]
+            if cand.size:
+                cand += start
+                best.offer(cand)
+        idx, key = best.result()
+        return idx[np.lexsort((idx, key))]
 
     # -- state --------------------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume exactly: ``α̃``, ``β̃`` (copies), the transform, ``c``, ``ρ``,
-        counters and the RNG."""
+        counters and the RNG (the float32 mirrors are rebuilt from ``α̃``, ``β̃`` on load)."""
         return {
             **super().state_dict(),
             "alpha_tilde": self._alpha_t.copy(),
@@ -330,6 +701,110 @@ class DifficultyBasedSelector(Selector):
         self.num_feedback = int(state["num_feedback"])
         self.num_selected = int(state["num_selected"])
         self.num_folds = int(state["num_folds"])
+        self._refresh_mirrors()
+        self._trusted = self._check_invariants()
+
+    def _check_invariants(self) -> bool:
+        """Whether every task has α, β > 0 and s ≤ α + β ≤ the bound of :meth:`_den_bound` (always true for a
+        state this class produced; the float32 error bound rests on it). O(N), on load only."""
+        bound, s0 = self._den_bound(), self._b + self._b_beta
+        tmp = np.empty(min(CHUNK, self.size))
+        alpha, beta = np.empty_like(tmp), np.empty_like(tmp)
+        for start in range(0, self.size, CHUNK):
+            stop = min(start + CHUNK, self.size)
+            w = stop - start
+            self._true_slice(slice(start, stop), alpha[:w], beta[:w], tmp[:w])
+            if not (alpha[:w].min() > 0.0 and beta[:w].min() > 0.0):
+                return False
+            np.add(alpha[:w], beta[:w], out=tmp[:w])
+            if tmp[:w].max() > bound or tmp[:w].min() < s0 * (1.0 - 1e-9) - 1e-9:
+                return False
+        return True
+
+
+class _RunningBest:
+    """The ``k`` smallest (key, index) pairs among candidates offered in increasing index order; the keys are
+    computed by ``key_of`` on batches of candidates (at least ``2k`` at a time once ``k`` are kept)."""
+
+    def __init__(self, k: int, key_of: Any) -> None:
+        self.k = k
+        self.key_of = key_of
+        self.idx = np.empty(0, dtype=np.int64)
+        self.key = np.empty(0)
+        self._pending: list[np.ndarray] = []
+        self._num_pending = 0
+        self.threshold = np.inf  # the k-th smallest key so far (inf until k keys are known)
+
+    @property
+    def full(self) -> bool:
+        return self.idx.size == self.k
+
+    def offer(self, idx: np.ndarray) -> None:
+        """Offer candidates, all with larger indices than any offered before."""
+        self._pending.append(idx)
+        self._num_pending += idx.size
+        if not self.full or self._num_pending >= 2 * self.k:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        idx = np.concatenate(self._pending) if len(self._pending) > 1 else self._pending[0]
+        self._pending, self._num_pending = [], 0
+        key = self.key_of(idx)
+        if self.full:  # a key equal to the threshold loses to the smaller indices already kept
+            keep = key < self.threshold
+            idx, key = idx[keep], key[keep]
+            if not idx.size:
+                return
+        self.idx, self.key = _smallest_pairs(np.concatenate([self.idx, idx]), np.concatenate([self.key, key]), self.k)
+        if self.full:
+            self.threshold = float(self.key.max())
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        """The kept (indices, keys), in no particular order."""
+        self._flush()
+        return self.idx, self.key
+
+
+def _smallest_pairs(idx: np.ndarray, key: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` smallest (key, index) pairs (unordered): O(len) with a partition, ties to smaller indices."""
+    if idx.size <= k:
+        return idx, key
+    kth = np.partition(key, k - 1)[k - 1]
+    keep = np.flatnonzero(key < kth)
+    ties = np.flatnonzero(key == kth)
+    if ties.size > k - keep.size:
+        ties = ties[np.argsort(idx[ties], kind="stable")[: k - keep.size]]
+    keep = np.concatenate([keep, ties])
+    return idx[keep], key[keep]
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The worker threads of the parallel pass (created lazily, again after a fork)."""
+    global _POOL
+    pid = os.getpid()
+    if _POOL is None or _POOL[0] != pid:
+        _POOL = (pid, ThreadPoolExecutor(max_workers=max(THREADS - 1, 1), thread_name_prefix="flexkit-pass"))
+    return _POOL[1]
+
+
+def _round_up32(value: float) -> np.float32:
+    """The smallest float32 ≥ ``value`` (float32 comparisons against it never drop a task below ``value``)."""
+    with np.errstate(over="ignore"):  # beyond float32: inf, which lets every task through
+        v = np.float32(value)
+    return v if float(v) >= value else np.nextafter(v, np.float32(np.inf))
+
+
+def _new_in_order(hits: np.ndarray, taken: np.ndarray) -> np.ndarray:
+    """``hits`` without repeats (first occurrence kept, order kept) and without the tasks in ``taken``."""
+    if hits.size > 1:
+        _, first = np.unique(hits, return_index=True)
+        if first.size < hits.size:
+            hits = hits[np.sort(first)]
+    if taken.size and hits.size:
+        hits = hits[~np.isin(hits, taken)]
+    return hits
 
 
 def smallest_k(values: np.ndarray, k: int) -> np.ndarray:
