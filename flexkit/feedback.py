@@ -68,21 +68,33 @@ class PassRateCalculator:
 
         Tasks appear in order of first occurrence; experiences are passed through unchanged.
         """
-        exps = list(experiences)
+        try:
+            exps = list(experiences)
+        except TypeError:
+            raise FeedbackError(f"experiences must be an iterable, got {type(experiences).__name__}") from None
         if not exps:
             return exps, {SELECTOR_METRIC: {}}
         try:
             triples = [_task_of(e) for e in exps]
         except (KeyError, AttributeError, TypeError) as exc:
             raise FeedbackError(f"an experience lacks reward/taskset_id/index: {exc!r}") from None
-        tids = np.asarray([t[0] for t in triples])
-        idxs = np.asarray([t[1] for t in triples])
         try:
             rewards = np.asarray([t[2] for t in triples], dtype=np.float64)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise FeedbackError(f"experience rewards must be numbers: {exc}") from None
-        if not (np.issubdtype(tids.dtype, np.integer) and np.issubdtype(idxs.dtype, np.integer)):
+        if rewards.ndim != 1:
+            raise FeedbackError("experience rewards must be numbers, got sequences")
+        try:
+            tids = np.asarray([t[0] for t in triples])
+            idxs = np.asarray([t[1] for t in triples])
+        except (TypeError, ValueError, OverflowError):
+            tids = idxs = np.asarray([None])  # ragged or odd values: reported just below
+        if not (np.issubdtype(tids.dtype, np.integer) and np.issubdtype(idxs.dtype, np.integer)) or (
+            tids.ndim != 1 or idxs.ndim != 1
+        ):
             raise FeedbackError("experience taskset_id and index must be integers")
+        if any(a.size and a.dtype == np.uint64 and int(a.max()) > np.iinfo(np.int64).max for a in (tids, idxs)):
+            raise FeedbackError("experience taskset_id and index must fit in 64-bit signed integers")
         keys = np.stack([tids.astype(np.int64), idxs.astype(np.int64)], axis=1)
         uniq, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
         inverse = inverse.reshape(-1)

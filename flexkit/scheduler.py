@@ -69,6 +69,9 @@ def epoch_counts(sizes: Sequence[int], weights: Sequence[float] | None) -> np.nd
     if weights is None:
         return sizes_arr
     w = np.asarray(weights, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        if not np.isfinite(w.sum()):  # finite weights near the float maximum overflow the sum: scale them down
+            w = w / w.max()
     total = int(sizes_arr.sum())
     exact = w / w.sum() * total
     counts = np.floor(exact).astype(np.int64)
@@ -145,6 +148,8 @@ class TasksetScheduler:
             raise ValueError(
                 f"batch_size {self.batch_size} exceeds the {self.epoch_length} tasks of one epoch"
             )
+        if self._weights is not None:
+            self._check_weighted_batches()
         if total_steps is not None:
             self.total_steps = int(total_steps)
         else:
@@ -156,6 +161,19 @@ class TasksetScheduler:
         self._order_cache: tuple[int, np.ndarray] | None = None
         self._mix: list[float] | None = None
         self._mix_from = 0
+
+    def _check_weighted_batches(self) -> None:
+        """Refuse weights that can ask a taskset for more distinct tasks in one batch than it has (an epoch order
+        is shuffled, so some batch can hold all of a taskset's entries, up to ``batch_size``)."""
+        counts = epoch_counts(self.sizes, self._weights)
+        for entry, count in zip(self.entries, counts.tolist(), strict=True):
+            most = min(count, self.batch_size)
+            if most > entry.size and not getattr(entry.selector, "allows_repeats", False):
+                raise ValueError(
+                    f"taskset {entry.name!r} has {entry.size} task(s), but its weight gives it {count} of each "
+                    f"epoch's {self.epoch_length} entries, so a batch of {self.batch_size} can ask it for {most} "
+                    "distinct tasks; lower its weight or batch_size"
+                )
 
     # -- plan ------------------------------------------------------------------------------------------
 
@@ -212,9 +230,12 @@ class TasksetScheduler:
         else:
             values = [float(v) for v in proportions]
         arr = np.asarray(values, dtype=np.float64)
-        if arr.shape != (len(self.entries),) or not np.isfinite(arr).all() or (arr < 0).any() or arr.sum() <= 0:
-            raise ValueError(f"mix proportions must be {len(self.entries)} finite non-negative numbers with a "
-                             f"positive sum, got {values}")
+        with np.errstate(over="ignore"):
+            if arr.shape != (len(self.entries),) or not np.isfinite(arr).all() or (arr < 0).any() or arr.sum() <= 0:
+                raise ValueError(f"mix proportions must be {len(self.entries)} finite non-negative numbers with a "
+                                 f"positive sum, got {values}")
+            if not np.isfinite(arr.sum()):  # finite proportions near the float maximum overflow the sum
+                arr = arr / arr.max()
         with self._lock:
             self._mix = (arr / arr.sum()).tolist()
             self._mix_from = self.step + (1 if self._pending is not None else 0)
@@ -346,8 +367,16 @@ class TasksetScheduler:
 
     # -- state ------------------------------------------------------------------------------------------
 
+    def _wait_for_prefetch(self) -> None:
+        """Let a pending prefetch finish; called *before* taking the lock, which the prefetch thread needs to
+        select (waiting for it while holding the lock deadlocks)."""
+        pending = self._pending
+        if pending is not None:
+            pending.result()
+
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly: step, every selector's full state, and a prefetched batch."""
+        self._wait_for_prefetch()
         with self._lock:
             pending = None
             if self._pending is not None:
@@ -372,6 +401,7 @@ class TasksetScheduler:
         theirs = [{"name": t["name"], "size": int(t["size"])} for t in state["tasksets"]]
         if mine != theirs:
             raise FlexkitError(f"scheduler state is for tasksets {theirs}, but this pipeline has {mine}")
+        self._wait_for_prefetch()
         with self._lock:
             if self._pending is not None:
                 self._pending.result()

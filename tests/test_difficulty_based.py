@@ -626,3 +626,17 @@ def test_extreme_temperatures_draw_cleanly(tau: float) -> None:
             values = rng.random(k)
             sel.feedback(idx, values)
             greedy.feedback(idx, values)
+
+
+def test_regression_m_is_bounded_so_posteriors_keep_precision() -> None:
+    """m >= 2**53 made Beta parameters lose all precision after one feedback (do_sample then raised
+    ``ValueError: a <= 0``); m is now bounded by the config."""
+    import flexkit
+
+    with pytest.raises(flexkit.ConfigError, match=r"m: must be <= 1000000"):
+        flexkit.make_selector("difficulty_based", size=4, m=2**53,
+                              features={"f0": np.zeros(4), "f1": np.ones(4)})
+    sel = flexkit.make_selector("difficulty_based", size=4, m=10**6, do_sample=True, tau=0.0,
+                                features={"f0": np.zeros(4), "f1": np.ones(4)})
+    sel.feedback([0, 1], [0.0, 1.0])
+    assert len(sel.get_indices(2)) == 2

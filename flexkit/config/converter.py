@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import difflib
 import functools
+import json
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -28,16 +30,34 @@ from flexkit.errors import ConfigError, ConfigIssue
 
 _TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
 
+#: TOML integers are 64-bit: "if an integer cannot be represented losslessly, an error must be thrown" (TOML 1.0).
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
 
 def describe(value: Any) -> str:
     """A short description of a value for error messages: ``string 'false'``, ``float 1.9``."""
     kind = {
         bool: "boolean", int: "integer", float: "float", str: "string", list: "array", dict: "table",
     }.get(type(value), type(value).__name__)
-    text = repr(value)
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # an int past Python's 4300-digit limit, nesting past the stack
+        text = "(too large to show)"
     if len(text) > 60:
         text = text[:57] + "..."
     return f"{kind} {text}" if kind not in ("array", "table") or len(text) < 40 else kind
+
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def path_key(key: Any) -> str:
+    """A key as a segment of a key path: bare when TOML allows it (``tau``), else quoted as TOML quotes it
+    (``"my key"``, ``""``, ``"a.b"``), so every key, even an empty one, is visible and unambiguous in the path."""
+    key = str(key)
+    if _BARE_KEY.match(key):
+        return key
+    return '"' + "".join(c if c.isprintable() and c not in '"\\' else json.dumps(c)[1:-1] for c in key) + '"'
 
 
 def did_you_mean(word: str, options: typing.Iterable[str]) -> str:
@@ -57,7 +77,10 @@ def make_converter(components: ComponentLookup | None = None) -> cattrs.Converte
     def strict(expected: type) -> Callable[[Any, Any], Any]:
         def hook(value: Any, _type: Any) -> Any:
             ok = isinstance(value, expected) and not (expected is not bool and isinstance(value, bool))
-            if expected is float and isinstance(value, int) and not isinstance(value, bool):
+            number = isinstance(value, int) and not isinstance(value, bool)
+            if number and expected in (int, float) and not INT64_MIN <= value <= INT64_MAX:
+                raise _issue(f"integer out of range (TOML integers are 64-bit: -2^63 to 2^63-1), got {describe(value)}")
+            if expected is float and number:
                 return float(value)
             if not ok:
                 raise _issue(f"expected {_TYPE_NAMES[expected]}, got {describe(value)}")
@@ -168,7 +191,7 @@ def _structure_mapping(conv: cattrs.Converter, value: Any, t: Any) -> Any:
         try:
             out[key] = conv.structure(item, value_type)
         except ConfigError as exc:
-            errors.append(exc.with_prefix(str(key)))
+            errors.append(exc.with_prefix(path_key(key)))
     if errors:
         raise ConfigError.merge(errors)
     return out
@@ -187,7 +210,8 @@ def _structure_attrs(
     if inline is None:
         for key in value:
             if key not in own:
-                errors.append(_issue(f"unknown key{did_you_mean(key, own)}; allowed: {', '.join(sorted(own))}", key))
+                message = f"unknown key{did_you_mean(key, own)}; allowed: {', '.join(sorted(own))}"
+                errors.append(_issue(message, path_key(key)))
     kwargs: dict[str, Any] = {}
     for f in fields:
         if f is inline:
@@ -223,7 +247,7 @@ def _structure_attrs(
             except ConfigError as exc:
                 errors.append(exc.with_prefix(f.alias))
                 continue
-            except (ValueError, TypeError) as exc:
+            except (ValueError, TypeError, ArithmeticError) as exc:  # a validator's arithmetic may overflow
                 errors.append(_issue(_message(exc), f.alias))
                 continue
         kwargs[f.alias] = item
@@ -233,7 +257,7 @@ def _structure_attrs(
         return cls(**kwargs)
     except ConfigError:
         raise
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, ArithmeticError) as exc:
         raise _issue(_message(exc)) from None
 
 
@@ -278,7 +302,8 @@ def _structure_component(
         if extra not in own_fields:
             allowed = sorted(own_fields | set(parent_keys) | {key})
             hint = did_you_mean(extra, allowed)
-            errors.append(_issue(f"unknown key for {cls.STAGE} {name!r}{hint}; allowed: {', '.join(allowed)}", extra))
+            message = f"unknown key for {cls.STAGE} {name!r}{hint}; allowed: {', '.join(allowed)}"
+            errors.append(_issue(message, path_key(extra)))
     known = {k: v for k, v in params.items() if k in own_fields}
     try:
         config = conv.structure(known, config_cls)

@@ -18,6 +18,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 _LINE_COL = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
+_END = re.compile(r"\s*\(at end of document\)\s*$")
 
 
 def parse_toml(text: str | bytes, source: str | None = None) -> dict[str, Any]:
@@ -36,8 +37,52 @@ def parse_toml(text: str | bytes, source: str | None = None) -> dict[str, Any]:
         if match:
             lineno, colno = int(match.group(1)), int(match.group(2))
             message = message[: match.start()]
-        where = f"line {lineno}, column {colno}: " if lineno else ""
-        raise ConfigError([ConfigIssue("", f"{where}TOML syntax error: {message}")], source) from None
+        end = _END.search(message)
+        if end:
+            message = message[: end.start()] + " (at the end of the file)"
+            if not lineno:
+                lineno, colno = _line_col(text, len(text))
+        problem = message
+    except RecursionError:  # tomllib recurses once per nesting level of arrays and inline tables
+        lineno, colno = _line_col(text, _first_failing_prefix(text, RecursionError))
+        problem = "arrays or inline tables are nested too deeply"
+    except ValueError as exc:  # not a TOMLDecodeError: int() refusing an integer of more than 4300 digits
+        lineno, colno = _line_col(text, _first_failing_prefix(text, ValueError))
+        problem = "integer has too many digits" if "integer string conversion" in str(exc) else f"invalid value: {exc}"
+    where = f"line {lineno}, column {colno}: " if lineno else ""
+    raise ConfigError([ConfigIssue("", f"{where}TOML syntax error: {problem}")], source) from None
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    """1-based line and column of the character at ``offset`` (``len(text)``: just past the end)."""
+    offset = max(0, min(offset, len(text)))
+    line_start = text.rfind("\n", 0, offset) + 1
+    return text.count("\n", 0, offset) + 1, offset - line_start + 1
+
+
+def _first_failing_prefix(text: str, kind: type[BaseException]) -> int:
+    """The offset of the character at which parsing starts failing with ``kind`` (a bisection over prefixes:
+    tomllib parses left to right, so every prefix reaching the problem fails the same way)."""
+
+    def fails(n: int) -> bool:
+        try:
+            tomllib.loads(text[:n])
+        except tomllib.TOMLDecodeError:
+            return False
+        except kind:
+            return True
+        except Exception:
+            return False
+        return False
+
+    lo, hi = 0, len(text)  # text[:lo] does not fail with kind, text[:hi] does
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fails(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi - 1
 
 
 def read_toml_file(path: str | os.PathLike[str]) -> dict[str, Any]:

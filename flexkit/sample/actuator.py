@@ -72,7 +72,12 @@ def _as_proportions(value: Any) -> dict[int, float]:
         if not math.isfinite(p) or p < 0:
             raise SampleError(f"Mix proportion of taskset {key} must be finite and >= 0, got {p!r}")
         out[int(key)] = p
-    total = math.fsum(out.values())
+    try:
+        total = math.fsum(out.values())
+    except OverflowError:  # finite values near the float maximum: scale them down first
+        top = max(out.values())
+        out = {k: p / top for k, p in out.items()}
+        total = math.fsum(out.values())
     if total <= 0:
         raise SampleError("Mix.proportions must not all be zero")
     return {k: out[k] / total for k in sorted(out)}

@@ -129,6 +129,10 @@ def validate_feedback(
         raise FeedbackError(f"feedback indices/values are not arrays: {exc}") from None
     if idx.ndim != 1 or vals.ndim != 1:
         raise FeedbackError(f"feedback indices and values must be flat lists, got shapes {idx.shape} and {vals.shape}")
+    for name, given in (("indices", indices), ("values", values)):
+        # numpy turns a bool inside a list of numbers into 0/1: refuse it as it refuses an array of bools
+        if isinstance(given, (list, tuple)) and any(isinstance(x, (bool, np.bool_)) for x in given):
+            raise FeedbackError(f"feedback {name} must be numbers, not booleans")
     if len(idx) != len(vals):
         raise FeedbackError(f"feedback has {len(idx)} indices but {len(vals)} values")
     if idx.size == 0:
@@ -137,11 +141,11 @@ def validate_feedback(
         raise FeedbackError(f"feedback indices must be integers, got {idx.dtype} values such as {idx[0]!r}")
     if vals.dtype == bool or not (np.issubdtype(vals.dtype, np.floating) or np.issubdtype(vals.dtype, np.integer)):
         raise FeedbackError(f"feedback values must be numbers, got {vals.dtype} values such as {vals[0]!r}")
-    idx = idx.astype(np.int64)
-    vals = vals.astype(np.float64)
-    bad = (idx < 0) | (idx >= size)
+    bad = (idx < 0) | (idx >= size)  # before the cast: uint64 indices past 2^63 would wrap to negative ones
     if bad.any():
         raise FeedbackError(f"feedback index {int(idx[bad][0])} is out of range for a taskset of {size} tasks")
+    idx = idx.astype(np.int64)
+    vals = vals.astype(np.float64)
     if not np.isfinite(vals).all():
         raise FeedbackError(f"feedback values must be finite, got {vals[~np.isfinite(vals)][0]!r}")
     if np.unique(idx).size != idx.size:

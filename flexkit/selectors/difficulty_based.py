@@ -145,7 +145,11 @@ class DifficultyBasedConfig:
         doc="Exactly two feature columns in [0, 1]: the pass rates of a weaker (f0) and a stronger (f1) "
         "reference model; the task's prior interpolates between them.",
     )
-    m: int = field(default=16, ge=1, doc="Rollouts per task: one feedback value counts as m trials.")
+    m: int = field(
+        default=16, ge=1, le=1_000_000,
+        doc="Rollouts per task: one feedback value counts as m trials (at most 10^6, so float64 posteriors keep "
+        "their precision).",
+    )
     lamb: float = field(
         default=0.2, ge=0, lt=1, doc="Forgetting rate λ: each feedback moves every belief a fraction λ back."
     )

@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from flexkit.config import field
-from flexkit.config.converter import did_you_mean
+from flexkit.config.converter import did_you_mean, path_key
 from flexkit.errors import ConfigError, ConfigIssue
 from flexkit.sample.actuator import Actuator, Mix
 from flexkit.sample.batch import RolloutBatch, SampleError
@@ -39,7 +39,7 @@ class StaticConfig:
         for key, p in value.items():
             if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or p < 0:
                 raise ValueError(f"proportion of {key!r} must be a finite number >= 0, got {p!r}")
-        if math.fsum(value.values()) <= 0:
+        if not any(p > 0 for p in value.values()):  # not fsum: finite values near the float maximum overflow it
             raise ValueError("proportions must not all be 0")
 
 
@@ -58,7 +58,7 @@ class StaticMixer(Actuator):
         """Map the configured names to taskset ids; unknown or missing names raise :class:`ConfigError`."""
         names = list(taskset_names)
         issues = [
-            ConfigIssue(f"proportions.{key}", f"unknown taskset {key!r}{did_you_mean(key, names)}; tasksets: "
+            ConfigIssue(f"proportions.{path_key(key)}", f"unknown taskset {key!r}{did_you_mean(key, names)}; tasksets: "
                         f"{', '.join(names)}")
             for key in self.config.proportions if key not in names
         ]
@@ -69,7 +69,7 @@ class StaticMixer(Actuator):
         if issues:
             raise ConfigError(issues)
         self._by_id = {i: float(self.config.proportions[n]) for i, n in enumerate(names)}
-        if math.fsum(self._by_id.values()) <= 0:
+        if not any(p > 0 for p in self._by_id.values()):
             raise ConfigError([ConfigIssue("proportions", "proportions must not all be 0")])
 
     def act(self, scores: Any, batch: RolloutBatch, *, step: int) -> Mix:

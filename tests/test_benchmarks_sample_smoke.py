@@ -1,0 +1,21 @@
+"""Smoke test of benchmarks/sample_stage.py in its quick mode: it runs, checks its own results against the loop
+reference, and reports a row per case (no timing is asserted)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from tests.conftest import ROOT
+
+
+def test_sample_stage_benchmark_quick_mode() -> None:
+    spec = importlib.util.spec_from_file_location("bench_sample_stage", ROOT / "benchmarks" / "sample_stage.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rows = module.run(quick=True)
+    assert {(r["case"], r["mask"]) for r in rows} == {
+        (case, mask) for case in ("group_solve_rate", "stage: solve rate + band + token weights")
+        for mask in ("int64", "bool")
+    }
+    assert all(r["flexkit_ms"] > 0 and r["loop_ms"] > 0 for r in rows)
