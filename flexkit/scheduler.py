@@ -402,10 +402,16 @@ class TasksetScheduler:
         if mine != theirs:
             raise FlexkitError(f"scheduler state is for tasksets {theirs}, but this pipeline has {mine}")
         self._wait_for_prefetch()
+        before = self.state_dict()
+        try:
+            self._load(state)
+        except Exception:
+            self._load(before)  # all or nothing: a state that fails part-way leaves the scheduler as it was
+            raise
+
+    def _load(self, state: Mapping[str, Any]) -> None:
         with self._lock:
-            if self._pending is not None:
-                self._pending.result()
-                self._pending = None
+            self._pending = None
             self.step = int(state["step"])
             weights = state.get("weights")
             self._weights = None if weights is None else [float(w) for w in weights]

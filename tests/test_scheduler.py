@@ -327,3 +327,19 @@ def test_resume_keeps_the_mix(tmp_path: Path) -> None:
     resumed = fresh()
     resumed.load_state_dict(state)
     assert [batch_key(resumed.read()) for _ in range(4)] == expected
+
+
+def test_regression_a_state_failing_part_way_changes_nothing(tmp_path: Path) -> None:
+    """Loading used to leave earlier selectors restored when a later one's state was broken."""
+    pipe = make_pipeline(tmp_path, sizes=(9, 7, 5), run={"prefetch": False})
+    sched = pipe.scheduler
+    for _ in range(3):
+        sched.feedback(feedback_for(sched.read(), np.random.default_rng(1)))
+    good = from_plain_state(sched.state_dict())
+    other = make_pipeline(tmp_path, sizes=(9, 7, 5), run={"prefetch": False}).scheduler
+    before = json.dumps(to_plain(other.state_dict()), sort_keys=True)
+    broken = json.loads(json.dumps(good))
+    broken["selectors"][2] = {"rng": "not a state"}
+    with pytest.raises(Exception):  # noqa: B017 - any error; the point is what it leaves behind
+        other.load_state_dict(broken)
+    assert json.dumps(to_plain(other.state_dict()), sort_keys=True) == before
