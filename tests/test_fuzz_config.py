@@ -273,7 +273,7 @@ _SELECTORS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
         {},
         optional={
             "feature_keys": st.sampled_from([["f0", "f1"], ["weak_pass_rate", "strong_pass_rate"]]),
-            "m": _COUNT,
+            "m": st.integers(min_value=1, max_value=10**6),
             "lamb": st.floats(0, 1, exclude_max=True),
             "rho": _UNIT,
             "adaptive_rho": st.booleans(),
