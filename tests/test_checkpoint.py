@@ -81,3 +81,14 @@ def test_checkpoint_from_another_pipeline_is_refused_with_the_difference(tmp_pat
     other = make_pipeline(tmp_path / "b", sizes=(9, 8))
     with pytest.raises(CheckpointError, match=r"tasksets\[1\].size: 7 in the checkpoint, 8 now"):
         other.load_checkpoint(tmp_path / "ckpt")
+
+
+def test_checkpoint_refused_for_changed_batch_size_or_taskset_list(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    make_pipeline(tmp_path / "a", sizes=(9, 7)).save_checkpoint(tmp_path / "ckpt")
+    bigger_batch = make_pipeline(tmp_path / "a", sizes=(9, 7), run={"batch_size": 6})
+    with pytest.raises(CheckpointError, match=r"batch_size: 4 in the checkpoint, 6 now"):
+        bigger_batch.load_checkpoint(tmp_path / "ckpt")
+    one_more = make_pipeline(tmp_path / "a", sizes=(9, 7, 5))
+    with pytest.raises(CheckpointError, match=r"tasksets: .* in the checkpoint, .* now"):
+        one_more.load_checkpoint(tmp_path / "ckpt")
