@@ -1,5 +1,6 @@
-"""Smoke test of benchmarks/sample_stage.py in its quick mode: it runs, checks its own results against the loop
-reference, and reports a row per case (no timing is asserted)."""
+"""Smoke tests of benchmarks/sample_stage.py and benchmarks/scheduler.py in their quick modes: they run (the sample
+stage one checks its own results against the loop
+reference) and report a row per case; no timing is asserted."""
 
 from __future__ import annotations
 
@@ -19,3 +20,13 @@ def test_sample_stage_benchmark_quick_mode() -> None:
         for mask in ("int64", "bool")
     }
     assert all(r["flexkit_ms"] > 0 and r["loop_ms"] > 0 for r in rows)
+
+
+def test_scheduler_benchmark_quick_mode(capsys) -> None:
+    spec = importlib.util.spec_from_file_location("bench_scheduler", ROOT / "benchmarks" / "scheduler.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--quick", "--train-ms", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "8 tasksets" in out and "\non " in out and "\noff " in out
