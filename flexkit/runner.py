@@ -60,19 +60,6 @@ def default_run_dir(root: str | os.PathLike[str] = "runs", name: str = "run") ->
     return path
 
 
-def _plain_config(pipe: Pipeline) -> Any:
-    def convert(obj: Any) -> Any:
-        if attrs.has(type(obj)):
-            return {f.name: convert(getattr(obj, f.name)) for f in attrs.fields(type(obj))}
-        if isinstance(obj, (list, tuple)):
-            return [convert(v) for v in obj]
-        if isinstance(obj, Mapping):
-            return {str(k): convert(v) for k, v in obj.items()}
-        return obj
-
-    return convert(pipe.config)
-
-
 class _Progress:
     """A one-line progress display on a terminal; periodic plain lines elsewhere."""
 
@@ -142,7 +129,7 @@ def run_pipeline(
         run_dir.mkdir(parents=True, exist_ok=True)
         if pipe.source and Path(pipe.source).is_file():
             shutil.copyfile(pipe.source, run_dir / "pipeline.toml")
-        (run_dir / "resolved.json").write_text(json.dumps(_plain_config(pipe), indent=2, default=str) + "\n")
+        (run_dir / "resolved.json").write_text(json.dumps(attrs.asdict(pipe.config), indent=2, default=str) + "\n")
         metrics_path.write_text("", encoding="utf-8")
     last_eval: dict[str, float] = dict(first_eval or {})
     try:
