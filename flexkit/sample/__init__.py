@@ -27,6 +27,11 @@ from flexkit.sample.actuators import (
     TopkFractionConfig,
     TopkFractionSelector,
 )
+from flexkit.sample.actuators._group_filter import GroupKeep
+from flexkit.sample.actuators.category_bandit import CategoryBandit, CategoryBanditConfig
+from flexkit.sample.actuators.exp3 import Exp3Config, Exp3Mixer
+from flexkit.sample.actuators.pass_rate_band import PassRateBand, PassRateBandConfig
+from flexkit.sample.actuators.zero_variance_filter import ZeroVarianceFilter, ZeroVarianceFilterConfig
 from flexkit.sample.batch import REWARD_FIELDS, TOKEN_FIELDS, RolloutBatch, SampleError
 from flexkit.sample.scorer import (
     GRANULARITIES,
@@ -49,6 +54,7 @@ from flexkit.sample.scorers import (
     TokenProbConfig,
     TokenProbScorer,
 )
+from flexkit.sample.scorers.group_reward_range import GroupRewardRangeConfig, GroupRewardRangeScorer
 from flexkit.sample.stage import SampleStage
 
 __all__ = [
@@ -63,14 +69,23 @@ __all__ = [
     "Actuator",
     "AdvantageMagnitudeConfig",
     "AdvantageMagnitudeScorer",
+    "CategoryBandit",
+    "CategoryBanditConfig",
     "DifficultyBandConfig",
     "DifficultyBandReweighter",
+    "Exp3Config",
+    "Exp3Mixer",
+    "GroupKeep",
+    "GroupRewardRangeConfig",
+    "GroupRewardRangeScorer",
     "GroupRewardStdConfig",
     "GroupRewardStdScorer",
     "GroupSolveRateConfig",
     "GroupSolveRateScorer",
     "Keep",
     "Mix",
+    "PassRateBand",
+    "PassRateBandConfig",
     "RewardConfig",
     "RewardGapConfig",
     "RewardGapMixer",
@@ -90,6 +105,8 @@ __all__ = [
     "TopkFractionConfig",
     "TopkFractionSelector",
     "Weights",
+    "ZeroVarianceFilter",
+    "ZeroVarianceFilterConfig",
     "check_compatible",
     "flexkit_register_actuators",
     "flexkit_register_scorers",
@@ -105,6 +122,8 @@ def flexkit_register_scorers(register: Any) -> None:
     register("group_reward_std", GroupRewardStdScorer, GroupRewardStdConfig)
     register("advantage_magnitude", AdvantageMagnitudeScorer, AdvantageMagnitudeConfig)
     register("token_prob", TokenProbScorer, TokenProbConfig)
+    register("group_reward_range", GroupRewardRangeScorer, GroupRewardRangeConfig,
+             description="max - min reward within each group (0 exactly when all are equal; for DAPO filtering).")
 
 
 @hookimpl
@@ -116,3 +135,11 @@ def flexkit_register_actuators(register: Any) -> None:
     register("difficulty_band", DifficultyBandReweighter, DifficultyBandConfig)
     register("static", StaticMixer, StaticConfig)
     register("reward_gap", RewardGapMixer, RewardGapConfig)
+    register("zero_variance_filter", ZeroVarianceFilter, ZeroVarianceFilterConfig,
+             description="DAPO (2503.14476): drop groups with equal rewards; report the groups to refill.")
+    register("pass_rate_band", PassRateBand, PassRateBandConfig,
+             description="Online Difficulty Filtering (2504.03380): keep groups with a pass rate in a band.")
+    register("category_bandit", CategoryBandit, CategoryBanditConfig,
+             description="SEC (2505.14970): TD(0) on mean |advantage| per taskset, Boltzmann mix.")
+    register("exp3", Exp3Mixer, Exp3Config,
+             description="Online Data Mixing (2312.02406): EXP3 over tasksets with decaying exploration.")

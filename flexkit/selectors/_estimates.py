@@ -1,0 +1,80 @@
+"""Shared pieces of the feedback-driven selectors: candidate draws, Gumbel top-k, a pooled pass rate and
+checked loading of per-task arrays."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+
+def candidate_count(batch_size: int, factor: float, size: int) -> int:
+    """``min(size, max(batch_size, ceil(factor · batch_size)))``: how many candidates to draw for a batch."""
+    return int(min(size, max(batch_size, math.ceil(factor * batch_size))))
+
+
+def draw_candidates(rng: np.random.Generator, size: int, count: int) -> np.ndarray:
+    """``count`` distinct indices in ``0 .. size-1``, uniformly (O(count) for ``count ≪ size``)."""
+    return rng.choice(size, size=count, replace=False).astype(np.int64, copy=False)
+
+
+def top_k(keys: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` largest ``keys``, largest first; ties keep their order (stable)."""
+    return np.argsort(-keys, kind="stable")[:k]
+
+
+def gumbel_top_k(log_weights: np.ndarray, k: int, tau: float, rng: np.random.Generator) -> np.ndarray:
+    """``k`` positions drawn without replacement with probability ∝ ``exp(log_weights / tau)``
+    (Gumbel top-k); ``tau = 0`` is the deterministic top-k (no random numbers are drawn)."""
+    if tau == 0:
+        return top_k(log_weights, k)
+    return top_k(log_weights / tau + rng.gumbel(size=len(log_weights)), k)
+
+
+class PooledRate:
+    """An exponential moving average of the mean feedback value over all tasks (the pool).
+
+    Difficulty-aware selectors shrink thin per-task estimates toward it, so a task that got lucky once does
+    not outrank tasks observed many times (the selection-bias trap). ``value`` is ``initial`` until the first
+    feedback, which is then taken as is.
+    """
+
+    def __init__(self, rate: float, initial: float = 0.5) -> None:
+        self.rate = float(rate)
+        self.value = float(initial)
+        self.seen = False
+
+    def update(self, values: np.ndarray) -> None:
+        """Fold the mean of one feedback batch into the pooled rate."""
+        mean = float(np.mean(values))
+        self.value = mean if not self.seen else (1.0 - self.rate) * self.value + self.rate * mean
+        self.seen = True
+
+    def state_dict(self) -> dict[str, Any]:
+        """The pooled value and whether any feedback arrived."""
+        return {"value": self.value, "seen": self.seen}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` output."""
+        value = float(state["value"])
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"saved pooled rate {value!r} is outside [0, 1]")
+        self.value, self.seen = value, bool(state["seen"])
+
+
+def load_array(state: Mapping[str, Any], key: str, size: int, dtype: Any, *, low: float | None = None,
+               high: float | None = None) -> np.ndarray:
+    """``state[key]`` as a fresh array of ``dtype`` and shape ``(size,)``; ``ValueError`` on a wrong shape,
+    NaN or a value outside ``[low, high]``."""
+    arr = np.array(state[key], dtype=dtype)
+    if arr.shape != (size,):
+        raise ValueError(f"saved {key!r} has shape {arr.shape}, expected ({size},)")
+    if arr.size and np.issubdtype(arr.dtype, np.floating) and not np.isfinite(arr).all():
+        raise ValueError(f"saved {key!r} holds NaN or infinite values")
+    if arr.size and low is not None and arr.min() < low:
+        raise ValueError(f"saved {key!r} holds {arr.min()!r}, below {low}")
+    if arr.size and high is not None and arr.max() > high:
+        raise ValueError(f"saved {key!r} holds {arr.max()!r}, above {high}")
+    return arr

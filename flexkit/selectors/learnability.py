@@ -1,0 +1,107 @@
+"""``learnability``: prefer tasks the model solves about half the time, by the learnability ``p(1 − p)``.
+
+After LILO, "Learning to Reason at the Frontier of Learnability" (Foster & Foerster, arXiv 2502.12272): the
+expected squared advantage of a binary-reward task with success rate ``p`` is ``p(1 − p)``, so tasks with
+``p`` near 0.5 carry the most learning signal; LILO samples a larger batch and trains on the most learnable
+prompts. flexkit scores candidates with running pass-rate estimates instead of fresh rollouts (no rollouts are
+spent on the filter):
+
+- per task, discounted sums of feedback values ``S_i ← γ·S_i + v`` and observations ``n_i ← γ·n_i + 1``;
+- estimates shrunk toward the pooled pass rate ``p̄`` (an EMA of every feedback batch's mean) with ``κ``
+  pseudo-observations: ``p̂_i = (S_i + κ·p̄) / (n_i + κ)``. An unseen task gets ``p̄``; one lucky
+  observation moves a task only part of the way, so the selector does not chase a few lucky tasks;
+- each batch: ``K = ceil(candidates · B)`` tasks drawn uniformly, then the ``B`` with the highest
+  ``p̂(1 − p̂)`` (``tau = 0``) or ``B`` drawn without replacement with probability ∝ ``(p̂(1 − p̂))^(1/tau)``.
+
+Cost per step: O(K) to select, O(feedback) to update. State: ``S``, ``n`` (two floats per task), ``p̄``, RNG.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+
+from flexkit.config import field
+from flexkit.selectors._estimates import PooledRate, candidate_count, draw_candidates, gumbel_top_k, load_array
+from flexkit.selectors.base import Seed, Selector
+
+
+@attrs.frozen(kw_only=True)
+class LearnabilityConfig:
+    """Parameters of the ``learnability`` selector."""
+
+    candidates: float = field(
+        default=4.0, ge=1, le=1e6, doc="Candidates drawn uniformly per batch, as a multiple of the batch size."
+    )
+    tau: float = field(
+        default=0.0, ge=0, doc="0: take the most learnable candidates; > 0: sample ∝ learnability^(1/tau)."
+    )
+    prior_strength: float = field(
+        default=1.0, gt=0, doc="κ: pseudo-observations of the pooled pass rate added to every task's estimate."
+    )
+    decay: float = field(
+        default=1.0, gt=0, le=1, doc="γ: discount of a task's earlier observations at each new one (1: none)."
+    )
+    pool_rate: float = field(
+        default=0.1, gt=0, le=1, doc="EMA weight of each feedback batch's mean in the pooled pass rate."
+    )
+
+
+class LearnabilitySelector(Selector):
+    """Pick the most learnable of a uniform candidate pool by shrunk pass-rate estimates (module docstring)."""
+
+    def __init__(
+        self,
+        config: LearnabilityConfig | None = None,
+        *,
+        size: int,
+        seed: Seed = 0,
+        features: Mapping[str, np.ndarray] | None = None,
+    ) -> None:
+        config = config if config is not None else LearnabilityConfig()
+        super().__init__(config, size=size, seed=seed, features=features)
+        self.sums = np.zeros(self.size)
+        self.counts = np.zeros(self.size)
+        self.pool = PooledRate(config.pool_rate)
+
+    def estimates(self, indices: np.ndarray | None = None) -> np.ndarray:
+        """Shrunk pass-rate estimates ``p̂`` of ``indices`` (all tasks when ``None``)."""
+        sel = slice(None) if indices is None else indices
+        kappa = self.config.prior_strength
+        return (self.sums[sel] + kappa * self.pool.value) / (self.counts[sel] + kappa)
+
+    def _select(self, batch_size: int, return_extra_info: bool) -> tuple[np.ndarray, dict[str, Any]]:
+        cand = draw_candidates(self.rng, self.size, candidate_count(batch_size, self.config.candidates, self.size))
+        p = self.estimates(cand)
+        learnability = p * (1.0 - p)
+        pick = gumbel_top_k(np.log(learnability + 1e-12), batch_size, self.config.tau, self.rng)
+        info = {}
+        if return_extra_info:
+            info = {"candidates": len(cand), "pass_rate": p[pick], "learnability": learnability[pick],
+                    "pooled_pass_rate": self.pool.value}
+        return cand[pick], info
+
+    def _update(self, indices: np.ndarray, values: np.ndarray) -> None:
+        gamma = self.config.decay
+        self.sums[indices] = gamma * self.sums[indices] + values
+        self.counts[indices] = gamma * self.counts[indices] + 1.0
+        self.pool.update(values)
+
+    def state_dict(self) -> dict[str, Any]:
+        """RNG, per-task discounted sums and counts, pooled pass rate."""
+        return {**super().state_dict(), "sums": self.sums.copy(), "counts": self.counts.copy(),
+                "pool": self.pool.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` output (checked first: nothing changes when it is invalid)."""
+        sums = load_array(state, "sums", self.size, np.float64, low=0.0)
+        counts = load_array(state, "counts", self.size, np.float64, low=0.0)
+        if (sums > counts + 1e-9).any():
+            raise ValueError("saved learnability sums exceed their counts")
+        pool = PooledRate(self.config.pool_rate)
+        pool.load_state_dict(state["pool"])
+        super().load_state_dict(state)
+        self.sums, self.counts, self.pool = sums, counts, pool
