@@ -14,8 +14,12 @@ from hypothesis import strategies as st
 from flexkit.selectors import (
     DifficultyBasedConfig,
     DifficultyBasedSelector,
+    LearnabilityConfig,
+    LearnabilitySelector,
     OfflineEasy2HardConfig,
     OfflineEasy2HardSelector,
+    PrioritizedReplayConfig,
+    PrioritizedReplaySelector,
     RandomConfig,
     RandomSelector,
     Selector,
@@ -23,9 +27,37 @@ from flexkit.selectors import (
     SequentialSelector,
     ShuffleConfig,
     ShuffleSelector,
+    TargetDifficultyConfig,
+    TargetDifficultySelector,
+    ThompsonTargetConfig,
+    ThompsonTargetSelector,
+    ZeroVarianceSkipConfig,
+    ZeroVarianceSkipSelector,
 )
 
-KINDS = ["sequential", "shuffle", "random", "offline_easy2hard", "difficulty_based"]
+KINDS = ["sequential", "shuffle", "random", "offline_easy2hard", "difficulty_based", "learnability",
+         "thompson_target", "zero_variance_skip", "target_difficulty", "prioritized_replay"]
+
+#: Two parameter variants of each selector from the literature (docs/algorithms.md): defaults, and one that
+#: exercises the other code paths (sampling temperature, forgetting, buffer eviction, pools).
+ALGORITHM_VARIANTS: dict[str, list[tuple[type, dict[str, Any]]]] = {
+    "learnability": [(LearnabilityConfig, {}), (LearnabilityConfig, {"tau": 0.5, "decay": 0.8, "candidates": 1.5})],
+    "thompson_target": [(ThompsonTargetConfig, {}), (ThompsonTargetConfig, {"discount": 1.0, "target": 0.3, "m": 3})],
+    "zero_variance_skip": [(ZeroVarianceSkipConfig, {}),
+                           (ZeroVarianceSkipConfig, {"p_easy": 0.2, "adjust_step": 0.1, "tolerance": 0.2})],
+    "target_difficulty": [(TargetDifficultyConfig, {"feature_keys": ("f0",)}),
+                          (TargetDifficultyConfig,
+                           {"feature_keys": ("f1",), "harder": "lower", "pool": 2.0, "eta": 0.3})],
+    "prioritized_replay": [(PrioritizedReplayConfig, {}),
+                           (PrioritizedReplayConfig, {"buffer_size": 3, "replay_prob": 0.9, "staleness": 0.5})],
+}
+ALGORITHM_CLASSES: dict[str, type] = {
+    "learnability": LearnabilitySelector,
+    "thompson_target": ThompsonTargetSelector,
+    "zero_variance_skip": ZeroVarianceSkipSelector,
+    "target_difficulty": TargetDifficultySelector,
+    "prioritized_replay": PrioritizedReplaySelector,
+}
 
 
 def json_round_trip(state: dict[str, Any], *, back_to_arrays: bool = True) -> dict[str, Any]:
@@ -62,6 +94,10 @@ def build(kind: str, n: int, seed: Any, params: dict[str, Any]) -> Selector:
     if kind == "offline_easy2hard":
         cfg = OfflineEasy2HardConfig(feature_keys=("len", "f0"), order=params.get("order", "descending"))
         return OfflineEasy2HardSelector(cfg, size=n, seed=seed, features=features)
+    variant = params.pop("variant", 0)
+    if kind in ALGORITHM_VARIANTS:
+        config_cls, kwargs = ALGORITHM_VARIANTS[kind][variant]
+        return ALGORITHM_CLASSES[kind](config_cls(**kwargs), size=n, seed=seed, features=features)
     fold_below = params.pop("fold_below", None)
     sel = DifficultyBasedSelector(DifficultyBasedConfig(**params), size=n, seed=seed, features=features)
     if fold_below is not None:
@@ -94,11 +130,12 @@ difficulty_params = st.fixed_dictionaries(
         "tau": st.sampled_from([0.0, 0.5, 2.0]),
         "do_sample": st.booleans(),
         "fold_below": st.sampled_from([1e-30, 0.3]),
+        "variant": st.integers(0, 1),
     }
 )
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     kind=st.sampled_from(KINDS),
     n=st.integers(1, 25),
@@ -145,6 +182,8 @@ def test_resume_after_every_step(kind: str) -> None:
     params: dict[str, Any] = {}
     if kind == "difficulty_based":  # every piece of state in play: Thompson draws, Gumbel noise, ρ, folds
         params = {"tau": 0.5, "do_sample": True, "adaptive_rho": True, "lamb": 0.9, "fold_below": 0.3}
+    if kind in ALGORITHM_VARIANTS:
+        params = {"variant": 1}
     straight = build(kind, 5, 3, dict(params))
     plan = np.random.default_rng(0)
     expected = [step(straight, 3, plan) for _ in range(20)]
@@ -172,7 +211,8 @@ def test_state_dict_is_a_snapshot(kind: str) -> None:
     assert json_round_trip(state, back_to_arrays=False) == frozen
 
 
-@pytest.mark.parametrize("kind", ["shuffle", "difficulty_based"])
+@pytest.mark.parametrize("kind", ["shuffle", "difficulty_based", "learnability", "thompson_target",
+                                  "zero_variance_skip"])
 def test_state_of_another_size_is_refused(kind: str) -> None:
     small = build(kind, 4, 0, {})
     small.get_indices(2)

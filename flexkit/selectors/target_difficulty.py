@@ -31,7 +31,9 @@ from flexkit.selectors.base import Seed, Selector, read_feature_columns
 class TargetDifficultyConfig:
     """Parameters of the ``target_difficulty`` selector."""
 
-    feature_key: str = field(doc="Feature column holding each task's static difficulty.")
+    feature_keys: tuple[str, ...] = field(
+        min_items=1, doc="One feature column: each task's static difficulty (a list of one name, as other selectors)."
+    )
     harder: str = field(
         default="higher", choices=("higher", "lower"),
         doc='"higher": larger values are harder (a difficulty score); "lower": smaller ones are (a pass rate).',
@@ -46,6 +48,10 @@ class TargetDifficultyConfig:
         default=1.0, ge=1, le=1e6, doc="Serve B tasks drawn uniformly from the ceil(pool·B) nearest the target."
     )
 
+    def __attrs_post_init__(self) -> None:
+        if len(self.feature_keys) != 1:
+            raise ValueError(f"feature_keys must name exactly one difficulty column, got {list(self.feature_keys)}")
+
 
 class TargetDifficultySelector(Selector):
     """Nearest-to-target tasks on a static difficulty column, the target driven by the reward (module docstring)."""
@@ -59,10 +65,11 @@ class TargetDifficultySelector(Selector):
         features: Mapping[str, np.ndarray] | None = None,
     ) -> None:
         super().__init__(config, size=size, seed=seed, features=features)
-        (column,) = read_feature_columns(self.features, [config.feature_key], self.size, owner="target_difficulty")
+        keys = list(config.feature_keys)
+        (column,) = read_feature_columns(self.features, keys, self.size, owner="target_difficulty")
         column = column.astype(np.float64)
         if not np.isfinite(column).all():
-            raise ValueError(f"target_difficulty: feature column {config.feature_key!r} must be finite")
+            raise ValueError(f"target_difficulty: feature column {keys[0]!r} must be finite")
         self._order = np.argsort(column, kind="stable").astype(np.int64)
         self._sorted = column[self._order]
         self.low, self.high = float(self._sorted[0]), float(self._sorted[-1])

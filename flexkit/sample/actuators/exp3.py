@@ -11,8 +11,11 @@ where ``R_i`` is the mean score of taskset ``i``'s ``n_i`` samples among the ``n
 policy that produced the batch. ODM draws one group per step and uses ``R_i / π_i``; a flexkit batch mixes
 tasksets, so the importance weight uses the taskset's share of the batch, ``n_i / n`` (whose expectation is
 ``π_i``): ``x_i`` has the same expectation and less variance. Only tasksets present in the batch update
-(``R̂`` of the others is kept), as in ODM. The reward is the configured scorer's (ODM uses the loss; with
-GRPO, ``advantage_magnitude`` or 1 − ``reward`` are stand-ins). O(B) per call. State: ``R̂``, ``t``, ``π``.
+(``R̂`` of the others is kept), as in ODM. With ``estimate = "sum"`` the estimate accumulates
+(``R̂_i ← R̂_i + x_i``, textbook EXP3): the ODM moving average keeps ``R̂`` at the reward's scale, so with a
+decaying ``ε`` its mix stays close to uniform unless ``reward_scale`` is large. The reward is the configured
+scorer's (ODM uses the loss; with GRPO, ``advantage_magnitude`` or 1 − ``reward`` are stand-ins).
+O(B) per call. State: ``R̂``, ``t``, ``π``.
 """
 
 from __future__ import annotations
@@ -35,6 +38,10 @@ class Exp3Config:
     """Parameters of the ``exp3`` mixer."""
 
     smoothing: float = field(default=0.9, ge=0, lt=1, doc="γ: weight kept by the reward estimate at each update.")
+    estimate: str = field(
+        default="ema", choices=("ema", "sum"),
+        doc='"ema": R̂ is a moving average of x (ODM); "sum": R̂ accumulates x (textbook EXP3, sharper over time).',
+    )
     reward_scale: float = field(
         default=1.0, gt=0, doc="Multiplies the scores before they enter the estimate (sets the softmax's scale)."
     )
@@ -76,8 +83,11 @@ class Exp3Mixer(BanditMixer):
         if total > 0:
             mean = sums[present] / counts[present] * self.config.reward_scale
             x = counts[present] / (total * self.policy[present]) * mean
-            g = self.config.smoothing
-            self.values[present] = g * self.values[present] + (1.0 - g) * x
+            if self.config.estimate == "sum":
+                self.values[present] += x
+            else:
+                g = self.config.smoothing
+                self.values[present] = g * self.values[present] + (1.0 - g) * x
         self.t += 1
         self.policy = self.policy_at(self.t)
         return Mix({i: float(v) for i, v in enumerate(self.policy)})
