@@ -1,0 +1,9 @@
+"""Integrations of flexkit with training libraries.
+
+- :mod:`flexkit.integrations.torch`: :class:`~flexkit.integrations.torch.FlexkitSampler`, a
+  ``torch.utils.data.Sampler`` for any map-style dataset whose state torchdata's ``StatefulDataLoader`` saves
+  and restores.
+
+Trainer-specific integrations are separate distributions under ``plugins/``: ``flexkit-verl`` (package
+``flexkit_verl``) and ``flexkit-trl`` (package ``flexkit_trl``). Nothing here is imported by ``import flexkit``.
+"""
