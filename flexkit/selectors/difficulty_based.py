@@ -92,6 +92,7 @@ import attrs
 import numpy as np
 
 from flexkit.config import field
+from flexkit.selectors._greedy_index import U64, DirtyGroups, SlabGrid, grid_bits
 from flexkit.selectors.base import Seed, Selector, read_feature_columns
 
 #: Decay of the exponential moving average of the capability coefficient.
@@ -133,6 +134,21 @@ GREEDY_TAU = 1e-290
 #: Gumbel window: tasks costing more than the r-th smallest + τ·(ln N + GUMBEL_WINDOW) are left out of the
 #: last-resort sampler (together they would be drawn with probability below e^-40).
 GUMBEL_WINDOW = 45.0
+#: Greedy index (``tau = 0``): used for tasksets of this many tasks and more (smaller ones take the float32 pass,
+#: which is as fast there)...
+INDEX_MIN = 1 << 15
+#: ...and at most this many (the grids and stamps cost 12 to 20 bytes per task).
+INDEX_MAX = FEATURE_MIRROR_MAX
+#: A group of observed tasks is released (scored through the grid again) once its residual can move a cost by
+#: at most about this much; the regular tasks' cost bound, and so the slab's widening, stays near it.
+RELEASE_EPS = 2.0**-12
+#: At most this many dirty tasks (scored one by one at every selection); older groups are released early.
+DIRTY_MAX = 1 << 15
+#: The index gives way to the float32 pass when it would score more than this fraction of the tasks.
+INDEX_BUDGET = 0.125
+#: The slab search aims at this many times k tasks, in at most SLAB_STEPS tries.
+SLAB_TARGET = 32
+SLAB_STEPS = 40
 
 
 @attrs.frozen(kw_only=True)
@@ -241,6 +257,13 @@ class DifficultyBasedSelector(Selector):
         self._trusted = True  # the state satisfies the invariants the float32 error bound rests on
         self._buffers: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # float32 chunk buffers per pass part
         self._refresh_mirrors()
+        # The greedy index: a model of a never-observed task's α̃ and α̃ + β̃ as affine functions of the features
+        # (m0 + mp·f0 + mq·f1, ms; exact until a fold, which maps it like every task), the feature grids, and
+        # the dirty groups (None until the first indexed selection and after a fold or a load).
+        self._model = (1.0, 0.0, 0.0, 2.0)
+        self._grids: dict[bool, SlabGrid] = {}
+        self._groups: DirtyGroups | None = None
+        self._width: float | None = None  # the last slab half-width (the next search starts near it)
 
     # -- the Beta parameters ----------------------------------------------------------------------------
 
@@ -283,9 +306,12 @@ class DifficultyBasedSelector(Selector):
         for start in range(0, self.size, CHUNK):
             sl = slice(start, min(start + CHUNK, self.size))
             self._true_slice(sl, self._alpha_t[sl], self._beta_t[sl], tmp[: sl.stop - start])
+        a, (m0, mp, mq, ms) = self._a, self._model
+        self._model = (a * m0 + self._b, a * mp + self._p, a * mq + self._q, a * ms + self._b + self._b_beta)
         self._reset_transform()
         self.num_folds += 1
         self._refresh_mirrors()
+        self._groups = None  # residuals are measured in the old coordinates: rebuilt at the next selection
 
     def _c(self) -> float:
         return C_DEFAULT if self.capability is None else self.capability
@@ -346,16 +372,19 @@ class DifficultyBasedSelector(Selector):
     def _cost64(self, idx: np.ndarray) -> np.ndarray:
         """The exact float64 cost ``|p̂ − target|`` of the tasks ``idx``: the same float steps as the float64
         pass (:meth:`_exact_costs`), so the same bits."""
-        a, s0 = self._a, self._b + self._b_beta
         alpha_t = self._alpha_t[idx]
+        return self._cost64_rows(alpha_t, alpha_t + self._beta_t[idx], self._f0[idx], self._f1[idx])
+
+    def _cost64_rows(self, alpha_t: np.ndarray, total: np.ndarray, f0: np.ndarray, f1: np.ndarray) -> np.ndarray:
+        """:meth:`_cost64` of tasks given by their rows ``α̃``, ``α̃ + β̃``, ``f0``, ``f1`` (same float steps)."""
+        a, s0 = self._a, self._b + self._b_beta
         pred = alpha_t * a
         pred += self._b
-        tmp = self._f0[idx] * self._p
+        tmp = f0 * self._p
         pred += tmp
-        np.multiply(self._f1[idx], self._q, out=tmp)
+        np.multiply(f1, self._q, out=tmp)
         pred += tmp
-        den = alpha_t + self._beta_t[idx]
-        den *= a
+        den = total * a
         den += s0
         pred /= den
         pred -= self._target
@@ -397,6 +426,8 @@ class DifficultyBasedSelector(Selector):
         self._beta_t[indices] = (new_beta - self._b_beta + lin) / self._a
         self._mirror(indices)
         self.num_feedback += 1
+        if self._groups is not None:
+            self._observe(indices)
 
     # -- selection --------------------------------------------------------------------------------------
 
@@ -406,11 +437,14 @@ class DifficultyBasedSelector(Selector):
             cost, drawn = self._exact_costs(with_noise=self._tau > 0, do_sample=True)
             chosen = smallest_k(cost, batch_size)
         elif self._tau < GREEDY_TAU:
-            coef = self._fast_coefficients()
-            if coef is not None:
-                chosen = self._greedy_fast(batch_size, coef)
-            else:
-                chosen = smallest_k(self._exact_costs(with_noise=False, do_sample=False)[0], batch_size)
+            use_index = self._trusted and INDEX_MIN <= self.size <= INDEX_MAX
+            chosen = self._greedy_indexed(batch_size) if use_index else None
+            if chosen is None:
+                coef = self._fast_coefficients()
+                if coef is not None:
+                    chosen = self._greedy_fast(batch_size, coef)
+                else:
+                    chosen = smallest_k(self._exact_costs(with_noise=False, do_sample=False)[0], batch_size)
         else:
             chosen = self._sample(batch_size)
         self.num_selected += batch_size
@@ -524,6 +558,199 @@ class DifficultyBasedSelector(Selector):
                 cand += start
                 best.offer(cand)
         return best.result()
+
+    # -- the greedy index ---------------------------------------------------------------------------------
+
+    def _model_now(self) -> tuple[float, float, float, float]:
+        """The model in true units: a never-observed task has α = N0 + P·f0 + Q·f1 and α + β = D0 (real
+        arithmetic on the stored floats; computed here in float64)."""
+        a, (m0, mp, mq, ms) = self._a, self._model
+        return a * m0 + self._b, a * mp + self._p, a * mq + self._q, a * ms + self._b + self._b_beta
+
+    def _release_limit(self) -> float:
+        """A group is released when its residual bound (in α̃ units) is at most this: then it shifts a regular
+        task's cost by about ``RELEASE_EPS`` at most."""
+        d0 = self._model_now()[3]
+        return 0.5 * RELEASE_EPS * d0 / self._a
+
+    def _residual_bound(self, alpha_t: np.ndarray, total: np.ndarray, f0: np.ndarray, f1: np.ndarray) -> np.ndarray:
+        """Per task, an upper bound on ``|α̃ − (m0 + mp·f0 + mq·f1)| + |α̃ + β̃ − ms|`` (real arithmetic; the
+        float error of computing it is added), from the rows ``α̃``, ``α̃ + β̃`` (rounded), ``f0``, ``f1``."""
+        m0, mp, mq, ms = self._model
+        r = f0 * mp
+        r += f1 * mq
+        r += m0
+        np.subtract(alpha_t, r, out=r)
+        np.abs(r, out=r)
+        d = total - ms
+        np.abs(d, out=d)
+        r += d
+        np.abs(alpha_t, out=d)
+        d += np.abs(total)
+        d += abs(m0) + abs(mp) + abs(mq) + abs(ms)
+        d *= 8.0 * U64
+        r += d
+        r *= 1.0 + 16.0 * U64
+        return r
+
+    def _observe(self, indices: np.ndarray) -> None:
+        """Feedback rewrote the rows ``indices``: they form a new dirty group; release the groups that have
+        decayed enough (or the oldest, beyond :data:`DIRTY_MAX` tasks)."""
+        groups = self._groups
+        assert groups is not None
+        if groups.exhausted:
+            self._groups = None
+            return
+        idx = np.array(indices, dtype=np.int64)
+        alpha_t = self._alpha_t[idx]
+        rows = (alpha_t, alpha_t + self._beta_t[idx], self._f0[idx], self._f1[idx])
+        groups.add(idx, float(self._residual_bound(*rows).max()), rows)
+        groups.release(self._release_limit(), DIRTY_MAX)
+
+    def _rebuild_groups(self) -> DirtyGroups:
+        """One pass over all tasks: the regular tasks' residual bound, and one dirty group of the tasks
+        above the release limit (at most :data:`DIRTY_MAX`, the largest)."""
+        groups = DirtyGroups(self.size, 4)
+        limit = self._release_limit()
+        hot_idx: list[np.ndarray] = []
+        hot_bound: list[np.ndarray] = []
+        held, regular = 0, 0.0
+        for start in range(0, self.size, CHUNK):
+            sl = slice(start, min(start + CHUNK, self.size))
+            alpha_t = self._alpha_t[sl]
+            bound = self._residual_bound(alpha_t, alpha_t + self._beta_t[sl], self._f0[sl], self._f1[sl])
+            hot = bound > limit
+            if not hot.all():
+                regular = max(regular, float(bound[~hot].max()))
+            if hot.any():
+                hot_idx.append(np.flatnonzero(hot) + start)
+                hot_bound.append(bound[hot])
+                held += hot_idx[-1].size
+            if held > 2 * DIRTY_MAX or (held > DIRTY_MAX and sl.stop == self.size):  # keep the largest
+                idx, bnd = np.concatenate(hot_idx), np.concatenate(hot_bound)
+                cut = np.argpartition(bnd, bnd.size - DIRTY_MAX)
+                regular = max(regular, float(bnd[cut[: bnd.size - DIRTY_MAX]].max()))
+                keep = cut[bnd.size - DIRTY_MAX :]
+                hot_idx, hot_bound, held = [idx[keep]], [bnd[keep]], DIRTY_MAX
+        groups.bound = regular
+        if held:
+            idx, bnd = np.concatenate(hot_idx), np.concatenate(hot_bound)
+            idx.sort()
+            alpha_t = self._alpha_t[idx]
+            rows = (alpha_t, alpha_t + self._beta_t[idx], self._f0[idx], self._f1[idx])
+            groups.add(idx, float(bnd.max()), rows)
+            groups.release(limit, DIRTY_MAX)
+        return groups
+
+    def _grid(self, by_f0: bool) -> SlabGrid:
+        """The feature grid keyed by ``f0`` (rows of ``f1``) or the other way round, built on first use."""
+        grid = self._grids.get(by_f0)
+        if grid is None:
+            x, y = (self._f0, self._f1) if by_f0 else (self._f1, self._f0)
+            bits = grid_bits(self.size)
+            grid = self._grids[by_f0] = SlabGrid(x, y, row_bits=bits, col_bits=bits)
+        return grid
+
+    def _greedy_indexed(self, k: int) -> np.ndarray | None:
+        """The greedy top-k (as :meth:`_greedy_fast`, bit for bit) without a pass over all tasks, or None when
+        the index would not be cheaper (the caller then runs the pass).
+
+        A regular task's cost is within ``eps`` of ``|P·f0 + Q·f1 − h*| / D0`` (the model plus its residual
+        bound, and float error); dirty tasks are scored one by one. The slab ``|P·f0 + Q·f1 − h*| ≤ W`` is
+        widened until it holds k tasks; its tasks are scored exactly, giving the k-th best cost θ; then every
+        regular task in ``|P·f0 + Q·f1 − h*| ≤ D0·(θ + eps)`` is scored, and no task outside can beat θ."""
+        if self._groups is None:
+            self._groups = self._rebuild_groups()
+        groups = self._groups
+        n0, cp, cq, d0 = self._model_now()
+        a_bound = self._a * groups.bound
+        den_min = d0 - a_bound
+        scale = abs(n0) + abs(cp) + abs(cq) + abs(d0)
+        if not (den_min > 0.0 and max(abs(cp), abs(cq)) > 64.0 * U64 * scale):
+            return None
+        # eps: the residual (model), the float evaluation of a cost (generously), and the float scalars above.
+        loose = abs(self._b) + abs(self._p) + abs(self._q) + abs(self._b + self._b_beta)
+        a, (m0, mp, mq, ms) = self._a, self._model
+        scalars = a * (abs(m0) + abs(mp) + abs(mq) + abs(ms)) + loose + abs(self._target * d0 - n0)
+        eps = a_bound * (1.0 + (d0 + 2.0 * a_bound) / d0) / den_min
+        eps += 32.0 * U64 * (8.0 + 8.0 * loose / den_min) + 16.0 * U64 * scalars / den_min
+        eps *= 1.01
+        by_f0 = abs(cp) >= abs(cq)
+        cx, cy = (cp, cq) if by_f0 else (cq, cp)
+        h_star = self._target * d0 - n0
+        sign = 1.0 if cx > 0 else -1.0
+        cx, cy, h_star = sign * cx, sign * cy, sign * h_star
+        grid = self._grid(by_f0)
+        budget = max(int(INDEX_BUDGET * self.size), 4 * k)
+        found = self._slab_search(by_f0, cx, cy, h_star, k, budget)
+        if found is None:
+            return None
+        cand, width = found
+        dirty, dirty_cost = self._dirty_costs(groups)
+        cand = cand[groups.stamp[cand] < 0]
+        if dirty.size + cand.size > budget:
+            return None
+        cost = np.concatenate([dirty_cost, self._cost64(cand)])
+        theta = float(np.partition(cost, k - 1)[k - 1])
+        need = d0 * (theta + eps) * (1.0 + 16.0 * U64)
+        if need > width:  # the final slab: every regular task that can still beat theta
+            runs = grid.runs(cx, cy, h_star - need, h_star + need)
+            if runs.size + dirty.size > budget:
+                return None
+            cand = grid.points(runs)
+            cand = cand[groups.stamp[cand] < 0]
+            cost = np.concatenate([dirty_cost, self._cost64(cand)])
+        # The next selection starts a little wider than this one needed (its best tasks move a little).
+        self._width = need + 4.0 * d0 * eps
+        idx, key = _smallest_pairs(np.concatenate([dirty, cand]), cost, k)
+        return idx[np.lexsort((idx, key))]
+
+    def _dirty_costs(self, groups: DirtyGroups) -> tuple[np.ndarray, np.ndarray]:
+        """The dirty tasks and their exact costs (from the rows the groups keep)."""
+        idx, mine, rows = groups.held_rows()
+        cost = self._cost64_rows(*rows)
+        return idx[mine], cost[mine]
+
+    def _slab_search(
+        self, by_f0: bool, cx: float, cy: float, h_star: float, k: int, budget: int
+    ) -> tuple[np.ndarray, float] | None:
+        """A slab ``|cx·x + cy·y − h*| ≤ W`` (x = f0 when ``by_f0``, else f1) holding at least ``k`` tasks and,
+        where ties allow, at most :data:`SLAB_TARGET` × ``k``. The search starts from the last selection's width
+        (the best tasks move little between steps), doubles while too few tasks are inside, jumps to the
+        distance of the 2k-th nearest when too many are, and bisects otherwise. Returns the slab's tasks and
+        ``W``, or None when no such slab fits the budget."""
+        grid = self._grid(by_f0)
+        x, y = (self._f0, self._f1) if by_f0 else (self._f1, self._f0)
+        h_min, h_max = min(cy, 0.0), cx + max(cy, 0.0)  # the range of cx·x + cy·y over [0, 1]²
+        gap = max(h_star - h_max, h_min - h_star, 0.0)
+        width = self._width if self._width is not None else gap + (cx + abs(cy)) * 2.0 * k / self.size
+        width = max(width, gap, (cx + abs(cy)) * 2.0**-40)
+        lo, hi = 0.0, math.inf  # widths known to hold fewer than k tasks / too many
+        best: tuple[np.ndarray, float] | None = None
+        for _ in range(SLAB_STEPS):
+            runs = grid.runs(cx, cy, h_star - width, h_star + width)
+            if runs.size > budget:
+                hi = width
+            else:
+                cand = grid.points(runs)
+                if cand.size < k:
+                    lo = width
+                else:
+                    best, hi = (cand, width), width
+                    if cand.size <= SLAB_TARGET * k:
+                        break
+                    dist = x[cand] * cx
+                    dist += y[cand] * cy
+                    dist -= h_star
+                    np.abs(dist, out=dist)
+                    jump = float(np.partition(dist, 2 * k - 1)[2 * k - 1]) * (1.0 + 1e-9)
+                    if lo < jump < hi:
+                        width = jump
+                        continue
+            if hi < math.inf and hi - lo <= 1e-9 * hi:
+                break
+            width = 2.0 * width if hi == math.inf else 0.5 * (lo + hi)
+        return best
 
     def _scratch(self, part: int, chunk: int) -> tuple[np.ndarray, np.ndarray]:
         """Two float32 chunk buffers for the pass run by ``part`` (kept between calls: no page faults)."""
@@ -680,6 +907,7 @@ class DifficultyBasedSelector(Selector):
             "num_feedback": self.num_feedback,
             "num_selected": self.num_selected,
             "num_folds": self.num_folds,
+            "model": dict(zip(("m0", "mp", "mq", "ms"), self._model, strict=True)),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -705,6 +933,10 @@ class DifficultyBasedSelector(Selector):
         self.num_feedback = int(state["num_feedback"])
         self.num_selected = int(state["num_selected"])
         self.num_folds = int(state["num_folds"])
+        model = state.get("model")  # absent from older checkpoints: the index is slow until the next fold
+        keys = ("m0", "mp", "mq", "ms")
+        self._model = (1.0, 0.0, 0.0, 2.0) if model is None else tuple(float(model[k]) for k in keys)
+        self._groups, self._width = None, None
         self._refresh_mirrors()
         self._trusted = self._check_invariants()
 
