@@ -1,0 +1,31 @@
+"""Scaling out: data-parallel ranks (``torch.distributed``) and many rollout workers around one scheduler.
+
+- :class:`~flexkit.distributed.torch_dist.DistributedPipeline` (imported on first use, it needs torch):
+  every rank a replica, each reading its shard of the same global batch, feedback gathered before any selector
+  changes;
+- :class:`~flexkit.distributed.ledger.BatchLedger`: one scheduler (single writer) handing batches to many
+  workers under leases, feedback applied exactly once per batch id; the ``flexkit-ray`` plugin serves it from a
+  Ray actor.
+
+See ``docs/distributed.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flexkit.distributed.ledger import BatchLedger, Lease
+from flexkit.distributed.payload import digest
+
+__all__ = ["BatchLedger", "DistributedPipeline", "DistributedStateError", "Lease", "digest", "shard_bounds"]
+
+_TORCH_NAMES = ("DistributedPipeline", "DistributedStateError", "shard_bounds")
+
+
+def __getattr__(name: str) -> Any:
+    """Import the torch.distributed part lazily, so ``import flexkit.distributed`` does not import torch."""
+    if name in _TORCH_NAMES:
+        from flexkit.distributed import torch_dist
+
+        return getattr(torch_dist, name)
+    raise AttributeError(f"module 'flexkit.distributed' has no attribute {name!r}")
