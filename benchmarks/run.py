@@ -56,6 +56,11 @@ CASES: tuple[tuple[str, str, dict[str, Any], tuple[str, ...]], ...] = (
     ("offline_easy2hard", "offline_easy2hard", {}, ("f0",)),
     ("difficulty_based tau=1", "difficulty_based", {"tau": 1.0}, ("f0", "f1")),
     ("difficulty_based tau=0", "difficulty_based", {"tau": 0.0}, ("f0", "f1")),
+    ("learnability", "learnability", {}, ()),
+    ("thompson_target", "thompson_target", {}, ()),
+    ("zero_variance_skip", "zero_variance_skip", {}, ()),
+    ("target_difficulty", "target_difficulty", {"harder": "lower"}, ("f0",)),
+    ("prioritized_replay", "prioritized_replay", {}, ()),
 )
 REFERENCE_CASES = (("reference difficulty tau=1", 1.0), ("reference difficulty tau=0", 0.0))
 
