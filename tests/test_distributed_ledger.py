@@ -29,10 +29,13 @@ def write_taskset(path: Path, n: int, seed: int) -> None:
             f.write(json.dumps({"id": i, "f0": float(rng.uniform(0, 0.5)), "f1": float(rng.uniform(0.5, 1))}) + "\n")
 
 
-def make_pipeline(root: Path, *, steps: int = TOTAL_STEPS, prefetch: bool = True, batch_size: int = 5) -> Any:
-    """Two tasksets: an adaptive difficulty_based one and a shuffled one."""
-    write_taskset(root / "a.jsonl", 24, seed=1)
-    write_taskset(root / "b.jsonl", 12, seed=2)
+def make_pipeline(root: Path, *, steps: int = TOTAL_STEPS, prefetch: bool = True, batch_size: int = 5,
+                  write: bool = True) -> Any:
+    """Two tasksets: an adaptive difficulty_based one and a shuffled one (files written unless ``write`` is
+    false, for processes sharing ``root``)."""
+    if write:
+        write_taskset(root / "a.jsonl", 24, seed=1)
+        write_taskset(root / "b.jsonl", 12, seed=2)
     data = {
         "run": {"batch_size": batch_size, "seed": 7, "total_steps": steps, "prefetch": prefetch},
         "tasksets": [
