@@ -247,3 +247,11 @@ def test_sample_algorithms_run_and_resume_in_a_pipeline(tmp_path: Path, sample: 
         assert "sample/proportion/1" in full
     else:
         assert "kept_fraction" in full
+
+
+@pytest.mark.parametrize("name", ["mixing.toml", "dynamic_sampling.toml"])
+def test_algorithm_examples_load(name: str) -> None:
+    from flexkit.pipeline import load_pipeline
+
+    pipe = load_pipeline(Path(__file__).resolve().parents[1] / "examples" / "algorithms" / name)
+    assert pipe.has_sample_stage and pipe.scheduler.total_steps == 400
