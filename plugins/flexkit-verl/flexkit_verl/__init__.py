@@ -1,0 +1,31 @@
+"""flexkit inside verl's ``RayPPOTrainer`` (verl 0.9.x).
+
+- :class:`FlexkitSampler`: pass it as ``RayPPOTrainer(..., train_sampler=...)``; verl's ``StatefulDataLoader``
+  saves its state with the trainer checkpoint (``data.pt``); :meth:`FlexkitSampler.update` feeds a rollout
+  ``DataProto`` back (rewards grouped by ``uid`` → ``pass_rate_calculator`` → selectors);
+- :class:`IndexedDataset`: wraps the training dataset so every row carries its dataset index through rollout;
+- :func:`apply_token_weights`: the pipeline's sample stage on a ``DataProto``, multiplied into
+  ``rollout_is_weights``;
+- :class:`FlexkitTrainerMixin`: ``class Trainer(FlexkitTrainerMixin, RayPPOTrainer)`` calls both before each
+  actor update.
+
+verl itself is imported only where a function needs it, so this package imports without verl.
+"""
+
+from flexkit_verl.dataset import INDEX_KEY, IndexedDataset, dataset_indices
+from flexkit_verl.sampler import FlexkitSampler
+from flexkit_verl.trainer import FlexkitTrainerMixin
+from flexkit_verl.weights import apply_token_weights, to_rollout_batch
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "INDEX_KEY",
+    "FlexkitSampler",
+    "FlexkitTrainerMixin",
+    "IndexedDataset",
+    "__version__",
+    "apply_token_weights",
+    "dataset_indices",
+    "to_rollout_batch",
+]
