@@ -204,7 +204,8 @@ class DirtyGroups:
             group = groups.popleft()
             idx = self._idx[group.start : group.stop]
             self.stamp[idx[self.stamp[idx] == group.gid]] = -1
-            self.bound = max(self.bound, group.bound)
+            if not group.bound <= self.bound:  # (a NaN bound propagates)
+                self.bound = group.bound
             self._head = group.stop
 
     def held_rows(self) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:

@@ -264,6 +264,7 @@ class DifficultyBasedSelector(Selector):
         self._grids: dict[bool, SlabGrid] = {}
         self._groups: DirtyGroups | None = None
         self._width: float | None = None  # the last slab half-width (the next search starts near it)
+        self._drift = 0.0  # how much it changed
 
     # -- the Beta parameters ----------------------------------------------------------------------------
 
@@ -619,7 +620,7 @@ class DifficultyBasedSelector(Selector):
             sl = slice(start, min(start + CHUNK, self.size))
             alpha_t = self._alpha_t[sl]
             bound = self._residual_bound(alpha_t, alpha_t + self._beta_t[sl], self._f0[sl], self._f1[sl])
-            hot = bound > limit
+            hot = ~(bound <= limit)  # NaN (never from a state this class made) stays dirty
             if not hot.all():
                 regular = max(regular, float(bound[~hot].max()))
             if hot.any():
@@ -628,10 +629,10 @@ class DifficultyBasedSelector(Selector):
                 held += hot_idx[-1].size
             if held > 2 * DIRTY_MAX or (held > DIRTY_MAX and sl.stop == self.size):  # keep the largest
                 idx, bnd = np.concatenate(hot_idx), np.concatenate(hot_bound)
-                cut = np.argpartition(bnd, bnd.size - DIRTY_MAX)
-                regular = max(regular, float(bnd[cut[: bnd.size - DIRTY_MAX]].max()))
-                keep = cut[bnd.size - DIRTY_MAX :]
-                hot_idx, hot_bound, held = [idx[keep]], [bnd[keep]], DIRTY_MAX
+                drop = bnd.size - DIRTY_MAX
+                cut = np.argpartition(bnd, drop - 1)
+                regular = max(regular, float(bnd[cut[:drop]].max()))
+                hot_idx, hot_bound, held = [idx[cut[drop:]]], [bnd[cut[drop:]]], DIRTY_MAX
         groups.bound = regular
         if held:
             idx, bnd = np.concatenate(hot_idx), np.concatenate(hot_bound)
@@ -675,19 +676,22 @@ class DifficultyBasedSelector(Selector):
         eps = a_bound * (1.0 + (d0 + 2.0 * a_bound) / d0) / den_min
         eps += 32.0 * U64 * (8.0 + 8.0 * loose / den_min) + 16.0 * U64 * scalars / den_min
         eps *= 1.01
+        # Key the grid on the feature with the larger coefficient; a grid already built serves while its key's
+        # coefficient is at least half the other (each grid costs a sort of all tasks to build).
         by_f0 = abs(cp) >= abs(cq)
+        if by_f0 not in self._grids and (not by_f0) in self._grids:
+            by_f0 = by_f0 if max(abs(cp), abs(cq)) > 2.0 * min(abs(cp), abs(cq)) else not by_f0
         cx, cy = (cp, cq) if by_f0 else (cq, cp)
         h_star = self._target * d0 - n0
         sign = 1.0 if cx > 0 else -1.0
         cx, cy, h_star = sign * cx, sign * cy, sign * h_star
         grid = self._grid(by_f0)
         budget = max(int(INDEX_BUDGET * self.size), 4 * k)
-        found = self._slab_search(by_f0, cx, cy, h_star, k, budget)
+        dirty, dirty_cost = self._dirty_costs(groups)
+        found = self._slab_search(by_f0, cx, cy, h_star, min(k, self.size - dirty.size), budget, groups.stamp)
         if found is None:
             return None
         cand, width = found
-        dirty, dirty_cost = self._dirty_costs(groups)
-        cand = cand[groups.stamp[cand] < 0]
         if dirty.size + cand.size > budget:
             return None
         cost = np.concatenate([dirty_cost, self._cost64(cand)])
@@ -701,6 +705,8 @@ class DifficultyBasedSelector(Selector):
             cand = cand[groups.stamp[cand] < 0]
             cost = np.concatenate([dirty_cost, self._cost64(cand)])
         # The next selection starts a little wider than this one needed (its best tasks move a little).
+        if self._width is not None:
+            self._drift = abs(need + 4.0 * d0 * eps - self._width)
         self._width = need + 4.0 * d0 * eps
         idx, key = _smallest_pairs(np.concatenate([dirty, cand]), cost, k)
         return idx[np.lexsort((idx, key))]
@@ -712,20 +718,23 @@ class DifficultyBasedSelector(Selector):
         return idx[mine], cost[mine]
 
     def _slab_search(
-        self, by_f0: bool, cx: float, cy: float, h_star: float, k: int, budget: int
+        self, by_f0: bool, cx: float, cy: float, h_star: float, k: int, budget: int, stamp: np.ndarray
     ) -> tuple[np.ndarray, float] | None:
-        """A slab ``|cx·x + cy·y − h*| ≤ W`` (x = f0 when ``by_f0``, else f1) holding at least ``k`` tasks and,
-        where ties allow, at most :data:`SLAB_TARGET` × ``k``. The search starts from the last selection's width
-        (the best tasks move little between steps), doubles while too few tasks are inside, jumps to the
-        distance of the 2k-th nearest when too many are, and bisects otherwise. Returns the slab's tasks and
-        ``W``, or None when no such slab fits the budget."""
+        """A slab ``|cx·x + cy·y − h*| ≤ W`` (x = f0 when ``by_f0``, else f1) holding at least ``k`` regular tasks
+        (``stamp < 0``) and, where ties allow, at most :data:`SLAB_TARGET` × ``k``. The search starts from the
+        last selection's width (the best tasks move little between steps), widens by doubling steps while too
+        few are inside, jumps to the distance of the 2k-th nearest when too many are, and bisects otherwise.
+        Returns the slab's regular tasks and ``W``, or None when no such slab fits the budget."""
+        if k == 0:  # every task is dirty
+            return np.empty(0, dtype=np.int64), 0.0
         grid = self._grid(by_f0)
         x, y = (self._f0, self._f1) if by_f0 else (self._f1, self._f0)
         h_min, h_max = min(cy, 0.0), cx + max(cy, 0.0)  # the range of cx·x + cy·y over [0, 1]²
         gap = max(h_star - h_max, h_min - h_star, 0.0)
-        width = self._width if self._width is not None else gap + (cx + abs(cy)) * 2.0 * k / self.size
-        width = max(width, gap, (cx + abs(cy)) * 2.0**-40)
-        lo, hi = 0.0, math.inf  # widths known to hold fewer than k tasks / too many
+        # The first widening step: about 4k tasks' worth of width where tasks are dense, or the last change.
+        step = max((cx + abs(cy)) * 4.0 * k / self.size, self._drift)
+        width = max(self._width if self._width is not None else gap + step, gap)
+        lo, hi = 0.0, math.inf  # widths known to hold fewer than k regular tasks / too many tasks
         best: tuple[np.ndarray, float] | None = None
         for _ in range(SLAB_STEPS):
             runs = grid.runs(cx, cy, h_star - width, h_star + width)
@@ -733,6 +742,7 @@ class DifficultyBasedSelector(Selector):
                 hi = width
             else:
                 cand = grid.points(runs)
+                cand = cand[stamp[cand] < 0]
                 if cand.size < k:
                     lo = width
                 else:
@@ -749,7 +759,10 @@ class DifficultyBasedSelector(Selector):
                         continue
             if hi < math.inf and hi - lo <= 1e-9 * hi:
                 break
-            width = 2.0 * width if hi == math.inf else 0.5 * (lo + hi)
+            if hi == math.inf:
+                width, step = lo + step, 2.0 * step
+            else:
+                width = 0.5 * (lo + hi)
         return best
 
     def _scratch(self, part: int, chunk: int) -> tuple[np.ndarray, np.ndarray]:
@@ -924,6 +937,10 @@ class DifficultyBasedSelector(Selector):
         if not transform["a"] > 0:
             raise ValueError(f"saved transform scale must be positive, got {transform['a']!r}")
         capability = state["capability"]
+        model = state.get("model")  # absent from older checkpoints: the index is slow until the next fold
+        model = (1.0, 0.0, 0.0, 2.0) if model is None else tuple(float(model[k]) for k in ("m0", "mp", "mq", "ms"))
+        if not all(math.isfinite(v) for v in model):
+            raise ValueError(f"saved model holds non-finite values: {model!r}")
         super().load_state_dict(state)
         self._alpha_t, self._beta_t = arrays["alpha_tilde"], arrays["beta_tilde"]
         self._a, self._b, self._b_beta = transform["a"], transform["b"], transform["b_beta"]
@@ -933,10 +950,8 @@ class DifficultyBasedSelector(Selector):
         self.num_feedback = int(state["num_feedback"])
         self.num_selected = int(state["num_selected"])
         self.num_folds = int(state["num_folds"])
-        model = state.get("model")  # absent from older checkpoints: the index is slow until the next fold
-        keys = ("m0", "mp", "mq", "ms")
-        self._model = (1.0, 0.0, 0.0, 2.0) if model is None else tuple(float(model[k]) for k in keys)
-        self._groups, self._width = None, None
+        self._model = model
+        self._groups, self._width, self._drift = None, None, 0.0
         self._refresh_mirrors()
         self._trusted = self._check_invariants()
 
