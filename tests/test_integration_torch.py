@@ -245,3 +245,31 @@ def test_resume_at_the_end_of_the_run_yields_nothing_more(tmp_path: Path) -> Non
     tail, _ = run_loader(make_pipeline(tmp_path, epochs=1), steps=range(10), loader_batch=8,
                          state=through_bytes(state))
     assert tail == []
+
+
+def test_repeats_follow_the_repeat_sampler_layout(tmp_path: Path) -> None:
+    sampler = FlexkitSampler(make_pipeline(tmp_path, epochs=1), mini_repeat_count=2, repeat_count=3)
+    reference = make_pipeline(tmp_path, epochs=1).scheduler
+    seen = list(sampler)
+    assert len(seen) == len(sampler) == 32 * 2 * 3
+    for k in range(4):
+        chunk = [sampler.global_index(t.taskset_id, t.index) for t in reference.read()]
+        assert seen[k * 48:(k + 1) * 48] == [i for _ in range(3) for i in chunk for _ in range(2)]
+    with pytest.raises(ValueError, match="mini_repeat_count"):
+        FlexkitSampler(make_pipeline(tmp_path), mini_repeat_count=0)
+
+
+def test_resume_inside_a_repeated_batch(tmp_path: Path) -> None:
+    def fresh() -> FlexkitSampler:
+        return FlexkitSampler(make_pipeline(tmp_path, prefetch=True), mini_repeat_count=2, repeat_count=2)
+
+    whole = fresh()
+    expected = list(whole)
+    for cut in (1, 7, 33, 70):
+        head = fresh()
+        it = iter(head)
+        first = [next(it) for _ in range(cut)]
+        state = through_bytes(head.state_dict())
+        tail = fresh()
+        tail.load_state_dict(state)
+        assert first + list(tail) == expected, f"cut at {cut}"

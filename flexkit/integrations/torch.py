@@ -8,7 +8,8 @@ Any map-style dataset gets curricula, adaptive selection and taskset mixing in t
 The sampler yields **global dataset indices**: with several tasksets, taskset ``i``'s task ``j`` is index
 ``offsets[i] + j`` (``offsets`` are the cumulative taskset sizes, the layout of
 ``torch.utils.data.ConcatDataset([taskset_0, taskset_1, ...])``). Each scheduler batch is yielded in order, so a
-loader whose ``batch_size`` is the pipeline's gets exactly one scheduler batch per loader batch. One pass
+loader whose ``batch_size`` is the pipeline's gets exactly one scheduler batch per loader batch.
+``mini_repeat_count`` / ``repeat_count`` repeat indices and batches as TRL's ``RepeatSampler`` does. One pass
 (``__iter__``) is one epoch of ``steps_per_epoch`` batches, fewer if the scheduler's run ends first.
 
 **Feedback.** :meth:`FlexkitSampler.feedback` takes the global indices of a batch (repeated once per rollout is
@@ -53,9 +54,19 @@ class FlexkitSampler(torch.utils.data.Sampler[int]):
             or a bare :class:`~flexkit.TasksetScheduler` (feedback through ``pass_rate_calculator``).
         data_source: the dataset, optional; when given its length must be the tasksets' total size, and a
             ``ConcatDataset``'s parts must have the tasksets' sizes, in order.
+        mini_repeat_count: how many times each index is repeated in a row (responses per prompt).
+        repeat_count: how many times each whole scheduler batch is repeated (TRL's ``RepeatSampler`` layout:
+            ``for _ in range(repeat_count): for i in batch: for _ in range(mini_repeat_count): yield i``).
     """
 
-    def __init__(self, source: Pipeline | TasksetScheduler, data_source: Sized | None = None) -> None:
+    def __init__(
+        self,
+        source: Pipeline | TasksetScheduler,
+        data_source: Sized | None = None,
+        *,
+        mini_repeat_count: int = 1,
+        repeat_count: int = 1,
+    ) -> None:
         if isinstance(source, Pipeline):
             self.pipeline: Pipeline | None = source
             self.scheduler = source.scheduler
@@ -70,8 +81,14 @@ class FlexkitSampler(torch.utils.data.Sampler[int]):
         if data_source is not None:
             check_dataset(data_source, sizes, self.scheduler.names)
         self.data_source = data_source
+        for name, value in (("mini_repeat_count", mini_repeat_count), ("repeat_count", repeat_count)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        self.mini_repeat_count = mini_repeat_count
+        self.repeat_count = repeat_count
         self._operator: Any = None if self.pipeline is not None else PassRateCalculator()
-        self._buffer: list[int] = []  # the current batch's indices not yet yielded
+        self._buffer: list[int] = []  # the current batch's indices (with repeats)
+        self._pos = 0  # how many of them were yielded
         self._yielded = 0  # indices yielded in the current epoch
 
     # -- the sampler ----------------------------------------------------------------------------------
@@ -82,8 +99,8 @@ class FlexkitSampler(torch.utils.data.Sampler[int]):
         return self.scheduler.batch_size
 
     def __len__(self) -> int:
-        """Indices in one epoch: ``steps_per_epoch × batch_size``."""
-        return self.scheduler.steps_per_epoch * self.scheduler.batch_size
+        """Indices in one epoch: ``steps_per_epoch × batch_size × mini_repeat_count × repeat_count``."""
+        return self.scheduler.steps_per_epoch * self.scheduler.batch_size * self.mini_repeat_count * self.repeat_count
 
     def __iter__(self) -> Iterator[int]:
         """One epoch of indices, continuing from the saved position (a new epoch once the last one ended)."""
@@ -93,13 +110,17 @@ class FlexkitSampler(torch.utils.data.Sampler[int]):
         if self._yielded >= len(self):
             self._yielded = 0
         while self._yielded < len(self):
-            if not self._buffer:
+            if self._pos >= len(self._buffer):
                 try:
                     tasks = self.scheduler.read()
                 except StopIteration:
                     return
-                self._buffer = [int(self.offsets[t.taskset_id]) + t.index for t in tasks]
-            index = self._buffer.pop(0)
+                chunk = [int(self.offsets[t.taskset_id]) + t.index for t in tasks]
+                mini, repeat = self.mini_repeat_count, self.repeat_count
+                self._buffer = [i for _ in range(repeat) for i in chunk for _ in range(mini)]
+                self._pos = 0
+            index = self._buffer[self._pos]
+            self._pos += 1
             self._yielded += 1
             yield index
 
@@ -157,7 +178,7 @@ class FlexkitSampler(torch.utils.data.Sampler[int]):
         pipe = self.pipeline
         state = pipe.state_dict() if pipe is not None else {"scheduler": self.scheduler.state_dict()}
         return {"version": SAMPLER_STATE_VERSION, "pipeline": to_portable(state),
-                "buffer": list(self._buffer), "yielded": self._yielded}
+                "buffer": self._buffer[self._pos:], "yielded": self._yielded}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`'s output (refused when it is for other tasksets)."""
@@ -172,7 +193,7 @@ class FlexkitSampler(torch.utils.data.Sampler[int]):
             self.pipeline.load_state_dict(pipeline_state)
         else:
             self.scheduler.load_state_dict(pipeline_state["scheduler"])
-        self._buffer = buffer
+        self._buffer, self._pos = buffer, 0
         self._yielded = int(state["yielded"])
 
 
