@@ -29,14 +29,9 @@ def write_taskset(path: Path, n: int, seed: int) -> None:
             f.write(json.dumps({"id": i, "f0": float(rng.uniform(0, 0.5)), "f1": float(rng.uniform(0.5, 1))}) + "\n")
 
 
-def make_pipeline(root: Path, *, steps: int = TOTAL_STEPS, prefetch: bool = True, batch_size: int = 5,
-                  write: bool = True) -> Any:
-    """Two tasksets: an adaptive difficulty_based one and a shuffled one (files written unless ``write`` is
-    false, for processes sharing ``root``)."""
-    if write:
-        write_taskset(root / "a.jsonl", 24, seed=1)
-        write_taskset(root / "b.jsonl", 12, seed=2)
-    data = {
+def pipeline_data(*, steps: int = TOTAL_STEPS, prefetch: bool = True, batch_size: int = 5) -> dict[str, Any]:
+    """Two tasksets (files ``a.jsonl``, ``b.jsonl``): an adaptive difficulty_based one and a shuffled one."""
+    return {
         "run": {"batch_size": batch_size, "seed": 7, "total_steps": steps, "prefetch": prefetch},
         "tasksets": [
             {"name": "a", "path": "a.jsonl",
@@ -44,7 +39,16 @@ def make_pipeline(root: Path, *, steps: int = TOTAL_STEPS, prefetch: bool = True
             {"name": "b", "path": "b.jsonl", "selector": {"type": "shuffle"}},
         ],
     }
-    return pipeline_from_dict(data, base_dir=root)
+
+
+def make_pipeline(root: Path, *, steps: int = TOTAL_STEPS, prefetch: bool = True, batch_size: int = 5,
+                  write: bool = True) -> Any:
+    """:func:`pipeline_data`'s pipeline in ``root`` (files written unless ``write`` is false, for processes
+    sharing ``root``)."""
+    if write:
+        write_taskset(root / "a.jsonl", 24, seed=1)
+        write_taskset(root / "b.jsonl", 12, seed=2)
+    return pipeline_from_dict(pipeline_data(steps=steps, prefetch=prefetch, batch_size=batch_size), base_dir=root)
 
 
 def reward(taskset_id: int, index: int, batch_id: int) -> float:
