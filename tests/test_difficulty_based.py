@@ -706,7 +706,7 @@ def test_indexed_greedy_equals_the_float64_top_k(
     cfg = DifficultyBasedConfig(m=m, lamb=lamb, rho=rho, target_reward=target, tau=0.0)
     sel = DifficultyBasedSelector(cfg, size=n, seed=seed, features={"f0": f0, "f1": f1})
     sel.fold_below = fold_below
-    with index_on(RELEASE_EPS=release, DIRTY_MAX=dirty_max, INDEX_BUDGET=budget):
+    with index_on(RELEASE_EPS=release, DIRTY_MAX=dirty_max, DIRTY_FRACTION=0.0, INDEX_BUDGET=budget):
         for _ in range(8):
             k = int(rng.integers(1, n + 1))
             expected = exact_greedy(sel, k)

@@ -38,8 +38,8 @@ Deviations from the reference (flexkit)
   (see *Selection* below); the reference's ``torch.multinomial`` refuses more than 2^24 tasks. Greedy ties
   (tau = 0) go to the smaller index, and a batch is ordered best first (for tau > 0: in drawing order,
   which is the order of the Gumbel top-k, so the same distribution including the order).
-* The whole state (α̃, β̃, the transform, ``c``, the adapted ``ρ``, counters and the RNG) is saved; the
-  reference saves only a counter.
+* The whole state (α̃, β̃, the transform, the model of a never-observed task, ``c``, the adapted ``ρ``,
+  counters and the RNG) is saved; the reference saves only a counter.
 
 Selection (how it stays fast)
 -----------------------------
@@ -52,11 +52,13 @@ the batch rows at each feedback, rebuilt on a fold or load), and float32 copies 
 element-wise operations on cache-sized chunks. Every term is at most a few times ``(α_i + β_i)/a``, so the
 float32 value is within :data:`COST32_MARGIN` of the float64 one, and the fast pass only ever *filters*:
 
-* ``tau = 0``: a chunk's tasks whose float32 cost is within the margin of the running k-th best float64
-  cost get their float64 cost; a running top-k by (float64 cost, index) is merged from those. The result is
-  bit-identical to a float64 top-k over all tasks, at the price of one float32 pass. With :data:`THREADS`
-  > 1 (opt-in) the pass above :data:`PARALLEL_MIN` tasks is split between threads (numpy releases the GIL in
-  its loops); the parts' top-k are merged exactly, so the result does not depend on the split.
+* ``tau = 0``, from :data:`INDEX_MIN` to :data:`INDEX_MAX` tasks: no pass over N at all (see *The greedy
+  index* below); otherwise, and whenever the index would read more than :data:`INDEX_BUDGET` of the tasks:
+  a chunk's tasks whose float32 cost is within the margin of the running k-th best float64 cost get their
+  float64 cost; a running top-k by (float64 cost, index) is merged from those. The result is bit-identical
+  to a float64 top-k over all tasks, at the price of one float32 pass. With :data:`THREADS` > 1 (opt-in) the
+  pass above :data:`PARALLEL_MIN` tasks is split between threads (numpy releases the GIL in its loops); the
+  parts' top-k are merged exactly, so the result does not depend on the split.
 * ``tau > 0``: exactly sequential sampling without replacement ∝ ``exp(−cost/τ)``, in up to three stages,
   each continuing from the tasks the previous one picked (each draw is exact whichever stage makes it):
 
@@ -78,6 +80,35 @@ float32 value is within :data:`COST32_MARGIN` of the float64 one, and the fast p
 
 The random stream therefore differs from a plain "Gumbel noise for every task" implementation, while the
 distribution is the same; every draw is a deterministic function of the saved state, so resuming is exact.
+
+The greedy index (``tau = 0``)
+------------------------------
+A global transform is not order-preserving here (``p̂ = α/(α + β)`` mixes the stored values with both
+features, in a direction ``(p, q)`` that moves with ``c``), so one sorted array of stored values cannot give
+the top k. What does hold: a task never observed since the last fold has ``α̃ = m0 + mp·f0 + mq·f1`` and
+``α̃ + β̃ = ms`` for four scalars (the *model*, saved; a fold maps it like every task), so its true
+``α = N0 + P·f0 + Q·f1`` and ``α + β = D0`` with ``N0 = a·m0 + b``, ``P = a·mp + p``, ``Q = a·mq + q``,
+``D0 = a·ms + s``. Its cost is then ``|P·f0 + Q·f1 − h*| / D0`` with ``h* = target·D0 − N0``: the tasks
+nearest the target lie in a *slab* of the feature plane, ``|P·f0 + Q·f1 − h*| ≤ W``.
+
+* The *grid* (:class:`~flexkit.selectors._greedy_index.SlabGrid`, built on first use, 8 bytes per task) sorts
+  the tasks by a row of one feature and, within a row, the other; a slab is a run of positions per row,
+  found in O(1) per row from a bucket table. It is keyed by the feature with the larger coefficient (a
+  second grid is built if the other one comes to dominate by more than 2×).
+* An observed task departs from the model by a *residual* ``r = |α̃ − model| + |α̃ + β̃ − ms|``, which the
+  transform shrinks with ``a``: it moves a cost by at most about ``2·a·r/D0``. Each feedback's tasks form a
+  *dirty group* (:class:`~flexkit.selectors._greedy_index.DirtyGroups`) with a copy of their rows; dirty tasks
+  are scored one by one. A group is released once ``a·r`` is small (:data:`RELEASE_EPS`; about 40 feedbacks
+  with the default ``lamb``), or early when more than :data:`DIRTY_MAX` tasks (or :data:`DIRTY_FRACTION` of
+  them) are held; the largest released residual ``U`` bounds every regular task's.
+* Selection: the dirty tasks' float64 costs; a slab with at least k regular tasks (searched from the last
+  step's width) and their float64 costs; θ = the k-th smallest of all these. Every other regular task costs
+  more than ``|P·f0 + Q·f1 − h*|/D0 − eps`` where ``eps`` covers ``U`` (``a·U·(2 + …)/(D0 − a·U)``) and,
+  generously, the float rounding of the costs and of the scalars; so the final slab ``W = D0·(θ + eps)``
+  holds every task that can reach the top k, which is then taken by (float64 cost, index), bit-identical to
+  the pass. Cost per step: O(dirty + slab tasks + grid rows) ≈ 15,000 float64 costs at N = 10^6 with the
+  defaults; feedback adds O(batch). A fold (every ~310 feedbacks with the default ``lamb``) or a load
+  invalidates the residuals: the next selection recomputes them in one float64 pass.
 """
 
 from __future__ import annotations
@@ -134,16 +165,18 @@ GREEDY_TAU = 1e-290
 #: Gumbel window: tasks costing more than the r-th smallest + τ·(ln N + GUMBEL_WINDOW) are left out of the
 #: last-resort sampler (together they would be drawn with probability below e^-40).
 GUMBEL_WINDOW = 45.0
-#: Greedy index (``tau = 0``): used for tasksets of this many tasks and more (smaller ones take the float32 pass,
-#: which is as fast there)...
-INDEX_MIN = 1 << 15
+#: Greedy index (``tau = 0``): used for tasksets of this many tasks and more (below, the float32 pass is as fast:
+#: the index scores the ~10^4 recently observed tasks at every step whatever N)...
+INDEX_MIN = 1 << 17
 #: ...and at most this many (the grids and stamps cost 12 to 20 bytes per task).
 INDEX_MAX = FEATURE_MIRROR_MAX
 #: A group of observed tasks is released (scored through the grid again) once its residual can move a cost by
 #: at most about this much; the regular tasks' cost bound, and so the slab's widening, stays near it.
 RELEASE_EPS = 2.0**-12
-#: At most this many dirty tasks (scored one by one at every selection); older groups are released early.
+#: At most this many dirty tasks (scored one by one at every selection), or DIRTY_FRACTION of the tasks if
+#: more; beyond, the oldest groups are released early (a small ``lamb`` keeps observations relevant for long).
 DIRTY_MAX = 1 << 15
+DIRTY_FRACTION = 1 / 16
 #: The index gives way to the float32 pass when it would score more than this fraction of the tasks.
 INDEX_BUDGET = 0.125
 #: The slab search aims at this many times k tasks, in at most SLAB_STEPS tries.
@@ -197,13 +230,14 @@ class DifficultyBasedSelector(Selector):
     """Select tasks whose predicted success rate is nearest ``target_reward`` (see the module docstring).
 
     Costs: feedback O(batch) (plus a rare O(N) fold). Selection with ``tau > 0`` usually O(batch) (rejection
-    sampling), otherwise one float32 pass over N in cache-sized chunks (eight element-wise operations and a
+    sampling); with ``tau = 0`` O(recently observed tasks + a slab of tasks near the target) through the
+    greedy index, or else one float32 pass over N in cache-sized chunks (eight element-wise operations and a
     comparison per task) plus float64 work on the few tasks that pass its filter; ``do_sample`` and the
     untrusted-float32 fallback use a float64 pass with an N-sized cost array. Memory: the float64 state
     (16 bytes per task), float32 mirrors (8 bytes per task, 16 up to :data:`FEATURE_MIRROR_MAX` tasks) and
-    chunk buffers; only the envelope and Gumbel-window samplers (small ``tau``) allocate one N-sized float32
-    array while they run. Feedback may arrive late or for tasks that were not just selected.
-    :meth:`posterior` gives the current Beta parameters.
+    chunk buffers; the greedy index adds 12 bytes per task (20 with both grids); only the envelope and
+    Gumbel-window samplers (small ``tau``) allocate one N-sized float32 array while they run. Feedback may
+    arrive late or for tasks that were not just selected. :meth:`posterior` gives the current Beta parameters.
     """
 
     #: The transform is folded into the arrays when its scale drops below this.
@@ -594,9 +628,12 @@ class DifficultyBasedSelector(Selector):
         r *= 1.0 + 16.0 * U64
         return r
 
+    def _dirty_max(self) -> int:
+        return max(DIRTY_MAX, int(DIRTY_FRACTION * self.size))
+
     def _observe(self, indices: np.ndarray) -> None:
         """Feedback rewrote the rows ``indices``: they form a new dirty group; release the groups that have
-        decayed enough (or the oldest, beyond :data:`DIRTY_MAX` tasks)."""
+        decayed enough (or the oldest, beyond :meth:`_dirty_max` tasks)."""
         groups = self._groups
         assert groups is not None
         if groups.exhausted:
@@ -606,16 +643,16 @@ class DifficultyBasedSelector(Selector):
         alpha_t = self._alpha_t[idx]
         rows = (alpha_t, alpha_t + self._beta_t[idx], self._f0[idx], self._f1[idx])
         groups.add(idx, float(self._residual_bound(*rows).max()), rows)
-        groups.release(self._release_limit(), DIRTY_MAX)
+        groups.release(self._release_limit(), self._dirty_max())
 
     def _rebuild_groups(self) -> DirtyGroups:
         """One pass over all tasks: the regular tasks' residual bound, and one dirty group of the tasks
-        above the release limit (at most :data:`DIRTY_MAX`, the largest)."""
+        above the release limit (at most :meth:`_dirty_max`, the largest)."""
         groups = DirtyGroups(self.size, 4)
         limit = self._release_limit()
         hot_idx: list[np.ndarray] = []
         hot_bound: list[np.ndarray] = []
-        held, regular = 0, 0.0
+        held, regular, most = 0, 0.0, self._dirty_max()
         for start in range(0, self.size, CHUNK):
             sl = slice(start, min(start + CHUNK, self.size))
             alpha_t = self._alpha_t[sl]
@@ -627,12 +664,12 @@ class DifficultyBasedSelector(Selector):
                 hot_idx.append(np.flatnonzero(hot) + start)
                 hot_bound.append(bound[hot])
                 held += hot_idx[-1].size
-            if held > 2 * DIRTY_MAX or (held > DIRTY_MAX and sl.stop == self.size):  # keep the largest
+            if held > 2 * most or (held > most and sl.stop == self.size):  # keep the largest
                 idx, bnd = np.concatenate(hot_idx), np.concatenate(hot_bound)
-                drop = bnd.size - DIRTY_MAX
+                drop = bnd.size - most
                 cut = np.argpartition(bnd, drop - 1)
                 regular = max(regular, float(bnd[cut[:drop]].max()))
-                hot_idx, hot_bound, held = [idx[cut[drop:]]], [bnd[cut[drop:]]], DIRTY_MAX
+                hot_idx, hot_bound, held = [idx[cut[drop:]]], [bnd[cut[drop:]]], most
         groups.bound = regular
         if held:
             idx, bnd = np.concatenate(hot_idx), np.concatenate(hot_bound)
@@ -640,7 +677,7 @@ class DifficultyBasedSelector(Selector):
             alpha_t = self._alpha_t[idx]
             rows = (alpha_t, alpha_t + self._beta_t[idx], self._f0[idx], self._f1[idx])
             groups.add(idx, float(bnd.max()), rows)
-            groups.release(limit, DIRTY_MAX)
+            groups.release(limit, self._dirty_max())
         return groups
 
     def _grid(self, by_f0: bool) -> SlabGrid:
@@ -909,7 +946,8 @@ class DifficultyBasedSelector(Selector):
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume exactly: ``α̃``, ``β̃`` (copies), the transform, ``c``, ``ρ``,
-        counters and the RNG (the float32 mirrors are rebuilt from ``α̃``, ``β̃`` on load)."""
+        counters, the RNG and the model of a never-observed task (the float32 mirrors are rebuilt from ``α̃``,
+        ``β̃`` on load; the greedy index at the next greedy selection)."""
         return {
             **super().state_dict(),
             "alpha_tilde": self._alpha_t.copy(),
