@@ -101,44 +101,57 @@ class FakeClock:
 
 
 def drive(ledger: BatchLedger, pipe: Any, choices: list[int], *, workers: int = 3, hold: int = 2,
-          stop_after: int | None = None) -> dict[str, Any]:
+          stop_after: int | None = None, clock: FakeClock | None = None) -> dict[str, Any]:
     """Run workers against the ledger in the interleaving ``choices`` picks: each event, one possible action
-    (lease, feed back one held batch in any order, resend an old feedback) happens. Returns what was seen."""
+    (lease, feed back one held batch in any order, resend an old feedback) happens. With a ``clock``, workers
+    also die holding a batch, time jumps past every lease's timeout, and dead workers come back to send their
+    feedback. Returns what was seen."""
     held: dict[int, list[Any]] = {w: [] for w in range(workers)}
+    zombies: list[Any] = []
     sent: list[tuple[int, Any]] = []
     seen: dict[int, list[tuple[int, int]]] = {}
     statuses: Counter[str] = Counter()
-    resends = 0
-    events = 0
+    counts = Counter()
     k = 0
-    while not ledger.finished and (stop_after is None or events < stop_after):
+    while not ledger.finished and (stop_after is None or counts["events"] < stop_after):
         actions: list[tuple[str, int, int]] = [("lease", w, 0) for w in held if len(held[w]) < hold]
         actions += [("feed", w, i) for w in held for i in range(len(held[w]))]
-        actions += [("resend", 0, i) for i in range(len(sent))] if resends < 6 else []
+        actions += [("resend", 0, i) for i in range(len(sent))] if counts["resend"] < 6 else []
+        if clock is not None:
+            actions += [("die", w, i) for w in held for i in range(len(held[w]))] if counts["die"] < 3 else []
+            actions += [("zombie", 0, i) for i in range(len(zombies))]
+            actions += [("tick", 0, 0)] if counts["tick"] < 3 else []
         choice = choices[k % len(choices)] if choices else 0
         k += 1
         kind, w, i = actions[choice % len(actions)]
         if kind == "lease":
             lease = ledger.lease(f"w{w}")
             if lease is not None:
-                seen.setdefault(lease.batch_id, pairs(lease.tasks))
+                assert seen.setdefault(lease.batch_id, pairs(lease.tasks)) == pairs(lease.tasks)
                 held[w].append(lease)
-                events += 1
+                counts["events"] += 1
                 continue
-            feeds = [a for a in actions if a[0] == "feed"]  # the gate waits for feedback: someone sends theirs
-            if not feeds:
+            feeds = [a for a in actions if a[0] in ("feed", "zombie")]  # the gate waits for feedback
+            if feeds:
+                kind, w, i = feeds[choice % len(feeds)]
+            elif clock is not None:
+                kind = "tick"  # only dead workers hold batches: their leases must run out
+            else:
                 raise AssertionError("ledger refuses a lease with nothing outstanding")
-            kind, w, i = feeds[choice % len(feeds)]
-        if kind == "feed":
-            lease = held[w].pop(i)
+        counts[kind] += 1
+        counts["events"] += 1
+        if kind == "tick":
+            clock.now += ledger.lease_timeout + 1
+        elif kind == "die":
+            zombies.append(held[w].pop(i))
+        elif kind in ("feed", "zombie"):
+            lease = held[w].pop(i) if kind == "feed" else zombies.pop(i)
             metrics = metrics_for(pipe, lease.tasks, lease.batch_id)
             statuses[ledger.feedback(lease.batch_id, metrics)] += 1
             sent.append((lease.batch_id, metrics))
         else:
             statuses[ledger.feedback(*sent[i])] += 1
-            resends += 1
-        events += 1
-    return {"seen": seen, "statuses": statuses, "resends": resends, "held": held}
+    return {"seen": seen, "statuses": statuses, "resends": counts["resend"], "held": held, "counts": counts}
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -157,6 +170,30 @@ def test_any_arrival_order_equals_the_sequential_loop(tmp_path_factory: Any, sta
     assert stats["applied"] == stats["received"] == stats["batches"] == TOTAL_STEPS
     assert stats["duplicates"] == out["resends"] == out["statuses"]["duplicate"]
     assert stats["open"] == stats["buffered"] == stats["expired"] == 0
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(staleness=st.one_of(st.none(), st.integers(0, 2)),
+       choices=st.lists(st.integers(0, 80), min_size=1, max_size=40))
+def test_dead_workers_and_expiries_lose_and_duplicate_nothing(tmp_path_factory: Any, staleness: int | None,
+                                                              choices: list[int]) -> None:
+    """Workers die holding batches, leases time out (live ones too) and are requeued, dead workers come back:
+    every batch is still received and applied exactly once, and in order mode the state is the sequential one."""
+    root = tmp_path_factory.mktemp("ledger")
+    pipe = make_pipeline(root)
+    clock = FakeClock()
+    ledger = BatchLedger(pipe, max_staleness=staleness, lease_timeout=10.0, max_attempts=1000, clock=clock)
+    out = drive(ledger, pipe, choices, clock=clock)
+    stats = ledger.stats()
+    calls = out["counts"]["feed"] + out["counts"]["zombie"] + out["counts"]["resend"]
+    assert stats["applied"] == stats["received"] == stats["batches"] == TOTAL_STEPS
+    assert stats["duplicates"] == calls - TOTAL_STEPS == out["statuses"]["duplicate"]
+    assert stats["abandoned"] == stats["late"] == stats["open"] == stats["waiting"] == 0
+    assert TOTAL_STEPS <= stats["handed_out"] <= TOTAL_STEPS + stats["requeued"]
+    if staleness is not None:
+        want_batches, want_digest = reference(make_pipeline(root), staleness)
+        assert [out["seen"][b] for b in range(TOTAL_STEPS)] == want_batches
+        assert digest(pipe.scheduler.state_dict()) == want_digest
 
 
 def test_asynchronous_mode_applies_every_batch_exactly_once(tmp_path: Path) -> None:
