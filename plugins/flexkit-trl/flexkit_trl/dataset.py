@@ -1,0 +1,47 @@
+"""The dataset index of each row, as a column TRL hands to reward functions and to ``_calculate_rewards``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch.utils.data
+
+#: The column holding each row's dataset index.
+INDEX_COLUMN = "flexkit_index"
+
+
+class _IndexedRows(torch.utils.data.Dataset):
+    """A map-style dataset of dict rows, each with ``INDEX_COLUMN`` set to its index."""
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        row = self.dataset[index]
+        if not isinstance(row, Mapping):
+            raise TypeError(f"GRPOTrainer rows must be dicts, got {type(row).__name__}")
+        return {**row, INDEX_COLUMN: int(index)}
+
+
+def with_index_column(dataset: Any) -> Any:
+    """``dataset`` with each row's index in :data:`INDEX_COLUMN` (kept when already there and correct).
+
+    A ``datasets.Dataset`` gets a column (``add_column``); any other map-style dataset of dict rows is wrapped.
+    Iterable datasets have no indices for a sampler to yield and are refused.
+    """
+    if isinstance(dataset, torch.utils.data.IterableDataset) or not hasattr(dataset, "__getitem__"):
+        raise TypeError("a flexkit sampler needs a map-style dataset (with __len__ and __getitem__), "
+                        f"got {type(dataset).__name__}")
+    column_names = getattr(dataset, "column_names", None)
+    add_column = getattr(dataset, "add_column", None)
+    if column_names is not None and callable(add_column):
+        if INDEX_COLUMN in column_names:
+            if list(dataset[INDEX_COLUMN]) != list(range(len(dataset))):
+                raise ValueError(f"column {INDEX_COLUMN!r} exists but does not hold each row's index")
+            return dataset
+        return add_column(INDEX_COLUMN, list(range(len(dataset))))
+    return _IndexedRows(dataset)

@@ -1,0 +1,94 @@
+"""``FlexkitGRPOTrainer``: TRL's ``GRPOTrainer`` drawing prompts from a flexkit pipeline.
+
+TRL's ``RepeatSampler`` guarantees the grouping GRPO needs: each prompt ``num_generations`` times in a row (so a
+prompt's completions form one group, across processes too), and each generation batch of
+``generation_batch_size // num_generations`` prompts repeated ``num_iterations × steps_per_generation`` times
+(the buffered generations are reused for those steps). :func:`repeat_sampler` builds a flexkit sampler with
+exactly that layout, each generation batch being one batch of the pipeline's scheduler, so the pipeline's
+``batch_size`` must be ``generation_batch_size // num_generations``.
+
+After each generation batch is scored, ``_calculate_rewards`` (which gathers rewards from all processes) feeds
+the weighted reward sum of every completion back with its prompt's dataset index; every process gets the same
+feedback, so every process's pipeline copy stays identical. Rewards should lie in [0, 1] (pass/fail): the
+selectors clip feedback into that range.
+
+Not covered: ``resume_from_checkpoint`` restores model, optimizer and RNGs, but the Trainer fast-forwards the
+data by drawing batches again, so the curriculum does not resume where it stopped.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import numpy as np
+import torch
+from accelerate.utils import gather_object
+from trl import GRPOTrainer
+
+from flexkit.integrations.torch import FlexkitSampler
+from flexkit.pipeline import Pipeline
+from flexkit.scheduler import TasksetScheduler
+from flexkit_trl.dataset import INDEX_COLUMN, with_index_column
+
+
+def repeat_sampler(
+    source: Pipeline | TasksetScheduler,
+    dataset: Any,
+    *,
+    num_generations: int,
+    generation_batch_size: int,
+    num_iterations: int = 1,
+    steps_per_generation: int = 1,
+) -> FlexkitSampler:
+    """A :class:`FlexkitSampler` with ``RepeatSampler``'s layout for these GRPO settings (checked against the
+    pipeline's ``batch_size``)."""
+    prompts = generation_batch_size // num_generations
+    scheduler = source.scheduler if isinstance(source, Pipeline) else source
+    if prompts * num_generations != generation_batch_size or scheduler.batch_size != prompts:
+        raise ValueError(
+            f"the pipeline's batch_size ({scheduler.batch_size}) must be the prompts per generation batch: "
+            f"generation_batch_size ({generation_batch_size}) // num_generations ({num_generations}) = {prompts}"
+        )
+    return FlexkitSampler(source, dataset, mini_repeat_count=num_generations,
+                          repeat_count=num_iterations * steps_per_generation)
+
+
+class FlexkitGRPOTrainer(GRPOTrainer):
+    """``GRPOTrainer(..., pipeline=pipe)``: the training prompts come from ``pipe`` (a flexkit
+    :class:`~flexkit.Pipeline` or scheduler whose tasksets lay out ``train_dataset``), and rewards flow back.
+
+    ``train_dataset`` gets an :data:`~flexkit_trl.INDEX_COLUMN` column (reward functions receive it as a keyword
+    argument; ``**kwargs`` absorbs it). The sampler is :attr:`flexkit_sampler`.
+    """
+
+    def __init__(self, *args: Any, pipeline: Pipeline | TasksetScheduler, **kwargs: Any) -> None:
+        bound = inspect.signature(GRPOTrainer.__init__).bind(self, *args, **kwargs)
+        if bound.arguments.get("train_dataset") is None:
+            raise ValueError("FlexkitGRPOTrainer needs a train_dataset laid out like the pipeline's tasksets")
+        bound.arguments["train_dataset"] = with_index_column(bound.arguments["train_dataset"])
+        self.flexkit_pipeline = pipeline
+        self.flexkit_sampler: FlexkitSampler | None = None
+        super().__init__(*bound.args[1:], **bound.kwargs)
+
+    def _get_train_sampler(self, dataset: Any = None) -> FlexkitSampler:
+        """The flexkit sampler in ``RepeatSampler``'s layout (built once, then reused)."""
+        if self.flexkit_sampler is None:
+            self.flexkit_sampler = repeat_sampler(
+                self.flexkit_pipeline, dataset if dataset is not None else self.train_dataset,
+                num_generations=self.num_generations, generation_batch_size=self.args.generation_batch_size,
+                num_iterations=self.num_iterations, steps_per_generation=self.args.steps_per_generation)
+        return self.flexkit_sampler
+
+    def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> torch.Tensor:
+        """TRL's rewards, then feedback: each completion's weighted reward sum with its prompt's dataset index
+        (completions whose reward functions all returned None are left out)."""
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        if self.flexkit_sampler is not None:
+            indices = np.asarray(gather_object([int(row[INDEX_COLUMN]) for row in inputs]), dtype=np.int64)
+            scored = ~torch.isnan(rewards_per_func).all(dim=1)
+            weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
+            rewards = (rewards_per_func * weights).nansum(dim=1)
+            keep = scored.cpu().numpy()
+            self.flexkit_sampler.feedback(indices[keep], rewards[scored].double().cpu().numpy())
+        return rewards_per_func
