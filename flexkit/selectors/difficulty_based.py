@@ -725,7 +725,9 @@ class DifficultyBasedSelector(Selector):
         grid = self._grid(by_f0)
         budget = max(int(INDEX_BUDGET * self.size), 4 * k)
         dirty, dirty_cost = self._dirty_costs(groups)
-        found = self._slab_search(by_f0, cx, cy, h_star, min(k, self.size - dirty.size), budget, groups.stamp)
+        found = self._slab_search(
+            by_f0, cx, cy, h_star, min(k, self.size - dirty.size), budget, groups.stamp, dirty.size
+        )
         if found is None:
             return None
         cand, width = found
@@ -755,13 +757,14 @@ class DifficultyBasedSelector(Selector):
         return idx[mine], cost[mine]
 
     def _slab_search(
-        self, by_f0: bool, cx: float, cy: float, h_star: float, k: int, budget: int, stamp: np.ndarray
+        self, by_f0: bool, cx: float, cy: float, h_star: float, k: int, budget: int, stamp: np.ndarray, held: int
     ) -> tuple[np.ndarray, float] | None:
         """A slab ``|cx·x + cy·y − h*| ≤ W`` (x = f0 when ``by_f0``, else f1) holding at least ``k`` regular tasks
-        (``stamp < 0``) and, where ties allow, at most :data:`SLAB_TARGET` × ``k``. The search starts from the
-        last selection's width (the best tasks move little between steps), widens by doubling steps while too
-        few are inside, jumps to the distance of the 2k-th nearest when too many are, and bisects otherwise.
-        Returns the slab's regular tasks and ``W``, or None when no such slab fits the budget."""
+        (``stamp < 0``; ``held`` tasks are dirty) and, where ties allow, at most :data:`SLAB_TARGET` × ``k``.
+        The search starts from the last selection's width (the best tasks move little between steps), widens
+        while too few are inside (doubling steps while none is, else extrapolating from their distances), jumps
+        to the distance of the 2k-th nearest when too many are, and bisects otherwise. Returns the slab's
+        regular tasks and ``W``, or None when no such slab fits the budget."""
         if k == 0:  # every task is dirty
             return np.empty(0, dtype=np.int64), 0.0
         grid = self._grid(by_f0)
@@ -773,23 +776,32 @@ class DifficultyBasedSelector(Selector):
         width = max(self._width if self._width is not None else gap + step, gap)
         lo, hi = 0.0, math.inf  # widths known to hold fewer than k regular tasks / too many tasks
         best: tuple[np.ndarray, float] | None = None
+        # Runs much longer than wanted are not read (bisect first), unless the bracket is already narrow (a few
+        # huge buckets of equal features can make every slab's runs long).
+        cap = 4 * SLAB_TARGET * k + held
         for _ in range(SLAB_STEPS):
             runs = grid.runs(cx, cy, h_star - width, h_star + width)
-            if runs.size > budget:
+            narrow = hi < math.inf and hi - lo <= 0.01 * hi
+            if runs.size > budget or (runs.size > cap and not narrow):
                 hi = width
             else:
                 cand = grid.points(runs)
                 cand = cand[stamp[cand] < 0]
+                dist = x[cand] * cx
+                dist += y[cand] * cy
+                dist -= h_star
+                np.abs(dist, out=dist)
                 if cand.size < k:
                     lo = width
+                    if cand.size and hi == math.inf:  # extrapolate the count from the tasks found so far
+                        near = float(dist.min())
+                        grow = (width - near) * min((2 * k - cand.size) / cand.size, 4.0)
+                        width += max(grow, 1e-9 * width)
+                        continue
                 else:
                     best, hi = (cand, width), width
                     if cand.size <= SLAB_TARGET * k:
                         break
-                    dist = x[cand] * cx
-                    dist += y[cand] * cy
-                    dist -= h_star
-                    np.abs(dist, out=dist)
                     jump = float(np.partition(dist, 2 * k - 1)[2 * k - 1]) * (1.0 + 1e-9)
                     if lo < jump < hi:
                         width = jump
