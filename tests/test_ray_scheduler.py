@@ -29,17 +29,19 @@ STALENESS = 1
 @pytest.fixture(scope="module")
 def ray_runtime() -> Iterator[None]:
     """One local Ray runtime for the module (start-up takes seconds); built-in plugins only in its workers."""
-    saved = os.environ.get("FLEXKIT_LOAD_PLUGINS")
-    os.environ["FLEXKIT_LOAD_PLUGINS"] = ""  # inherited by the runtime's worker processes
+    env = {"FLEXKIT_LOAD_PLUGINS": "", "RAY_USAGE_STATS_ENABLED": "0"}  # inherited by the runtime's workers
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="flexkit-test")
     try:
         yield
     finally:
         ray.shutdown()
-        if saved is None:
-            os.environ.pop("FLEXKIT_LOAD_PLUGINS", None)
-        else:
-            os.environ["FLEXKIT_LOAD_PLUGINS"] = saved
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @ray.remote(num_cpus=0.5)

@@ -23,7 +23,7 @@ rank. Use a CPU (gloo) process group for these objects; with NCCL training pass
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +89,8 @@ class DistributedPipeline:
         start, stop = shard_bounds(len(items), self.rank, self.world_size)
         return list(items[start:stop])
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[list[Any]]:
+        """Shards until the run is over."""
         while True:
             try:
                 yield self.read()
