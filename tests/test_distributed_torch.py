@@ -4,6 +4,7 @@ every rank without hanging, and a resume across ranks from rank 0's checkpoint."
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import json
 import os
@@ -62,7 +63,8 @@ def _rank_main(rank: int, root: str) -> None:
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     os.environ["FLEXKIT_LOAD_PLUGINS"] = ""  # built-ins only: faster start, nothing else imported
     base = Path(root)
-    dist.init_process_group("gloo", init_method=f"file://{base / 'store'}", rank=rank, world_size=WORLD)
+    dist.init_process_group("gloo", init_method=f"file://{base / 'store'}", rank=rank, world_size=WORLD,
+                            timeout=datetime.timedelta(seconds=60))  # a broken collective fails, never hangs CI
     try:
         record: dict[str, Any] = {"shards": [], "globals": [], "errors": []}
         dp = DistributedPipeline(make_pipeline(base, steps=STEPS, batch_size=BATCH, write=False), verify_every=1)
