@@ -796,7 +796,7 @@ class DifficultyBasedSelector(Selector):
                     if cand.size and hi == math.inf:  # extrapolate the count from the tasks found so far
                         near = float(dist.min())
                         grow = (width - near) * min((2 * k - cand.size) / cand.size, 4.0)
-                        width += max(grow, 1e-9 * width)
+                        width += max(grow, step)
                         continue
                 else:
                     best, hi = (cand, width), width
