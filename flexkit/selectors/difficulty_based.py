@@ -787,14 +787,10 @@ class DifficultyBasedSelector(Selector):
             else:
                 cand = grid.points(runs)
                 cand = cand[stamp[cand] < 0]
-                dist = x[cand] * cx
-                dist += y[cand] * cy
-                dist -= h_star
-                np.abs(dist, out=dist)
                 if cand.size < k:
                     lo = width
                     if cand.size and hi == math.inf:  # extrapolate the count from the tasks found so far
-                        near = float(dist.min())
+                        near = float(np.abs(x[cand] * cx + y[cand] * cy - h_star).min())
                         grow = (width - near) * min((2 * k - cand.size) / cand.size, 4.0)
                         width += max(grow, step)
                         continue
@@ -802,6 +798,10 @@ class DifficultyBasedSelector(Selector):
                     best, hi = (cand, width), width
                     if cand.size <= SLAB_TARGET * k:
                         break
+                    dist = x[cand] * cx
+                    dist += y[cand] * cy
+                    dist -= h_star
+                    np.abs(dist, out=dist)
                     jump = float(np.partition(dist, 2 * k - 1)[2 * k - 1]) * (1.0 + 1e-9)
                     if lo < jump < hi:
                         width = jump
