@@ -273,3 +273,16 @@ def test_resume_inside_a_repeated_batch(tmp_path: Path) -> None:
         tail = fresh()
         tail.load_state_dict(state)
         assert first + list(tail) == expected, f"cut at {cut}"
+
+
+def test_with_index_gives_loader_batches_their_dataset_indices(tmp_path: Path) -> None:
+    from flexkit.integrations.torch import WithIndex
+
+    dataset = ConcatDataset([Rows(20, "t0"), Rows(12, "t1")])
+    sampler = FlexkitSampler(make_pipeline(tmp_path, epochs=1), dataset)
+    loader = DataLoader(WithIndex(dataset), batch_size=sampler.batch_size, sampler=sampler)
+    for indices, batch in loader:
+        assert isinstance(indices, torch.Tensor) and len(indices) == 8
+        tids, local = sampler.locate(indices)
+        assert batch["tag"] == [f"t{t}" for t in tids.tolist()] and batch["i"].tolist() == local.tolist()
+        sampler.feedback(indices, torch.ones(8))

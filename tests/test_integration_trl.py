@@ -153,3 +153,8 @@ def test_grpo_trainer_draws_from_the_pipeline_and_feeds_rewards_back(tmp_path: P
                for i, v in zip(part["indices"], part["values"], strict=True)}
         assert got == {i: float(i % 2) for i in group}
     assert str(before) != str(pipe.scheduler.state_dict()["selectors"])
+    # timing: with num_iterations × steps_per_generation = 2, the second generation batch was selected after the
+    # first one's feedback (accelerate's one-batch lookahead only fetched the first batch's repeat)
+    reference.feedback(fed[0])
+    second = [sampler.global_index(t.taskset_id, t.index) for t in reference.read()]
+    assert calls[1] == [i for i in second for _ in range(2)]

@@ -3,7 +3,10 @@
 Any map-style dataset gets curricula, adaptive selection and taskset mixing in two lines::
 
     sampler = FlexkitSampler(flexkit.load_pipeline("pipeline.toml"), dataset)
-    loader = StatefulDataLoader(dataset, batch_size=sampler.batch_size, sampler=sampler)
+    loader = StatefulDataLoader(WithIndex(dataset), batch_size=sampler.batch_size, sampler=sampler)
+    for indices, batch in loader:
+        ...
+        sampler.feedback(indices, rewards)
 
 The sampler yields **global dataset indices**: with several tasksets, taskset ``i``'s task ``j`` is index
 ``offsets[i] + j`` (``offsets`` are the cumulative taskset sizes, the layout of
@@ -195,6 +198,20 @@ class FlexkitSampler(torch.utils.data.Sampler[int]):
             self.scheduler.load_state_dict(pipeline_state["scheduler"])
         self._buffer, self._pos = buffer, 0
         self._yielded = int(state["yielded"])
+
+
+class WithIndex(torch.utils.data.Dataset):
+    """``dataset``'s items as ``(index, item)`` pairs, so each loader batch carries the dataset indices that
+    :meth:`FlexkitSampler.feedback` needs (the default collate makes them a tensor)."""
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> tuple[int, Any]:
+        return int(index), self.dataset[index]
 
 
 def check_dataset(dataset: Sized, sizes: Sequence[int], names: Sequence[str]) -> None:

@@ -12,6 +12,10 @@ the weighted reward sum of every completion back with its prompt's dataset index
 feedback, so every process's pipeline copy stays identical. Rewards should lie in [0, 1] (pass/fail): the
 selectors clip feedback into that range.
 
+accelerate's loader fetches one loader batch ahead: with ``num_iterations × steps_per_generation ≥ 2`` that is a
+repeat of the current generation batch, so the next one is selected after this one's feedback; with 1, feedback
+reaches the batch after next.
+
 Not covered: ``resume_from_checkpoint`` restores model, optimizer and RNGs, but the Trainer fast-forwards the
 data by drawing batches again, so the curriculum does not resume where it stopped.
 """
