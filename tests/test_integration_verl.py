@@ -246,3 +246,13 @@ def test_mixin_feeds_back_and_weights_before_verl_update(tmp_path: Path) -> None
     assert torch.equal(trainer.seen[:2], 0 * verl_weights[:2]) and torch.equal(trainer.seen[2:], verl_weights[2:])
     after = sampler.state_dict()["pipeline"]["scheduler"]["selectors"][0]
     assert str(before) != str(after)  # the difficulty_based posterior learned from the batch
+
+
+def test_indexed_dataset_adds_the_index_without_touching_the_rows() -> None:
+    rows = [{"prompt": "a", "extra_info": {"index": 5}}, {"prompt": "b"}]
+    wrapped = pickle.loads(pickle.dumps(IndexedDataset(rows)))  # spawned loader workers pickle the dataset
+    assert wrapped[0] == {"prompt": "a", "extra_info": {"index": 5, "flexkit_index": 0}}
+    assert wrapped[1] == {"prompt": "b", "extra_info": {"flexkit_index": 1}}
+    assert rows[0] == {"prompt": "a", "extra_info": {"index": 5}} and len(wrapped) == 2
+    with pytest.raises(TypeError, match="dicts"):
+        IndexedDataset([1, 2])[0]

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from flexkit.errors import FeedbackError
 from flexkit.pipeline import Pipeline
 from flexkit.sample.actuator import Mix
 from flexkit.sample.batch import RolloutBatch
@@ -30,7 +31,7 @@ def to_rollout_batch(data: Any, *, pipeline: Pipeline | None = None, index_key: 
     if pipeline is not None and "taskset_id" not in batch:
         try:
             indices = dataset_indices(data.non_tensor_batch, index_key)
-        except Exception:
+        except FeedbackError:  # no dataset indices: per-taskset actuators will say what they miss
             return batch
         offsets = np.concatenate([[0], np.cumsum(pipeline.scheduler.sizes)])
         batch["taskset_id"] = np.searchsorted(offsets, indices, side="right") - 1
