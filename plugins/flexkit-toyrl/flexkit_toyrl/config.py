@@ -1,0 +1,58 @@
+"""Configuration of the ``toyrl`` trainer (importable without torch)."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import attrs
+
+from flexkit.config import field
+
+
+@attrs.frozen(kw_only=True)
+class ToyRLConfig:
+    """Parameters of the ``toyrl`` trainer."""
+
+    max_digits: int = field(default=4, ge=1, le=9, doc="Digit slots per operand; the largest task level.")
+    base: int = field(default=10, ge=2, le=10, doc="Number base; must match the taskset's.")
+    d_model: int = field(default=64, ge=8, doc="Transformer width.")
+    n_layers: int = field(default=2, ge=1, doc="Transformer blocks.")
+    n_heads: int = field(default=4, ge=1, doc="Attention heads (d_model must be a multiple).")
+    group_size: int = field(default=8, ge=2, doc="Sampled answers per task (G).")
+    learning_rate: float = field(default=1e-3, gt=0, doc="Adam learning rate of the RL phase.")
+    clip_ratio: float = field(default=0.2, gt=0, lt=1, doc="PPO clip range.")
+    entropy_coef: float = field(default=0.01, ge=0, doc="Weight of the entropy bonus.")
+    max_grad_norm: float = field(default=1.0, gt=0, doc="Gradient norm clip.")
+    temperature: float = field(default=1.0, gt=0, doc="Sampling temperature of the rollouts.")
+    aggregation: Literal["token-mean", "kept-token-mean"] = field(
+        default="token-mean", doc="Loss aggregation (see flexkit.weights.policy_loss)."
+    )
+    warmup_seed: int = field(
+        default=0, ge=0,
+        doc="Seed of the initial weights and the warm-start data. Independent of the pipeline seed, so every run "
+            "of a comparison starts from the same warm-started policy, as fine-tuning runs share a pretrained model.",
+    )
+    warmup_steps: int = field(default=550, ge=0, doc="Supervised warm-start steps before the RL phase.")
+    warmup_batch_size: int = field(default=128, ge=1, doc="Problems per warm-start step.")
+    warmup_learning_rate: float = field(default=3e-3, gt=0, doc="Adam learning rate of the warm start.")
+    warmup_level_weights: tuple[float, ...] = field(
+        default=(0.45, 0.37, 0.15, 0.03),
+        min_items=1,
+        doc="Share of warm-start problems per level 1, 2, ...; mostly easy ones, so harder levels stay weak.",
+    )
+    eval_tasks_per_level: int = field(default=200, ge=1, doc="Held-out problems per level.")
+    eval_levels: tuple[int, ...] = field(default=(1, 2, 3, 4), min_items=1, doc="Levels of the held-out set.")
+
+    def __attrs_post_init__(self) -> None:
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model ({self.d_model}) must be a multiple of n_heads ({self.n_heads})")
+        if len(self.warmup_level_weights) > self.max_digits:
+            raise ValueError(f"warmup_level_weights has {len(self.warmup_level_weights)} entries but max_digits "
+                             f"is {self.max_digits}")
+        if any(w < 0 or not math.isfinite(w) for w in self.warmup_level_weights) or not sum(
+                self.warmup_level_weights) > 0:
+            raise ValueError("warmup_level_weights must be finite, >= 0, with a positive sum")
+        bad = [level for level in self.eval_levels if not 1 <= level <= self.max_digits]
+        if bad:
+            raise ValueError(f"eval_levels must be between 1 and max_digits ({self.max_digits}), got {bad}")
