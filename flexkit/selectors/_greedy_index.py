@@ -65,7 +65,7 @@ class SlabGrid:
         #: ``starts[j·2^col_bits + c]``: position of the first point of bucket ``c`` of row ``j``, or later
         #: (one more entry: n).
         counts = np.bincount(self.keys >> np.uint32(self.col_shift), minlength=rows << col_bits)
-        self.starts = np.zeros(counts.size + 1, dtype=np.int32 if n < 2**31 else np.int64)
+        self.starts = np.zeros(counts.size + 1, dtype=np.int32)
         np.cumsum(counts, out=self.starts[1:])
         self._cols_log2 = col_bits
         self._y_lo = np.arange(rows) / rows
