@@ -851,3 +851,32 @@ def test_dirty_groups_track_the_newest_group_of_each_task() -> None:
     assert sorted(zip(idx[mine].tolist(), rows[mine].tolist(), strict=True)) == sorted(
         (5 + i % 10, float(i)) for i in range(290, 300)
     )
+
+
+@pytest.mark.parametrize(("lamb", "fold_below"), [(0.5, 0.01), (0.9, 1e-30), (0.2, 0.3)])
+def test_residual_bounds_hold_through_feedback_and_folds(lamb: float, fold_below: float) -> None:
+    """The invariant the index rests on: every regular task's residual is within the regular bound, every dirty
+    task's within its group's; folds rescale the bounds in place (no pass over all tasks)."""
+    rng = np.random.default_rng(2)
+    n = 400
+    f0, f1 = random_features(rng, n)
+    sel = DifficultyBasedSelector(
+        DifficultyBasedConfig(tau=0.0, lamb=lamb, target_reward=0.7), size=n, features={"f0": f0, "f1": f1}
+    )
+    sel.fold_below = fold_below
+    rebuild = mock.patch.object(sel, "_rebuild_groups", wraps=sel._rebuild_groups)
+    with index_on(RELEASE_EPS=2.0**-20), rebuild as rebuilt:
+        for _ in range(60):
+            idx = sel.get_indices(int(rng.integers(1, 60)))
+            sel.feedback(idx, rng.random(idx.size))
+            groups = sel._groups
+            assert groups is not None
+            m0, mp, mq, ms = sel._model
+            alpha_t = sel._alpha_t
+            residual = np.abs(alpha_t - (m0 + mp * sel._f0 + mq * sel._f1)) + np.abs(alpha_t + sel._beta_t - ms)
+            regular = groups.stamp < 0
+            assert (residual[regular] <= groups.bound).all()
+            for group in groups.groups:
+                mine = np.flatnonzero(groups.stamp == group.gid)
+                assert (residual[mine] <= group.bound).all()
+    assert sel.num_folds >= 2 and rebuilt.call_count == 1

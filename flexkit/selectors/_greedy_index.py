@@ -15,6 +15,7 @@ can enter the top k (see :mod:`flexkit.selectors.difficulty_based`).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -207,6 +208,17 @@ class DirtyGroups:
             if not group.bound <= self.bound:  # (a NaN bound propagates)
                 self.bound = group.bound
             self._head = group.stop
+
+    def rescale(self, new_bound: Callable[[float], float]) -> None:
+        """Map every residual bound (the regular tasks' and each group's) through ``new_bound``."""
+        self.bound = new_bound(self.bound)
+        self.groups = deque(g._replace(bound=new_bound(g.bound)) for g in self.groups)
+
+    def refresh_rows(self, rows_of: Callable[[np.ndarray], tuple[np.ndarray, ...]]) -> None:
+        """Recompute the held entries' scoring rows as ``rows_of(indices)``."""
+        sl = slice(self._head, self._tail)
+        for column, values in zip(self._rows, rows_of(self._idx[sl]), strict=True):
+            column[sl] = values
 
     def held_rows(self) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
         """Every held entry: its task, whether its group speaks for the task (the newest holding it), and its

@@ -107,8 +107,9 @@ nearest the target lie in a *slab* of the feature plane, ``|P·f0 + Q·f1 − h*
   generously, the float rounding of the costs and of the scalars; so the final slab ``W = D0·(θ + eps)``
   holds every task that can reach the top k, which is then taken by (float64 cost, index), bit-identical to
   the pass. Cost per step: O(dirty + slab tasks + grid rows) ≈ 15,000 float64 costs at N = 10^6 with the
-  defaults; feedback adds O(batch). A fold (every ~310 feedbacks with the default ``lamb``) or a load
-  invalidates the residuals: the next selection recomputes them in one float64 pass.
+  defaults; feedback adds O(batch). A fold (every ~310 feedbacks with the default ``lamb``) scales every
+  residual by ``a``: the bounds are mapped in place (plus the fold's rounding) and the dirty rows re-read,
+  O(dirty tasks). After a load the next selection measures the residuals in one float64 pass.
 """
 
 from __future__ import annotations
@@ -342,11 +343,22 @@ class DifficultyBasedSelector(Selector):
             sl = slice(start, min(start + CHUNK, self.size))
             self._true_slice(sl, self._alpha_t[sl], self._beta_t[sl], tmp[: sl.stop - start])
         a, (m0, mp, mq, ms) = self._a, self._model
-        self._model = (a * m0 + self._b, a * mp + self._p, a * mq + self._q, a * ms + self._b + self._b_beta)
+        b, b_beta, p, q = self._b, self._b_beta, self._p, self._q
+        self._model = (a * m0 + b, a * mp + p, a * mq + q, a * ms + b + b_beta)
         self._reset_transform()
         self.num_folds += 1
         self._refresh_mirrors()
-        self._groups = None  # residuals are measured in the old coordinates: rebuilt at the next selection
+        if self._groups is not None:
+            # A residual r becomes a·r plus the rounding of the fold (six float steps on α and on β, each within
+            # u of a partial sum at most a·(|model| + 2r) + |b| + |b_β| + |p| + |q|) and of the new model.
+            size = abs(m0) + abs(mp) + abs(mq) + abs(ms)
+            loose = abs(b) + abs(b_beta) + abs(p) + abs(q) + abs(b + b_beta)
+
+            def folded(bound: float) -> float:
+                return (a * bound + 32.0 * U64 * (a * (size + 2.0 * bound) + loose)) * (1.0 + 8.0 * U64)
+
+            self._groups.rescale(folded)
+            self._groups.refresh_rows(self._group_rows)
 
     def _c(self) -> float:
         return C_DEFAULT if self.capability is None else self.capability
@@ -628,6 +640,11 @@ class DifficultyBasedSelector(Selector):
         r *= 1.0 + 16.0 * U64
         return r
 
+    def _group_rows(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """What a dirty group keeps to score its tasks: ``α̃``, ``α̃ + β̃``, ``f0``, ``f1`` (copies)."""
+        alpha_t = self._alpha_t[idx]
+        return alpha_t, alpha_t + self._beta_t[idx], self._f0[idx], self._f1[idx]
+
     def _dirty_max(self) -> int:
         return max(DIRTY_MAX, int(DIRTY_FRACTION * self.size))
 
@@ -640,8 +657,7 @@ class DifficultyBasedSelector(Selector):
             self._groups = None
             return
         idx = np.array(indices, dtype=np.int64)
-        alpha_t = self._alpha_t[idx]
-        rows = (alpha_t, alpha_t + self._beta_t[idx], self._f0[idx], self._f1[idx])
+        rows = self._group_rows(idx)
         groups.add(idx, float(self._residual_bound(*rows).max()), rows)
         groups.release(self._release_limit(), self._dirty_max())
 
@@ -674,9 +690,7 @@ class DifficultyBasedSelector(Selector):
         if held:
             idx, bnd = np.concatenate(hot_idx), np.concatenate(hot_bound)
             idx.sort()
-            alpha_t = self._alpha_t[idx]
-            rows = (alpha_t, alpha_t + self._beta_t[idx], self._f0[idx], self._f1[idx])
-            groups.add(idx, float(bnd.max()), rows)
+            groups.add(idx, float(bnd.max()), self._group_rows(idx))
             groups.release(limit, self._dirty_max())
         return groups
 
