@@ -69,6 +69,8 @@ class SlabGrid:
         self.starts = np.zeros(counts.size + 1, dtype=np.int32)
         np.cumsum(counts, out=self.starts[1:])
         self._cols_log2 = col_bits
+        #: About how many points beyond a slab its runs hold (two partial buckets per row, evenly spread points).
+        self.bucket_slack = 2 * (n >> col_bits) + 2 * rows
         self._y_lo = np.arange(rows) / rows
         self._y_hi = (np.arange(rows) + 1.0) / rows
 

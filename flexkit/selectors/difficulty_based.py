@@ -788,22 +788,28 @@ class DifficultyBasedSelector(Selector):
         # The first widening step: about 4k tasks' worth of width where tasks are dense, or the last change.
         step = max((cx + abs(cy)) * 4.0 * k / self.size, self._drift)
         width = max(self._width if self._width is not None else gap + step, gap)
-        lo, hi = 0.0, math.inf  # widths known to hold fewer than k regular tasks / too many tasks
+        # Widths known to hold fewer than k regular tasks (lo), at least k or more than the budget allows (hi), and
+        # runs much longer than wanted, not read yet (soft): those are bisected first and read only once the
+        # bracket is narrow (a slab packed with dirty tasks, or huge buckets of equal features, has long runs).
+        lo, hi, soft = 0.0, math.inf, math.inf
+        cap = 4 * SLAB_TARGET * k + held + grid.bucket_slack
+        force = False
         best: tuple[np.ndarray, float] | None = None
-        # Runs much longer than wanted are not read (bisect first), unless the bracket is already narrow (a few
-        # huge buckets of equal features can make every slab's runs long).
-        cap = 4 * SLAB_TARGET * k + held
         for _ in range(SLAB_STEPS):
             runs = grid.runs(cx, cy, h_star - width, h_star + width)
-            narrow = hi < math.inf and hi - lo <= 0.01 * hi
-            if runs.size > budget or (runs.size > cap and not narrow):
+            if runs.size > budget:
                 hi = width
+            elif runs.size > cap and not force:
+                soft = width
             else:
+                force = False
                 cand = grid.points(runs)
                 cand = cand[stamp[cand] < 0]
                 if cand.size < k:
                     lo = width
-                    if cand.size and hi == math.inf:  # extrapolate the count from the tasks found so far
+                    if soft <= width:
+                        soft = math.inf
+                    if cand.size and min(hi, soft) == math.inf:  # extrapolate from the tasks found so far
                         near = float(np.abs(x[cand] * cx + y[cand] * cy - h_star).min())
                         grow = (width - near) * min((2 * k - cand.size) / cand.size, 4.0)
                         width += max(grow, step)
@@ -820,12 +826,15 @@ class DifficultyBasedSelector(Selector):
                     if lo < jump < hi:
                         width = jump
                         continue
-            if hi < math.inf and hi - lo <= 1e-9 * hi:
-                break
-            if hi == math.inf:
+            top = min(hi, soft)
+            if top == math.inf:
                 width, step = lo + step, 2.0 * step
+            elif top == soft and soft - lo <= 0.01 * soft:
+                width, force = soft, True
+            elif top - lo <= 1e-9 * top:
+                break
             else:
-                width = 0.5 * (lo + hi)
+                width = 0.5 * (lo + top)
         return best
 
     def _scratch(self, part: int, chunk: int) -> tuple[np.ndarray, np.ndarray]:
