@@ -880,3 +880,24 @@ def test_residual_bounds_hold_through_feedback_and_folds(lamb: float, fold_below
                 mine = np.flatnonzero(groups.stamp == group.gid)
                 assert (residual[mine] <= group.bound).all()
     assert sel.num_folds >= 2 and rebuilt.call_count == 1
+
+
+def test_regression_the_index_answers_when_the_nearest_tasks_are_all_dirty() -> None:
+    """Small batches right after large ones: the slab near the target held only dirty tasks, its runs looked
+    too long to read, and the search bisected below them until it gave up (the pass answered instead)."""
+    n = 60_000
+    rng = np.random.default_rng(4)
+    f0 = rng.random(n) * 0.6
+    f1 = np.minimum(f0 + rng.random(n) * 0.4, 1.0)
+    sel = DifficultyBasedSelector(
+        DifficultyBasedConfig(tau=0.0, target_reward=0.3, lamb=0.6), size=n, features={"f0": f0, "f1": f1}
+    )
+    uses = count_index_uses(sel)
+    with index_on(INDEX_BUDGET=0.125):
+        for step in range(60):
+            k = int(rng.integers(1, 10)) if step % 3 else int(rng.integers(100, 300))
+            expected = exact_greedy(sel, k) if step % 10 == 0 else None
+            idx = sel.get_indices(k)
+            assert expected is None or idx.tolist() == expected
+            sel.feedback(idx, rng.random(k))
+    assert not uses[0] and all(uses[1:])
