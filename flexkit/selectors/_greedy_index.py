@@ -125,9 +125,8 @@ class Runs(NamedTuple):
 
 
 class Group(NamedTuple):
-    """Tasks observed by one feedback: an id, a bound on their residuals, and where their rows are stored."""
+    """Tasks observed by one feedback: a bound on their residuals and where their entries are stored."""
 
-    gid: int
     bound: float
     start: int
     stop: int
@@ -137,76 +136,81 @@ class DirtyGroups:
     """The tasks scored one by one at every greedy selection ("dirty"), in groups; every other task is
     "regular": its residual is at most :attr:`bound` (in the units the caller chose).
 
-    A task belongs to the newest group that holds it (``stamp``); an older group holding it no longer speaks
-    for it. The groups' indices and scoring rows lie one after the other in buffers (a queue: added at the
-    end, released from the front, moved back to the start when the end is reached), so the dirty tasks are
-    read as one run. Memory: 4 bytes per task plus the buffers.
+    Each group holds one entry per task (its index and scoring rows); a task's newest entry speaks for it and
+    marks older ones stale. The entries lie one after the other in buffers (a queue: added at the end, released
+    from the front, moved back to the start when the end is reached), so the dirty tasks are read as one run,
+    with a flag per entry saying whether it is the newest of its task. Memory: 4 bytes per task (``stamp``:
+    the serial number of the task's newest held entry, or −1 for a regular task) plus the buffers.
     """
 
-    #: Group ids wrap here; the caller rebuilds before (see :attr:`exhausted`).
-    GID_LIMIT = 2**31 - 2
+    #: Entry serial numbers stay below this (stamps are int32); the caller rebuilds before (:attr:`exhausted`).
+    SERIAL_LIMIT = 2**31 - 1 - 2**26
 
     def __init__(self, size: int, columns: int) -> None:
         self.stamp = np.full(size, -1, dtype=np.int32)
         self.groups: deque[Group] = deque()
         #: Residual bound of every regular task.
         self.bound = 0.0
-        self._next = 0
         self._idx = np.empty(0, dtype=np.int64)
-        self._gid = np.empty(0, dtype=np.int32)
+        self._newest = np.empty(0, dtype=bool)
         self._rows = [np.empty(0) for _ in range(columns)]
         self._head = self._tail = 0
+        self._base = 0  # serial number of the entry at buffer position 0
 
     @property
     def exhausted(self) -> bool:
-        """Whether the group ids ran out (rebuild from scratch)."""
-        return self._next >= self.GID_LIMIT
+        """Whether the serial numbers ran out (rebuild from scratch; needs about 2^31 observations)."""
+        return self._base + self._tail >= self.SERIAL_LIMIT
 
     @property
     def held(self) -> int:
-        """Tasks in all groups, counting a task once per group holding it."""
+        """Entries in all groups: tasks counted once per group holding them."""
         return self._tail - self._head
 
     def add(self, idx: np.ndarray, bound: float, rows: tuple[np.ndarray, ...]) -> None:
-        """A new group: the tasks ``idx`` (no repeats), their residual ``bound`` and scoring ``rows``."""
+        """A new group: the tasks ``idx`` (no repeats, fewer than 2^26), their residual ``bound`` and scoring
+        ``rows``."""
         size = idx.size
         if self._tail + size > self._idx.size:
             self._make_room(size)
-        gid = self._next
-        self._next += 1
+        older = self.stamp[idx]
+        self._newest[older[older >= 0] - self._base] = False  # held entries of these tasks are now stale
         sl = slice(self._tail, self._tail + size)
         self._idx[sl] = idx
-        self._gid[sl] = gid
+        self._newest[sl] = True
         for column, values in zip(self._rows, rows, strict=True):
             column[sl] = values
-        self.stamp[idx] = gid
-        self.groups.append(Group(gid, bound, self._tail, self._tail + size))
+        self.stamp[idx] = np.arange(self._base + sl.start, self._base + sl.stop, dtype=np.int32)
+        self.groups.append(Group(bound, sl.start, sl.stop))
         self._tail += size
 
     def _make_room(self, size: int) -> None:
         held, head = self.held, self._head
         capacity = max(self._idx.size, 2 * (held + size), 1024)
         if capacity > self._idx.size:  # grow (the held part moves to the start of the new buffers)
-            idx, gid = np.empty(capacity, dtype=np.int64), np.empty(capacity, dtype=np.int32)
+            idx, newest = np.empty(capacity, dtype=np.int64), np.empty(capacity, dtype=bool)
             rows = [np.empty(capacity) for _ in self._rows]
         else:  # move the held part to the start
-            idx, gid, rows = self._idx, self._gid, self._rows
+            idx, newest, rows = self._idx, self._newest, self._rows
         idx[:held] = self._idx[head : self._tail]
-        gid[:held] = self._gid[head : self._tail]
+        newest[:held] = self._newest[head : self._tail]
         for new, old in zip(rows, self._rows, strict=True):
             new[:held] = old[head : self._tail]
-        self._idx, self._gid, self._rows = idx, gid, rows
-        self.groups = deque(Group(g.gid, g.bound, g.start - head, g.stop - head) for g in self.groups)
-        self._head, self._tail = 0, held
+        self._idx, self._newest, self._rows = idx, newest, rows
+        self.groups = deque(Group(g.bound, g.start - head, g.stop - head) for g in self.groups)
+        self._head, self._tail, self._base = 0, held, self._base + head
+
+    def tasks(self, group: Group) -> np.ndarray:
+        """The tasks ``group`` speaks for (those no newer group holds)."""
+        return self._idx[group.start : group.stop][self._newest[group.start : group.stop]]
 
     def release(self, limit: float, max_held: int) -> None:
-        """Release the oldest groups while their bound is at most ``limit`` or more than ``max_held`` tasks
+        """Release the oldest groups while their bound is at most ``limit`` or more than ``max_held`` entries
         are held; their tasks that no newer group holds become regular and raise :attr:`bound`."""
         groups = self.groups
         while groups and (groups[0].bound <= limit or self.held > max_held):
             group = groups.popleft()
-            idx = self._idx[group.start : group.stop]
-            self.stamp[idx[self.stamp[idx] == group.gid]] = -1
+            self.stamp[self.tasks(group)] = -1
             if not group.bound <= self.bound:  # (a NaN bound propagates)
                 self.bound = group.bound
             self._head = group.stop
@@ -223,8 +227,7 @@ class DirtyGroups:
             column[sl] = values
 
     def held_rows(self) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-        """Every held entry: its task, whether its group speaks for the task (the newest holding it), and its
-        scoring rows (views of the buffers: read them, never write)."""
+        """Every held entry: its task, whether it is the task's newest, and its scoring rows (views of the
+        buffers: read them, never write)."""
         sl = slice(self._head, self._tail)
-        idx = self._idx[sl]
-        return idx, self.stamp[idx] == self._gid[sl], [column[sl] for column in self._rows]
+        return self._idx[sl], self._newest[sl], [column[sl] for column in self._rows]

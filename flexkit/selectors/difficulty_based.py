@@ -469,12 +469,14 @@ class DifficultyBasedSelector(Selector):
         new_alpha = g * alpha_b + lamb + m * values
         new_beta = g * beta_b + lamb + m * (1.0 - values)
         lin = f0b * self._p + f1b * self._q
-        self._alpha_t[indices] = (new_alpha - self._b - lin) / self._a
-        self._beta_t[indices] = (new_beta - self._b_beta + lin) / self._a
+        alpha_t = (new_alpha - self._b - lin) / self._a
+        beta_t = (new_beta - self._b_beta + lin) / self._a
+        self._alpha_t[indices] = alpha_t
+        self._beta_t[indices] = beta_t
         self._mirror(indices)
         self.num_feedback += 1
         if self._groups is not None:
-            self._observe(indices)
+            self._observe(indices, (alpha_t, alpha_t + beta_t, f0b, f1b))
 
     # -- selection --------------------------------------------------------------------------------------
 
@@ -648,17 +650,16 @@ class DifficultyBasedSelector(Selector):
     def _dirty_max(self) -> int:
         return max(DIRTY_MAX, int(DIRTY_FRACTION * self.size))
 
-    def _observe(self, indices: np.ndarray) -> None:
-        """Feedback rewrote the rows ``indices``: they form a new dirty group; release the groups that have
-        decayed enough (or the oldest, beyond :meth:`_dirty_max` tasks)."""
+    def _observe(self, indices: np.ndarray, rows: tuple[np.ndarray, ...]) -> None:
+        """Feedback rewrote the rows ``indices`` (now ``rows``, as :meth:`_group_rows` gives them): they form a
+        new dirty group; release the groups that have decayed enough (or the oldest, beyond
+        :meth:`_dirty_max` tasks)."""
         groups = self._groups
         assert groups is not None
         if groups.exhausted:
             self._groups = None
             return
-        idx = np.array(indices, dtype=np.int64)
-        rows = self._group_rows(idx)
-        groups.add(idx, float(self._residual_bound(*rows).max()), rows)
+        groups.add(indices, float(self._residual_bound(*rows).max()), rows)
         groups.release(self._release_limit(), self._dirty_max())
 
     def _rebuild_groups(self) -> DirtyGroups:
