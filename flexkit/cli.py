@@ -94,6 +94,8 @@ The default target is initial + 90% of the way to the best setting's mean final 
                    "plus 90%% of the way to the best setting's mean final accuracy)")
     p.add_argument("--out", metavar="DIR", help="output folder (default: a fresh dated folder under runs/)")
     p.add_argument("--quiet", action="store_true", help="no per-run progress lines")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="runs in parallel, each in its own process (default 1); results do not depend on it")
     _add_plugin_option(p)
     p.set_defaults(func=cmd_compare)
 
@@ -219,7 +221,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     settings = [parse_setting(spec) for spec in args.settings] or [Setting("baseline", (), "baseline:")]
     out = Path(args.out) if args.out else default_run_dir(name=f"compare-{Path(args.file).stem}")
     result = compare(args.file, settings, seeds, out, args.target, plugins=args.plugin,
-                     progress=None if args.quiet else sys.stderr)
+                     progress=None if args.quiet else sys.stderr, jobs=args.jobs)
     print(render_table(result.results))
     print(f"\ntarget eval accuracy: {result.target_rule}")
     print(f"results: {out / 'results.md'}" + (f", {result.plot}" if result.plot else ""))

@@ -319,11 +319,14 @@ def compare(
     plugins: Sequence[str] = (),
     command: str | None = None,
     progress: IO[str] | None = sys.stderr,
+    jobs: int = 1,
 ) -> Comparison:
     """Run the pipeline at ``path`` under every setting and seed into ``out_dir``; write the reports.
 
-    Every setting is validated before the first run; an invalid one raises :class:`~flexkit.ConfigError`
-    naming its ``--set``. Raises :class:`~flexkit.FlexkitError` when a run folder already exists.
+    With ``jobs > 1`` that many runs go in parallel, each in its own process with ``cpu_count // jobs``
+    threads; results do not depend on ``jobs``. Every setting is validated before the first run; an invalid
+    one raises :class:`~flexkit.ConfigError` naming its ``--set``. Raises :class:`~flexkit.FlexkitError` when
+    a run folder already exists.
     """
     from flexkit.pipeline import pipeline_from_dict
     from flexkit.runner import run_pipeline
@@ -340,7 +343,10 @@ def compare(
     base_dir = Path(path).resolve().parent
     data = read_toml_file(path)
 
-    def build(setting: Setting, seed: int) -> Any:
+    if jobs < 1:
+        raise ConfigError([ConfigIssue("--jobs", f"must be >= 1, got {jobs}")])
+
+    def varied_data(setting: Setting, seed: int) -> dict[str, Any]:
         if any(ov.parts == ("run", "seed") for ov in setting.overrides):
             raise ConfigError([ConfigIssue(setting.label, "run.seed is set by --seeds; do not override it")])
         varied = apply_overrides(data, setting)
@@ -348,7 +354,11 @@ def compare(
         if not isinstance(run, dict):
             raise ConfigError([ConfigIssue("run", "expected a table")], str(path))
         run["seed"] = seed
-        return pipeline_from_dict(varied, base_dir=base_dir, source=f"{path} [{setting.label}]", plugins=plugins)
+        return varied
+
+    def build(setting: Setting, seed: int) -> Any:
+        return pipeline_from_dict(varied_data(setting, seed), base_dir=base_dir, source=f"{path} [{setting.label}]",
+                                  plugins=plugins)
 
     results: list[SettingResult] = []
     for setting in settings:  # validate everything before spending time on runs
@@ -368,24 +378,43 @@ def compare(
     total, done, started = len(settings) * len(seeds), 0, time.monotonic()
     _say(progress, f"compare: {len(settings)} setting(s) x {len(seeds)} seed(s) = {total} runs of {path} "
                    f"into {out_dir}")
-    for result in results:
-        for seed in seeds:
-            pipe = build(result.setting, seed)
-            run_dir = out_dir / result.setting.name / f"seed{seed}"
-            t0 = time.monotonic()
-            run = run_pipeline(pipe, run_dir=run_dir, progress=None)
-            seconds = time.monotonic() - t0
-            (run_dir / "setting.json").write_text(json.dumps({
-                "pipeline": str(path), "setting": result.setting.name, "spec": result.setting.spec,
-                "overrides": {ov.key: ov.value for ov in result.setting.overrides}, "seed": seed,
-            }, indent=2, default=str) + "\n", encoding="utf-8")
-            curve = _read_curve(run_dir, run.first_eval)
-            final = {k: float(v) for k, v in run.last_eval.items() if k.startswith("eval_accuracy")}
-            result.runs.append(RunOutcome(seed, run_dir, curve, final, seconds))
-            done += 1
-            first = f"{curve[0][1]:.3f} -> " if curve else ""
-            _say(progress, f"[{done}/{total}] {result.setting.name} seed {seed}: eval_accuracy "
-                           f"{first}{final.get('eval_accuracy', float('nan')):.3f} ({seconds:.1f}s)")
+    def record(result: SettingResult, seed: int, first_eval: dict[str, float], last_eval: dict[str, float],
+               seconds: float) -> None:
+        nonlocal done
+        run_dir = out_dir / result.setting.name / f"seed{seed}"
+        (run_dir / "setting.json").write_text(json.dumps({
+            "pipeline": str(path), "setting": result.setting.name, "spec": result.setting.spec,
+            "overrides": {ov.key: ov.value for ov in result.setting.overrides}, "seed": seed,
+        }, indent=2, default=str) + "\n", encoding="utf-8")
+        curve = _read_curve(run_dir, first_eval)
+        final = {k: float(v) for k, v in last_eval.items() if k.startswith("eval_accuracy")}
+        result.runs.append(RunOutcome(seed, run_dir, curve, final, seconds))
+        done += 1
+        first = f"{curve[0][1]:.3f} -> " if curve else ""
+        _say(progress, f"[{done}/{total}] {result.setting.name} seed {seed}: eval_accuracy "
+                       f"{first}{final.get('eval_accuracy', float('nan')):.3f} ({seconds:.1f}s)")
+
+    if jobs == 1:
+        for result in results:
+            for seed in seeds:
+                t0 = time.monotonic()
+                run = run_pipeline(build(result.setting, seed), run_dir=out_dir / result.setting.name / f"seed{seed}",
+                                   progress=None)
+                record(result, seed, run.first_eval, run.last_eval, time.monotonic() - t0)
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        threads = max(1, (os.cpu_count() or 1) // jobs)
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_limit_threads, initargs=(threads,)) as pool:
+            futures = {(i, seed): pool.submit(_run_job, varied_data(res.setting, seed), str(base_dir),
+                                              f"{path} [{res.setting.label}]", list(plugins),
+                                              str(out_dir / res.setting.name / f"seed{seed}"))
+                       for i, res in enumerate(results) for seed in seeds}
+            for (i, seed), future in futures.items():  # in (setting, seed) order, whatever finishes first
+                first_eval, last_eval, seconds = future.result()
+                record(results[i], seed, first_eval, last_eval, seconds)
 
     if target_accuracy is None:
         initial = [r.curve[0][1] for res in results for r in res.runs if r.curve and r.curve[0][0] == 0]
@@ -414,6 +443,26 @@ def compare(
     _say(progress, f"compare: {total} runs in {elapsed:.1f}s; results in {out_dir / 'results.md'}")
     return Comparison(out_dir=out_dir, target=target, target_rule=rule, results=results, markdown=markdown,
                       plot=plot)
+
+
+def _limit_threads(threads: int) -> None:
+    """Worker initializer: cap the math libraries' threads, so parallel runs do not oversubscribe the CPU."""
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[name] = str(threads)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
+
+
+def _run_job(data: dict[str, Any], base_dir: str, source: str, plugins: list[str],
+             run_dir: str) -> tuple[dict[str, float], dict[str, float], float]:
+    """One (setting, seed) run in a worker process; returns the first and last evaluations and the seconds."""
+    from flexkit.pipeline import pipeline_from_dict
+    from flexkit.runner import run_pipeline
+
+    t0 = time.monotonic()
+    pipe = pipeline_from_dict(data, base_dir=Path(base_dir), source=source, plugins=plugins)
+    run = run_pipeline(pipe, run_dir=run_dir, progress=None)
+    return dict(run.first_eval), dict(run.last_eval), time.monotonic() - t0
 
 
 def _say(stream: IO[str] | None, text: str) -> None:

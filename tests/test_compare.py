@@ -201,6 +201,17 @@ def test_layout_and_reports(compared: tuple[Comparison, str], pipeline_file: Pat
     assert "[4/4] adaptive seed 1" in progress
 
 
+def test_parallel_jobs_give_the_same_results(compared: tuple[Comparison, str], pipeline_file: Path,
+                                              tmp_path: Path) -> None:
+    serial = compared[0]
+    parallel = compare(pipeline_file, [parse_setting(s) for s in SPECS], [0, 1], tmp_path / "par", progress=None,
+                       jobs=2)
+    for one, two in zip(serial.results, parallel.results, strict=True):
+        assert [(r.seed, r.curve, r.final) for r in one.runs] == [(r.seed, r.curve, r.final) for r in two.runs]
+    with pytest.raises(ConfigError, match="--jobs"):
+        compare(pipeline_file, [parse_setting(SPECS[1])], [0], tmp_path / "bad", progress=None, jobs=0)
+
+
 def test_default_target_and_steps(comparison: Comparison) -> None:
     runs = [r for res in comparison.results for r in res.runs]
     initial = sum(r.curve[0][1] for r in runs) / len(runs)

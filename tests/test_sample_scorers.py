@@ -218,10 +218,11 @@ def test_builtins_register_through_the_hooks() -> None:
 
     host = PluginHost()
     assert host.add(flexkit.sample, name="flexkit.sample", distribution="flexkit")
-    assert host.names("scorer") == ["advantage_magnitude", "group_reward_std", "group_solve_rate", "reward",
-                                    "token_prob"]
-    assert host.names("actuator") == ["difficulty_band", "reward_gap", "softmax", "static", "threshold_band",
-                                      "topk_fraction"]
+    assert host.names("scorer") == ["advantage_magnitude", "group_reward_range", "group_reward_std",
+                                    "group_solve_rate", "reward", "token_prob"]
+    assert host.names("actuator") == ["category_bandit", "difficulty_band", "exp3", "pass_rate_band",
+                                      "reward_gap", "softmax", "static", "threshold_band", "topk_fraction",
+                                      "zero_variance_filter"]
     scorer = host.component("scorer", "group_solve_rate").build()
     assert isinstance(scorer, GroupSolveRateScorer) and scorer.config.success_threshold == 0.5
 

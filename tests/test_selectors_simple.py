@@ -37,10 +37,11 @@ def batches(selector: Selector, sizes: list[int]) -> list[list[int]]:
 # -- registration ----------------------------------------------------------------------------------
 
 
-def test_builtin_hook_registers_all_five_with_their_config_classes() -> None:
+def test_builtin_hook_registers_the_seed_selectors_with_their_config_classes() -> None:
     seen: dict[str, tuple[object, object]] = {}
-    flexkit_register_selectors(register=lambda name, factory, config: seen.__setitem__(name, (factory, config)))
-    assert seen == {
+    flexkit_register_selectors(register=lambda name, factory, config, **_: seen.__setitem__(name, (factory, config)))
+    assert {name: seen[name] for name in ("sequential", "shuffle", "random", "offline_easy2hard",
+                                          "difficulty_based")} == {
         "sequential": (SequentialSelector, SequentialConfig),
         "shuffle": (ShuffleSelector, ShuffleConfig),
         "random": (RandomSelector, RandomConfig),

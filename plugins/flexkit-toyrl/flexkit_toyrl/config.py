@@ -33,11 +33,11 @@ class ToyRLConfig:
         doc="Seed of the initial weights and the warm-start data. Independent of the pipeline seed, so every run "
             "of a comparison starts from the same warm-started policy, as fine-tuning runs share a pretrained model.",
     )
-    warmup_steps: int = field(default=550, ge=0, doc="Supervised warm-start steps before the RL phase.")
+    warmup_steps: int = field(default=500, ge=0, doc="Supervised warm-start steps before the RL phase.")
     warmup_batch_size: int = field(default=128, ge=1, doc="Problems per warm-start step.")
     warmup_learning_rate: float = field(default=3e-3, gt=0, doc="Adam learning rate of the warm start.")
     warmup_level_weights: tuple[float, ...] = field(
-        default=(0.45, 0.37, 0.15, 0.03),
+        default=(0.9, 0.08, 0.015, 0.005),
         min_items=1,
         doc="Share of warm-start problems per level 1, 2, ...; mostly easy ones, so harder levels stay weak.",
     )

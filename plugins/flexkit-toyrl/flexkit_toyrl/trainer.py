@@ -20,6 +20,7 @@ the optimiser and both random streams, so ``flexkit run --resume`` ends exactly 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -37,6 +38,15 @@ from flexkit_toyrl.model import TinyTransformer, answer_log_probs, generate
 EVAL_SPAWN_KEY = (12,)
 #: Spawn key of the initial weights and the warm-start problems (with ``warmup_seed``).
 WARMUP_SPAWN_KEY = (13,)
+
+
+def warmup_schedule(step: int, total: int) -> float:
+    """Learning-rate factor of the warm start: linear ramp over the first 10% of steps, cosine decay to 0.1."""
+    ramp = max(1, total // 10)
+    if step < ramp:
+        return (step + 1) / ramp
+    progress = (step - ramp) / max(1, total - ramp)
+    return 0.1 + 0.45 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
 
 
 def _torch_seed(seq: np.random.SeedSequence, key: int) -> int:
@@ -79,6 +89,7 @@ class ToyRLTrainer(Trainer):
         weights = np.asarray(cfg.warmup_level_weights, dtype=np.float64)
         weights /= weights.sum()
         optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.warmup_learning_rate)
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: warmup_schedule(i, cfg.warmup_steps))
         loss = torch.zeros(())
         for _ in range(cfg.warmup_steps):
             levels = 1 + self.warmup_rng.choice(len(weights), size=cfg.warmup_batch_size, p=weights)
@@ -89,7 +100,9 @@ class ToyRLTrainer(Trainer):
             loss = -logp.mean()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
             optimizer.step()
+            schedule.step()
         self.warmup_loss = float(loss.detach())
         self.warm = True
 
