@@ -293,8 +293,8 @@ class DifficultyBasedSelector(Selector):
         self._buffers: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # float32 chunk buffers per pass part
         self._refresh_mirrors()
         # The greedy index: a model of a never-observed task's α̃ and α̃ + β̃ as affine functions of the features
-        # (m0 + mp·f0 + mq·f1, ms; exact until a fold, which maps it like every task), the feature grids, and
-        # the dirty groups (None until the first indexed selection and after a fold or a load).
+        # (m0 + mp·f0 + mq·f1, ms; a fold maps it like every task), the feature grids, and the dirty groups
+        # (None until the first indexed selection and after a load).
         self._model = (1.0, 0.0, 0.0, 2.0)
         self._grids: dict[bool, SlabGrid] = {}
         self._groups: DirtyGroups | None = None
