@@ -95,7 +95,7 @@ The default target is initial + 90% of the way to the best setting's mean final 
     p.add_argument("--out", metavar="DIR", help="output folder (default: a fresh dated folder under runs/)")
     p.add_argument("--quiet", action="store_true", help="no per-run progress lines")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="runs in parallel, each in its own process (default 1); results do not depend on it")
+                   help="runs in parallel, each in its own process with cpu_count/N threads (default 1)")
     _add_plugin_option(p)
     p.set_defaults(func=cmd_compare)
 
@@ -121,6 +121,9 @@ The default target is initial + 90% of the way to the best setting's mean final 
                       help=f"exit non-zero if the file (--output, default {DEFAULT_SCHEMA_PATH}) is out of date")
     p.add_argument("--output", "-o", metavar="PATH", help="write the schema to PATH instead of stdout")
     p.add_argument("--all-plugins", action="store_true", help="include components of installed plugins")
+    p.add_argument("--distribution", action="append", default=[], metavar="NAME",
+                   help="also include the components of this installed distribution (repeatable), e.g. "
+                   "flexkit-toyrl for schemas/toyrl.schema.json")
     p.set_defaults(func=cmd_schema)
     return parser
 
@@ -298,8 +301,14 @@ def cmd_schema(args: argparse.Namespace) -> int:
     from flexkit.config.schema import REGENERATE_COMMAND, dumps, pipeline_schema
     from flexkit.plugins import get_plugins
 
-    include = None if args.all_plugins else (lambda c: c.distribution == "flexkit")
-    text = dumps(pipeline_schema(get_plugins(), include))
+    host = get_plugins()
+    wanted = {"flexkit", *args.distribution}
+    missing = sorted(set(args.distribution) - {c.distribution for c in host.all_components()})
+    if missing:
+        print(f"error: no installed distribution registers components: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    include = None if args.all_plugins else (lambda c: c.distribution in wanted)
+    text = dumps(pipeline_schema(host, include))
     if args.check:
         path = Path(args.output) if args.output else DEFAULT_SCHEMA_PATH
         try:

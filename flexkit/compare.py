@@ -324,9 +324,10 @@ def compare(
     """Run the pipeline at ``path`` under every setting and seed into ``out_dir``; write the reports.
 
     With ``jobs > 1`` that many runs go in parallel, each in its own process with ``cpu_count // jobs``
-    threads; results do not depend on ``jobs``. Every setting is validated before the first run; an invalid
-    one raises :class:`~flexkit.ConfigError` naming its ``--set``. Raises :class:`~flexkit.FlexkitError` when
-    a run folder already exists.
+    threads (numpy-only trainers give identical results whatever ``jobs``; torch's numerics can differ with
+    the thread count, so compare runs made with the same ``jobs``). Every setting is validated before the
+    first run; an invalid one raises :class:`~flexkit.ConfigError` naming its ``--set``. Raises
+    :class:`~flexkit.FlexkitError` when a run folder already exists.
     """
     from flexkit.pipeline import pipeline_from_dict
     from flexkit.runner import run_pipeline

@@ -145,7 +145,7 @@ def test_json_log_format_goes_to_stderr(fake_dist) -> None:
 
 
 def test_preview_prints_each_steps_mix_and_indices(capsys: pytest.CaptureFixture[str]) -> None:
-    example = str(ROOT / "examples" / "quickstart.toml")
+    example = str(ROOT / "examples" / "minimal.toml")
     assert main(["preview", example, "--steps", "3", "--json"]) == 0
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["step"] for r in records] == [0, 1, 2]
@@ -163,13 +163,13 @@ def test_preview_feedback_from_a_row_field_steers_difficulty_based(capsys: pytes
 
 
 def test_preview_reports_a_missing_feedback_field(capsys: pytest.CaptureFixture[str]) -> None:
-    example = str(ROOT / "examples" / "quickstart.toml")
+    example = str(ROOT / "examples" / "minimal.toml")
     assert main(["preview", example, "--steps", "1", "--feedback", "nope"]) == 1
     assert "no numeric field 'nope'" in capsys.readouterr().err
 
 
 def test_preview_stops_at_the_end_of_the_run(capsys: pytest.CaptureFixture[str]) -> None:
-    example = str(ROOT / "examples" / "quickstart.toml")  # 64 tasks, batch 8, 2 epochs = 16 steps
+    example = str(ROOT / "examples" / "minimal.toml")  # 64 tasks, batch 8, 2 epochs = 16 steps
     assert main(["preview", example, "--steps", "40", "--json"]) == 0
     out, err = capsys.readouterr()
     assert len(out.splitlines()) == 16 and "run ends after 16 steps" in err

@@ -145,3 +145,13 @@ def test_simulated_example_favours_adaptive_selection(tmp_path: Path) -> None:
     baseline = run_pipeline(load_pipeline(write(tmp_path / "b", random_text)), run_dir=tmp_path / "rb",
                             progress=None)
     assert adaptive.last_eval["eval_accuracy"] > baseline.last_eval["eval_accuracy"]
+
+
+def test_group_filter_counts_reach_the_metrics(tmp_path: Path) -> None:
+    text = PIPELINE.replace('type = "threshold_band"\nlow = 0.0\nhigh = 1.0', 'type = "zero_variance_filter"').replace(
+        'type = "group_solve_rate"', 'type = "group_reward_range"')
+    run_pipeline(load_pipeline(write(tmp_path, text)), run_dir=tmp_path / "run", progress=None)
+    metrics = read_metrics(tmp_path / "run")
+    assert all({"sample/kept_groups", "sample/groups_needed"} <= set(m) for m in metrics)
+    assert all(m["sample/kept_groups"] <= 16 for m in metrics)
+    assert any(m["sample/kept_groups"] < 16 for m in metrics)  # some all-equal groups were dropped

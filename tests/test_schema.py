@@ -13,6 +13,9 @@ from flexkit.plugins import get_plugins
 from tests.conftest import EXAMPLES, ROOT
 
 SCHEMA_PATH = ROOT / "schemas" / "pipeline.schema.json"
+#: The schema of the examples that use the embedded trainer: core components plus flexkit-toyrl's.
+TOYRL_SCHEMA_PATH = ROOT / "schemas" / "toyrl.schema.json"
+TOYRL_REGENERATE = "flexkit schema --distribution flexkit-toyrl --output schemas/toyrl.schema.json"
 
 
 def core_schema() -> dict:
@@ -29,10 +32,23 @@ def test_schema_is_valid_draft7() -> None:
     jsonschema.Draft7Validator.check_schema(core_schema())
 
 
-@pytest.mark.parametrize("example", sorted(EXAMPLES.glob("*.toml")), ids=lambda p: p.name)
-def test_every_example_validates_and_points_at_the_schema(example) -> None:
-    assert example.read_text(encoding="utf-8").splitlines()[0] == "#:schema ../schemas/pipeline.schema.json"
-    jsonschema.validate(read_toml_file(example), json.loads(SCHEMA_PATH.read_text()))
+def test_committed_toyrl_schema_is_up_to_date() -> None:
+    pytest.importorskip("flexkit_toyrl")
+    wanted = {"flexkit", "flexkit-toyrl"}
+    assert TOYRL_SCHEMA_PATH.read_text(encoding="utf-8") == dumps(
+        pipeline_schema(get_plugins(), lambda c: c.distribution in wanted)
+    ), f"schemas/toyrl.schema.json is out of date; regenerate with: {TOYRL_REGENERATE}"
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES.glob("**/*.toml")), ids=lambda p: p.name)
+def test_every_example_validates_and_points_at_a_committed_schema(example) -> None:
+    first = example.read_text(encoding="utf-8").splitlines()[0]
+    assert first.startswith("#:schema "), f"{example.name} must start with a #:schema line"
+    schema = (example.parent / first.removeprefix("#:schema ")).resolve()
+    assert schema in (SCHEMA_PATH, TOYRL_SCHEMA_PATH)
+    if schema == TOYRL_SCHEMA_PATH:
+        pytest.importorskip("flexkit_toyrl")
+    jsonschema.validate(read_toml_file(example), json.loads(schema.read_text()))
 
 
 def test_schema_rejects_what_the_loader_rejects() -> None:

@@ -231,3 +231,17 @@ def test_resume_after_a_crash_reproduces_the_uninterrupted_run(tmp_path: Path) -
     metrics = _metrics(tmp_path / "full")
     assert {"reward_mean", "pass_rate_mean", "kept_fraction", "taskset_mix", "entropy"} <= set(metrics[0])
     assert {"eval_accuracy/1", "eval_accuracy/3"} <= set(metrics[3])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(__import__("os").environ.get("FLEXKIT_SLOW") != "1",
+                    reason="set FLEXKIT_SLOW=1 to run the whole quickstart (about 1-2 minutes)")
+def test_quickstart_learns_mostly_on_the_medium_levels(tmp_path: Path) -> None:
+    from tests.conftest import EXAMPLES
+
+    result = run_pipeline(load_pipeline(EXAMPLES / "quickstart.toml"), run_dir=tmp_path / "run", progress=None)
+    first, last = result.first_eval, result.last_eval
+    assert last["eval_accuracy"] - first["eval_accuracy"] >= 0.2
+    gains = {level: last[f"eval_accuracy/{level}"] - first[f"eval_accuracy/{level}"] for level in (1, 2, 3, 4)}
+    assert first["eval_accuracy/1"] > 0.9 and first["eval_accuracy/4"] < 0.1  # the warm start's spread
+    assert gains[2] + gains[3] > gains[1] + gains[4]  # the gain is on the levels the warm start left at <= 50%

@@ -164,8 +164,13 @@ class SampleStage:
         return self.last_action.indices if isinstance(self.last_action, Keep) else None
 
     def metrics(self) -> dict[str, float]:
-        """Scalars for logging: ``sample/kept_fraction``, ``sample/mean_weight``, ``sample/proportion/<id>``."""
+        """Scalars for logging: ``sample/kept_fraction``, ``sample/mean_weight``, ``sample/proportion/<id>``,
+        and the actuator's own (e.g. ``kept_groups``, ``groups_needed`` of the group filters) as
+        ``sample/<name>``."""
         out: dict[str, float] = {}
+        own = getattr(self.actuator, "metrics", None)
+        if callable(own):
+            out.update({k if k.startswith("sample/") else f"sample/{k}": float(v) for k, v in own().items()})
         if self.kept_fraction is not None:
             out["sample/kept_fraction"] = self.kept_fraction
         if self.mean_weight is not None:

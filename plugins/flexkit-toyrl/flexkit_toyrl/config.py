@@ -20,9 +20,9 @@ class ToyRLConfig:
     n_layers: int = field(default=2, ge=1, doc="Transformer blocks.")
     n_heads: int = field(default=4, ge=1, doc="Attention heads (d_model must be a multiple).")
     group_size: int = field(default=8, ge=2, doc="Sampled answers per task (G).")
-    learning_rate: float = field(default=1e-3, gt=0, doc="Adam learning rate of the RL phase.")
+    learning_rate: float = field(default=3e-4, gt=0, doc="Adam learning rate of the RL phase.")
     clip_ratio: float = field(default=0.2, gt=0, lt=1, doc="PPO clip range.")
-    entropy_coef: float = field(default=0.01, ge=0, doc="Weight of the entropy bonus.")
+    entropy_coef: float = field(default=0.001, ge=0, doc="Weight of the entropy bonus.")
     max_grad_norm: float = field(default=1.0, gt=0, doc="Gradient norm clip.")
     temperature: float = field(default=1.0, gt=0, doc="Sampling temperature of the rollouts.")
     aggregation: Literal["token-mean", "kept-token-mean"] = field(
@@ -37,9 +37,13 @@ class ToyRLConfig:
     warmup_batch_size: int = field(default=128, ge=1, doc="Problems per warm-start step.")
     warmup_learning_rate: float = field(default=3e-3, gt=0, doc="Adam learning rate of the warm start.")
     warmup_level_weights: tuple[float, ...] = field(
-        default=(0.9, 0.08, 0.015, 0.005),
+        default=(0.9, 0.06, 0.03, 0.01),
         min_items=1,
         doc="Share of warm-start problems per level 1, 2, ...; mostly easy ones, so harder levels stay weak.",
+    )
+    num_threads: int = field(
+        default=0, ge=0,
+        doc="torch CPU threads for this run (0: leave torch's setting). Results can differ with the thread count.",
     )
     eval_tasks_per_level: int = field(default=200, ge=1, doc="Held-out problems per level.")
     eval_levels: tuple[int, ...] = field(default=(1, 2, 3, 4), min_items=1, doc="Levels of the held-out set.")

@@ -59,6 +59,8 @@ class ToyRLTrainer(Trainer):
     def __init__(self, config: ToyRLConfig, *, seed: int | np.random.SeedSequence = 0) -> None:
         self.config = config
         seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+        if config.num_threads:
+            torch.set_num_threads(config.num_threads)
         self.width = config.max_digits
         self.prompt_len = 2 * self.width + 2
         self.answer_len = self.width + 1
