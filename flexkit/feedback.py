@@ -52,6 +52,57 @@ def _task_of(exp: Any) -> tuple[int, int, float]:
     return exp.taskset_id, exp.index, exp.reward
 
 
+#: The fields of columnar experiences (see :meth:`PassRateCalculator.process`).
+COLUMNS = frozenset({"reward", "taskset_id", "index"})
+
+
+def _rows(exps: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(taskset ids, indices, rewards) of a list of experiences."""
+    try:
+        triples = [_task_of(e) for e in exps]
+    except (KeyError, AttributeError, TypeError) as exc:
+        raise FeedbackError(f"an experience lacks reward/taskset_id/index: {exc!r}") from None
+    try:
+        rewards = np.asarray([t[2] for t in triples], dtype=np.float64)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise FeedbackError(f"experience rewards must be numbers: {exc}") from None
+    if rewards.ndim != 1:
+        raise FeedbackError("experience rewards must be numbers, got sequences")
+    try:
+        tids = np.asarray([t[0] for t in triples])
+        idxs = np.asarray([t[1] for t in triples])
+    except (TypeError, ValueError, OverflowError):
+        tids = idxs = np.asarray([None])  # ragged or odd values: reported by _check_ids
+    return tids, idxs, rewards
+
+
+def _columns(columns: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(taskset ids, indices, rewards) of columnar experiences."""
+    try:
+        rewards = np.asarray(columns["reward"], dtype=np.float64)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise FeedbackError(f"experience rewards must be numbers: {exc}") from None
+    if rewards.ndim != 1:
+        raise FeedbackError(f"the reward column must be one-dimensional, got shape {rewards.shape}")
+    try:
+        tids, idxs = np.asarray(columns["taskset_id"]), np.asarray(columns["index"])
+    except (TypeError, ValueError, OverflowError):
+        tids = idxs = np.asarray([None])
+    if tids.shape != rewards.shape or idxs.shape != rewards.shape:
+        raise FeedbackError(f"experience columns must have equal lengths: reward {rewards.shape}, taskset_id "
+                            f"{tids.shape}, index {idxs.shape}")
+    return tids, idxs, rewards
+
+
+def _check_ids(tids: np.ndarray, idxs: np.ndarray, n: int) -> None:
+    if not (np.issubdtype(tids.dtype, np.integer) and np.issubdtype(idxs.dtype, np.integer)) or (
+        tids.ndim != 1 or idxs.ndim != 1 or len(tids) != n or len(idxs) != n
+    ):
+        raise FeedbackError("experience taskset_id and index must be integers")
+    if any(a.size and a.dtype == np.uint64 and int(a.max()) > np.iinfo(np.int64).max for a in (tids, idxs)):
+        raise FeedbackError("experience taskset_id and index must fit in 64-bit signed integers")
+
+
 @attrs.frozen
 class PassRateConfig:
     """``pass_rate_calculator`` takes no parameters."""
@@ -63,38 +114,28 @@ class PassRateCalculator:
     def __init__(self, config: PassRateConfig | None = None) -> None:
         self.config = config or PassRateConfig()
 
-    def process(self, experiences: Iterable[Any]) -> tuple[list[Any], dict[str, Any]]:
+    def process(self, experiences: Iterable[Any] | Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
         """Return ``(experiences, {SELECTOR_METRIC: {taskset_id: {"indices": [...], "values": [...]}}})``.
 
-        Tasks appear in order of first occurrence; experiences are passed through unchanged.
+        ``experiences`` is an iterable of experiences (:class:`Experience`, dicts, Trinity-style objects) or,
+        cheaper for large batches, **columns**: a mapping with equal-length arrays ``reward``,
+        ``taskset_id`` and ``index`` (one entry per response). Tasks appear in order of first occurrence;
+        experiences are passed through unchanged.
         """
-        try:
-            exps = list(experiences)
-        except TypeError:
-            raise FeedbackError(f"experiences must be an iterable, got {type(experiences).__name__}") from None
-        if not exps:
-            return exps, {SELECTOR_METRIC: {}}
-        try:
-            triples = [_task_of(e) for e in exps]
-        except (KeyError, AttributeError, TypeError) as exc:
-            raise FeedbackError(f"an experience lacks reward/taskset_id/index: {exc!r}") from None
-        try:
-            rewards = np.asarray([t[2] for t in triples], dtype=np.float64)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise FeedbackError(f"experience rewards must be numbers: {exc}") from None
-        if rewards.ndim != 1:
-            raise FeedbackError("experience rewards must be numbers, got sequences")
-        try:
-            tids = np.asarray([t[0] for t in triples])
-            idxs = np.asarray([t[1] for t in triples])
-        except (TypeError, ValueError, OverflowError):
-            tids = idxs = np.asarray([None])  # ragged or odd values: reported just below
-        if not (np.issubdtype(tids.dtype, np.integer) and np.issubdtype(idxs.dtype, np.integer)) or (
-            tids.ndim != 1 or idxs.ndim != 1
-        ):
-            raise FeedbackError("experience taskset_id and index must be integers")
-        if any(a.size and a.dtype == np.uint64 and int(a.max()) > np.iinfo(np.int64).max for a in (tids, idxs)):
-            raise FeedbackError("experience taskset_id and index must fit in 64-bit signed integers")
+        if isinstance(experiences, Mapping) and set(experiences) >= COLUMNS:
+            exps: Any = experiences
+            tids, idxs, rewards = _columns(experiences)
+            if not len(rewards):
+                return exps, {SELECTOR_METRIC: {}}
+        else:
+            try:
+                exps = list(experiences)
+            except TypeError:
+                raise FeedbackError(f"experiences must be an iterable, got {type(experiences).__name__}") from None
+            if not exps:
+                return exps, {SELECTOR_METRIC: {}}
+            tids, idxs, rewards = _rows(exps)
+        _check_ids(tids, idxs, len(rewards))
         keys = np.stack([tids.astype(np.int64), idxs.astype(np.int64)], axis=1)
         uniq, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
         inverse = inverse.reshape(-1)

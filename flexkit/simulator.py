@@ -158,8 +158,7 @@ class SimulatorTrainer(Trainer):
             "taskset_id": taskset_ids,
             "index": indices,
         })
-        experiences = [{"reward": float(r), "taskset_id": int(t), "index": int(i)}
-                       for r, t, i in zip(rewards, taskset_ids, indices, strict=True)]
+        experiences = {"reward": rewards, "taskset_id": taskset_ids, "index": indices}  # columns: no per-row objects
         return Rollout(batch=batch, experiences=experiences,
                        metrics={"reward_mean": float(rewards.mean()), "expected_success": float(p.mean())})
 

@@ -30,12 +30,13 @@ class Rollout:
     """What one step's generation produced.
 
     ``batch`` is a :class:`~flexkit.sample.RolloutBatch` (one row per response: rewards, ``response_mask``,
-    ``uid`` group ids, ``taskset_id``, ``index``); ``experiences`` feed the feedback operator (one per response:
-    ``reward``, ``taskset_id``, ``index``); ``metrics`` are logged as they are.
+    ``uid`` group ids, ``taskset_id``, ``index``); ``experiences`` feed the feedback operator: one per response
+    (``reward``, ``taskset_id``, ``index``), or the same as columns (a mapping of three equal-length arrays);
+    ``metrics`` are logged as they are.
     """
 
     batch: Any
-    experiences: Sequence[Any]
+    experiences: Sequence[Any] | Mapping[str, Any]
     metrics: Mapping[str, float] = attrs.field(factory=dict)
 
 

@@ -30,3 +30,17 @@ def test_scheduler_benchmark_quick_mode(capsys) -> None:
     assert module.main(["--quick", "--train-ms", "5"]) == 0
     out = capsys.readouterr().out
     assert "8 tasksets" in out and "\non " in out and "\noff " in out
+
+
+def test_overhead_benchmark_quick_mode(capsys) -> None:
+    import pytest
+
+    pytest.importorskip("flexkit_toyrl")
+    spec = importlib.util.spec_from_file_location("bench_overhead", ROOT / "benchmarks" / "overhead.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = module.run(quick=True)
+    assert set(result["median_ms"]) == {"read", "feedback", "sample_stage", "rollout", "advantages", "update"}
+    assert 0 < result["flexkit_share_median"] < 1
+    assert module.main(["--quick"]) == 0 and "flexkit share of a step" in capsys.readouterr().out

@@ -142,3 +142,23 @@ def test_the_stage_runs_only_at_its_scorers_timing(tmp_path: Path) -> None:
     assert action is not None and pipe.sample_stage.kept_indices.tolist() == [0, 1]
     with pytest.raises(ValueError, match="timing"):
         pipe.apply_sample_stage(data, step=0, timing="whenever")
+
+
+def test_columnar_experiences_give_the_same_feedback_as_rows() -> None:
+    from flexkit.errors import FeedbackError
+    from flexkit.feedback import PassRateCalculator
+
+    rng = np.random.default_rng(0)
+    tids = rng.integers(0, 3, 200)
+    idxs = rng.integers(0, 20, 200)
+    rewards = rng.random(200)
+    rows = [{"reward": float(r), "taskset_id": int(t), "index": int(i)} for r, t, i in zip(rewards, tids, idxs)]
+    calc = PassRateCalculator()
+    assert calc.process({"reward": rewards, "taskset_id": tids, "index": idxs})[1] == calc.process(rows)[1]
+    assert calc.process({"reward": [], "taskset_id": [], "index": []})[1] == {"selector_metric": {}}
+    with pytest.raises(FeedbackError, match="equal lengths"):
+        calc.process({"reward": rewards, "taskset_id": tids[:-1], "index": idxs})
+    with pytest.raises(FeedbackError, match="one-dimensional"):
+        calc.process({"reward": 1.0, "taskset_id": 0, "index": 3})  # one experience is not a batch of columns
+    with pytest.raises(FeedbackError, match="integers"):
+        calc.process({"reward": rewards, "taskset_id": tids.astype(float), "index": idxs})

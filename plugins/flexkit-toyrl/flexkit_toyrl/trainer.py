@@ -157,8 +157,7 @@ class ToyRLTrainer(Trainer):
             "level": levels,
         })
         rewards = correct.numpy()
-        experiences = [{"reward": float(r), "taskset_id": int(t), "index": int(i)}
-                       for r, t, i in zip(rewards, taskset_ids, indices, strict=True)]
+        experiences = {"reward": rewards, "taskset_id": taskset_ids, "index": indices}  # columns: no per-row objects
         solved = rewards.reshape(n, g).mean(axis=1)
         metrics = {"reward_mean": float(rewards.mean()),
                    "zero_variance_groups": float(((solved == 0) | (solved == 1)).mean())}

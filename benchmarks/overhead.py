@@ -1,0 +1,111 @@
+"""flexkit's overhead inside a training step of the embedded trainer (``plugins/flexkit-toyrl``).
+
+    python benchmarks/overhead.py             # examples/quickstart.toml, 60 timed steps after 10 warm-up steps
+    python benchmarks/overhead.py --quick     # a tiny model and batch, a few steps (the CI smoke mode)
+
+Each step is timed part by part, the way ``flexkit run`` drives it: flexkit's parts are ``scheduler.read()``,
+``pipeline.feedback()`` (pass-rate calculator and selector update) and the sample stage (scorer, actuator,
+token weights; the pipeline gets a ``group_solve_rate`` + ``threshold_band`` stage so there is one to time);
+the trainer's parts are rollout, advantages and update. It prints the median of each part and flexkit's share
+of the step, computed per step and then the median. No timing is asserted anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+ROOT = Path(__file__).resolve().parent.parent
+FLEXKIT_PARTS = ("read", "feedback", "sample_stage")
+TRAINER_PARTS = ("rollout", "advantages", "update")
+SAMPLE = {"mechanism": "select", "scorer": {"type": "group_solve_rate"},
+          "actuator": {"type": "threshold_band", "low": 0.0, "high": 1.0}}
+QUICK_TRAINER = {"type": "toyrl", "d_model": 16, "n_heads": 2, "group_size": 4, "warmup_steps": 2,
+                 "eval_tasks_per_level": 5}
+
+
+def run(*, quick: bool = False, steps: int = 60, warmup: int = 10) -> dict[str, Any]:
+    """Time ``steps`` training steps after ``warmup`` untimed ones; returns per-part medians in ms."""
+    from flexkit.config.loader import read_toml_file
+    from flexkit.pipeline import pipeline_from_dict
+    from flexkit.runner import trainer_seed
+
+    data = read_toml_file(ROOT / "examples" / "quickstart.toml")
+    data["sample"] = SAMPLE
+    if quick:
+        data["run"].update(batch_size=8, total_steps=20)
+        data["tasksets"][0]["size"] = 400
+        data["trainer"] = QUICK_TRAINER
+        steps, warmup = 5, 2
+    pipe = pipeline_from_dict(data, base_dir=ROOT / "examples")
+    cfg = pipe.config
+    trainer = pipe.plugins.component("trainer", cfg.trainer.type).build(cfg.trainer.config,
+                                                                         seed=trainer_seed(cfg.run.seed))
+    trainer.setup(pipe)
+    trainer.evaluate(step=0)  # includes the warm start, which is not part of a step
+    parts: dict[str, list[float]] = {name: [] for name in (*FLEXKIT_PARTS, *TRAINER_PARTS)}
+    shares: list[float] = []
+    try:
+        for step in range(warmup + steps):
+            t: dict[str, float] = {}
+            t0 = time.perf_counter()
+            tasks = pipe.scheduler.read()
+            t1 = time.perf_counter()
+            rollout = trainer.rollout(tasks, step=step)
+            t2 = time.perf_counter()
+            pipe.feedback(rollout.experiences)
+            t3 = time.perf_counter()
+            pipe.apply_sample_stage(rollout.batch, step=step, timing="post_reward")
+            t4 = time.perf_counter()
+            trainer.compute_advantages(rollout.batch, step=step)
+            t5 = time.perf_counter()
+            pipe.apply_sample_stage(rollout.batch, step=step, timing="post_advantage")
+            weights = pipe.sample_stage.token_weights(rollout.batch, step=step)
+            t6 = time.perf_counter()
+            trainer.update(rollout.batch, weights, step=step)
+            t7 = time.perf_counter()
+            t = {"read": t1 - t0, "rollout": t2 - t1, "feedback": t3 - t2, "sample_stage": (t4 - t3) + (t6 - t5),
+                 "advantages": t5 - t4, "update": t7 - t6}
+            if step >= warmup:
+                for name, seconds in t.items():
+                    parts[name].append(seconds * 1e3)
+                shares.append(sum(t[p] for p in FLEXKIT_PARTS) / (t7 - t0))
+    finally:
+        pipe.scheduler.close()
+    return {
+        "steps": steps,
+        "batch": f"{cfg.run.batch_size} tasks x {cfg.trainer.config.group_size} samples",
+        "median_ms": {name: statistics.median(v) for name, v in parts.items()},
+        "flexkit_share_median": statistics.median(shares),
+        "flexkit_share_max": max(shares),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: print the table (and write JSON with ``--json``)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tiny model and batch, a few steps (CI smoke)")
+    parser.add_argument("--steps", type=int, default=60, help="timed steps (default 60)")
+    parser.add_argument("--json", metavar="PATH", help="also write the result as JSON")
+    args = parser.parse_args(argv)
+    result = run(quick=args.quick, steps=args.steps)
+    print(f"embedded trainer step ({result['batch']}), median of {result['steps']} steps:")
+    for name, ms in result["median_ms"].items():
+        owner = "flexkit" if name in FLEXKIT_PARTS else "trainer"
+        print(f"  {owner:<8}{name:<14}{ms:>10.3f} ms")
+    print(f"flexkit share of a step: median {result['flexkit_share_median']:.2%}, "
+          f"max {result['flexkit_share_max']:.2%}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
