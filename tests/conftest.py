@@ -13,6 +13,7 @@ import pytest
 import structlog
 from hypothesis import settings
 
+from flexkit.hookspecs import hookimpl
 from flexkit.plugins import clear_plugin_cache
 
 # CI (CI=true) runs the property tests derandomized, so a submission's result does not depend on the draw;
@@ -64,3 +65,19 @@ def fake_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., 
     yield make
     for name in created:
         sys.modules.pop(name, None)
+
+
+class Crash(Exception):
+    """Injected failure (see :class:`CrashAt`)."""
+
+
+class CrashAt:
+    """A plugin that crashes the run when the scheduler hands out the batch of ``step``."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    @hookimpl
+    def flexkit_on_select(self, step, tasks):
+        if step == self.step:
+            raise Crash(f"injected crash at step {step}")

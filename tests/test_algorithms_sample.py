@@ -13,7 +13,6 @@ import torch
 
 from flexkit.config.converter import make_converter
 from flexkit.errors import ConfigError
-from flexkit.hookspecs import hookimpl
 from flexkit.pipeline import pipeline_from_dict
 from flexkit.runner import run_pipeline
 from flexkit.sample import (
@@ -33,6 +32,7 @@ from flexkit.sample import (
     ZeroVarianceFilterConfig,
 )
 from flexkit.sample.actuators.exp3 import exploration
+from tests.conftest import Crash, CrashAt
 
 
 def _groups(rewards: list[list[float]], taskset_ids: list[int] | None = None) -> RolloutBatch:
@@ -181,20 +181,6 @@ def test_exp3_importance_weighted_update_and_policy() -> None:
 # -- in a pipeline ------------------------------------------------------------------------------------------
 
 
-class Crash(Exception):
-    """Injected failure."""
-
-
-class CrashAt:
-    """A plugin that crashes the run when the scheduler hands out the batch of ``step``."""
-
-    def __init__(self, step: int) -> None:
-        self.step = step
-
-    @hookimpl
-    def flexkit_on_select(self, step, tasks):
-        if step == self.step:
-            raise Crash(f"injected crash at step {step}")
 
 
 def crash_and_resume(data: dict, tmp_path: Path) -> tuple[str, str]:

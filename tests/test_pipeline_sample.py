@@ -152,7 +152,8 @@ def test_columnar_experiences_give_the_same_feedback_as_rows() -> None:
     tids = rng.integers(0, 3, 200)
     idxs = rng.integers(0, 20, 200)
     rewards = rng.random(200)
-    rows = [{"reward": float(r), "taskset_id": int(t), "index": int(i)} for r, t, i in zip(rewards, tids, idxs)]
+    rows = [{"reward": float(r), "taskset_id": int(t), "index": int(i)}
+            for r, t, i in zip(rewards, tids, idxs, strict=True)]
     calc = PassRateCalculator()
     assert calc.process({"reward": rewards, "taskset_id": tids, "index": idxs})[1] == calc.process(rows)[1]
     assert calc.process({"reward": [], "taskset_id": [], "index": []})[1] == {"selector_metric": {}}

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from flexkit import ConfigError, FlexkitError, hookimpl
+from flexkit import ConfigError, FlexkitError
 from flexkit.cli import main
 from flexkit.pipeline import load_pipeline
 from flexkit.runner import run_pipeline
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, Crash, CrashAt
 
 PIPELINE = """
 [run]
@@ -55,18 +55,6 @@ group_size = 4
 """
 
 
-class Crash(Exception):
-    """Injected failure."""
-
-
-class CrashAt:
-    def __init__(self, step: int) -> None:
-        self.step = step
-
-    @hookimpl
-    def flexkit_on_select(self, step, tasks):
-        if step == self.step:
-            raise Crash(f"injected crash at step {step}")
 
 
 def write(tmp_path: Path, text: str = PIPELINE) -> Path:

@@ -25,9 +25,9 @@ from flexkit_toyrl.config import ToyRLConfig  # noqa: E402
 from flexkit_toyrl.model import TinyTransformer, generate  # noqa: E402
 from flexkit_toyrl.trainer import ToyRLTrainer  # noqa: E402
 
-from flexkit import hookimpl  # noqa: E402
 from flexkit.pipeline import load_pipeline  # noqa: E402
 from flexkit.runner import run_pipeline  # noqa: E402
+from tests.conftest import Crash, CrashAt  # noqa: E402
 
 TINY = """
 [run]
@@ -196,18 +196,6 @@ def test_trainer_needs_operands_that_fit(tmp_path: Path) -> None:
         run_pipeline(load_pipeline(path), run_dir=tmp_path / "run", progress=None)
 
 
-class Crash(Exception):
-    """Injected failure."""
-
-
-class CrashAt:
-    def __init__(self, step: int) -> None:
-        self.step = step
-
-    @hookimpl
-    def flexkit_on_select(self, step, tasks):
-        if step == self.step:
-            raise Crash(f"injected crash at step {step}")
 
 
 def _metrics(run_dir: Path) -> list[dict]:

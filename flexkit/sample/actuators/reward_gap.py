@@ -32,6 +32,7 @@ import numpy as np
 
 from flexkit.config import field
 from flexkit.sample.actuator import Actuator, Mix
+from flexkit.sample.actuators._taskset_stats import taskset_sums
 from flexkit.sample.batch import RolloutBatch, SampleError
 
 
@@ -76,26 +77,10 @@ class RewardGapMixer(Actuator):
 
     def _step_stats(self, scores: Any, batch: RolloutBatch) -> tuple[np.ndarray, np.ndarray]:
         """Per-taskset (sum, count) of this call's scores, as float64 arrays of length ``num_tasksets``."""
-        if isinstance(scores, Mapping):
-            ids = np.asarray(list(scores.keys()), dtype=np.int64)
-            values = np.asarray(list(scores.values()), dtype=np.float64)
-        else:
-            batch.require(["taskset_id"], who=f"mix actuator {self.display_name()} with per-sample scores")
-            raw = batch["taskset_id"]
-            raw = raw.detach().cpu().numpy() if hasattr(raw, "detach") else np.asarray(raw)
-            if raw.size and (raw.dtype == bool or not np.issubdtype(raw.dtype, np.integer)):
-                raise SampleError(f"taskset_id must hold integer taskset ids, got {raw.dtype}")
-            ids = raw.astype(np.int64, copy=False).reshape(-1)
-            values = scores.detach().to("cpu").double().numpy().reshape(-1)
-        if ids.size and ids.min() < 0:
-            raise SampleError(f"taskset ids must be >= 0, got {int(ids.min())}")
-        top = int(ids.max()) + 1 if ids.size else 0
-        if self._bound is not None and top > self._bound:
-            raise SampleError(f"taskset id {top - 1} is out of range: the pipeline has {self._bound} tasksets")
-        self.num_tasksets = max(self.num_tasksets, top)
-        k = self.num_tasksets
-        return (np.bincount(ids, weights=values, minlength=k).astype(np.float64),
-                np.bincount(ids, minlength=k).astype(np.float64))
+        sums, counts = taskset_sums(scores, batch, who=f"mix actuator {self.display_name()}", bound=self._bound)
+        self.num_tasksets = max(self.num_tasksets, len(sums))
+        pad = self.num_tasksets - len(sums)
+        return np.pad(sums, (0, pad)), np.pad(counts, (0, pad))
 
     def _record(self, step: int, sums: np.ndarray, counts: np.ndarray) -> None:
         if self._window and self._window[-1][0] == step:
