@@ -31,14 +31,16 @@ QUICK_TRAINER = {"type": "toyrl", "d_model": 16, "n_heads": 2, "group_size": 4, 
                  "eval_tasks_per_level": 5}
 
 
-def run(*, quick: bool = False, steps: int = 60, warmup: int = 10) -> dict[str, Any]:
-    """Time ``steps`` training steps after ``warmup`` untimed ones; returns per-part medians in ms."""
+def run(*, quick: bool = False, steps: int = 60, warmup: int = 10, sample: bool = True) -> dict[str, Any]:
+    """Time ``steps`` training steps after ``warmup`` untimed ones; returns per-part medians in ms. Without
+    ``sample`` the pipeline is the quickstart as written (no sample stage)."""
     from flexkit.config.loader import read_toml_file
     from flexkit.pipeline import pipeline_from_dict
     from flexkit.runner import trainer_seed
 
     data = read_toml_file(ROOT / "examples" / "quickstart.toml")
-    data["sample"] = SAMPLE
+    if sample:
+        data["sample"] = SAMPLE
     if quick:
         data["run"].update(batch_size=8, total_steps=20)
         data["tasksets"][0]["size"] = 400
@@ -62,12 +64,15 @@ def run(*, quick: bool = False, steps: int = 60, warmup: int = 10) -> dict[str, 
             t2 = time.perf_counter()
             pipe.feedback(rollout.experiences)
             t3 = time.perf_counter()
-            pipe.apply_sample_stage(rollout.batch, step=step, timing="post_reward")
+            if sample:
+                pipe.apply_sample_stage(rollout.batch, step=step, timing="post_reward")
             t4 = time.perf_counter()
             trainer.compute_advantages(rollout.batch, step=step)
             t5 = time.perf_counter()
-            pipe.apply_sample_stage(rollout.batch, step=step, timing="post_advantage")
-            weights = pipe.sample_stage.token_weights(rollout.batch, step=step)
+            weights = None
+            if sample:
+                pipe.apply_sample_stage(rollout.batch, step=step, timing="post_advantage")
+                weights = pipe.sample_stage.token_weights(rollout.batch, step=step)
             t6 = time.perf_counter()
             trainer.update(rollout.batch, weights, step=step)
             t7 = time.perf_counter()
@@ -82,6 +87,7 @@ def run(*, quick: bool = False, steps: int = 60, warmup: int = 10) -> dict[str, 
     return {
         "steps": steps,
         "batch": f"{cfg.run.batch_size} tasks x {cfg.trainer.config.group_size} samples",
+        "sample_stage": sample,
         "median_ms": {name: statistics.median(v) for name, v in parts.items()},
         "flexkit_share_median": statistics.median(shares),
         "flexkit_share_max": max(shares),
@@ -93,10 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny model and batch, a few steps (CI smoke)")
     parser.add_argument("--steps", type=int, default=60, help="timed steps (default 60)")
+    parser.add_argument("--no-sample", action="store_true", help="the quickstart as written, no sample stage")
     parser.add_argument("--json", metavar="PATH", help="also write the result as JSON")
     args = parser.parse_args(argv)
-    result = run(quick=args.quick, steps=args.steps)
-    print(f"embedded trainer step ({result['batch']}), median of {result['steps']} steps:")
+    result = run(quick=args.quick, steps=args.steps, sample=not args.no_sample)
+    stage = "with a group_solve_rate + threshold_band stage" if result["sample_stage"] else "no sample stage"
+    print(f"embedded trainer step ({result['batch']}, {stage}), median of {result['steps']} steps:")
     for name, ms in result["median_ms"].items():
         owner = "flexkit" if name in FLEXKIT_PARTS else "trainer"
         print(f"  {owner:<8}{name:<14}{ms:>10.3f} ms")

@@ -103,6 +103,18 @@ def _check_ids(tids: np.ndarray, idxs: np.ndarray, n: int) -> None:
         raise FeedbackError("experience taskset_id and index must fit in 64-bit signed integers")
 
 
+def _unique_tasks(tids: np.ndarray, idxs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct (taskset_id, index) rows in lexicographic order, each one's first position, and each
+    experience's row: ``np.unique(axis=0)``, through one int64 key when the ids allow (several times faster)."""
+    if tids.min() >= 0 and idxs.min() >= 0:
+        stride = int(idxs.max()) + 1
+        if (int(tids.max()) + 1) * stride < 2**62:
+            keys, first, inverse = np.unique(tids * stride + idxs, return_index=True, return_inverse=True)
+            return np.stack([keys // stride, keys % stride], axis=1), first, inverse.reshape(-1)
+    uniq, first, inverse = np.unique(np.stack([tids, idxs], axis=1), axis=0, return_index=True, return_inverse=True)
+    return uniq, first, inverse.reshape(-1)
+
+
 @attrs.frozen
 class PassRateConfig:
     """``pass_rate_calculator`` takes no parameters."""
@@ -136,9 +148,7 @@ class PassRateCalculator:
                 return exps, {SELECTOR_METRIC: {}}
             tids, idxs, rewards = _rows(exps)
         _check_ids(tids, idxs, len(rewards))
-        keys = np.stack([tids.astype(np.int64), idxs.astype(np.int64)], axis=1)
-        uniq, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-        inverse = inverse.reshape(-1)
+        uniq, first, inverse = _unique_tasks(tids.astype(np.int64), idxs.astype(np.int64))
         sums = np.bincount(inverse, weights=rewards, minlength=len(uniq))
         counts = np.bincount(inverse, minlength=len(uniq))
         means = sums / counts

@@ -44,3 +44,14 @@ def test_overhead_benchmark_quick_mode(capsys) -> None:
     assert set(result["median_ms"]) == {"read", "feedback", "sample_stage", "rollout", "advantages", "update"}
     assert 0 < result["flexkit_share_median"] < 1
     assert module.main(["--quick"]) == 0 and "flexkit share of a step" in capsys.readouterr().out
+
+
+def test_all_benchmarks_in_one_command_quick(tmp_path, capsys) -> None:
+    spec = importlib.util.spec_from_file_location("bench_all", ROOT / "benchmarks" / "all.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--quick", "--json-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert all(f"== benchmarks/{name}.py ==" in out for name in module.BENCHMARKS)
+    assert {"run.json", "sample_stage.json", "scheduler.json"} <= {p.name for p in tmp_path.iterdir()}

@@ -163,3 +163,16 @@ def test_columnar_experiences_give_the_same_feedback_as_rows() -> None:
         calc.process({"reward": 1.0, "taskset_id": 0, "index": 3})  # one experience is not a batch of columns
     with pytest.raises(FeedbackError, match="integers"):
         calc.process({"reward": rewards, "taskset_id": tids.astype(float), "index": idxs})
+
+
+def test_pass_rates_with_negative_or_huge_ids_match_the_row_path() -> None:
+    from flexkit.feedback import _unique_tasks
+
+    rng = np.random.default_rng(1)
+    for tids, idxs in [(rng.integers(0, 4, 300), rng.integers(0, 50, 300)),
+                       (rng.integers(-2, 3, 300), rng.integers(0, 50, 300)),
+                       (rng.integers(0, 3, 300), rng.integers(0, 2**62, 300))]:
+        uniq, first, inverse = _unique_tasks(tids.astype(np.int64), idxs.astype(np.int64))
+        want = np.unique(np.stack([tids, idxs], axis=1), axis=0, return_index=True, return_inverse=True)
+        assert np.array_equal(uniq, want[0]) and np.array_equal(first, want[1])
+        assert np.array_equal(inverse, want[2].reshape(-1))
