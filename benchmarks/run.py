@@ -115,8 +115,11 @@ def _time_rounds(steps: dict[str, Callable[[int], None]], reps: int, warmup: int
 
 def _stepper(sel: Any, values: np.ndarray) -> Callable[[int], None]:
     def step(i: int) -> None:
-        idx = sel.get_indices(BATCH)
-        sel.feedback(idx, values[i % len(values)])
+        idx = np.asarray(sel.get_indices(BATCH))
+        if isinstance(sel, flexkit.Selector) and np.unique(idx).size != idx.size:
+            # a batch that spans an epoch boundary (shuffle) can hold a task twice: one value per task
+            idx = np.unique(idx)
+        sel.feedback(idx, values[i % len(values)][: idx.size])
 
     return step
 

@@ -60,3 +60,11 @@ def test_state_bytes_counts_nested_arrays(bench: ModuleType) -> None:
 
     state = {"a": np.zeros(4), "b": {"c": np.zeros(3, dtype=np.float32), "d": [np.zeros(2, dtype=np.int8)]}, "e": 1}
     assert bench.state_bytes(state) == 32 + 12 + 2
+
+
+def test_shuffle_batches_across_epoch_boundaries_do_not_break_the_benchmark(bench: ModuleType) -> None:
+    # regression: at N = 1,000 a 256-task shuffle batch spans an epoch boundary every ~4 steps and can hold
+    # a task twice; raw feedback with a repeated index was refused and the benchmark crashed
+    shuffle = [case for case in bench.CASES if case[0] == "shuffle"]
+    rows = bench.bench_size(1000, 12, 2, cases=shuffle, reference=False)
+    assert [row["selector"] for row in rows] == ["shuffle"] and rows[0]["median_ms"] > 0
