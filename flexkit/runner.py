@@ -112,6 +112,10 @@ def run_pipeline(
     metrics_path = run_dir / METRICS_FILE
     start, first_eval = 0, None
     if resume:
+        if not (run_dir / CHECKPOINT_DIR / "state.json").exists() and (run_dir / METRICS_FILE).exists():
+            raise FlexkitError(
+                f"{run_dir} has no checkpoint yet: the run stopped before its first one ([run] checkpoint_every = "
+                f"{cfg.run.checkpoint_every}); start it again without --resume (--out {run_dir} reuses the folder)")
         extra = pipe.load_checkpoint(run_dir / CHECKPOINT_DIR)
         trainer.load_state_dict(extra["trainer"])
         start = int(extra["runner"]["step"])

@@ -143,3 +143,17 @@ def test_group_filter_counts_reach_the_metrics(tmp_path: Path) -> None:
     assert all({"sample/kept_groups", "sample/groups_needed"} <= set(m) for m in metrics)
     assert all(m["sample/kept_groups"] <= 16 for m in metrics)
     assert any(m["sample/kept_groups"] < 16 for m in metrics)  # some all-equal groups were dropped
+
+
+def test_resume_before_the_first_checkpoint_says_to_start_again(tmp_path: Path) -> None:
+    path = write(tmp_path)
+    crashing = load_pipeline(path)
+    crasher = CrashAt(5)  # checkpoint_every = 20: nothing saved yet
+    crashing.plugins.pm.register(crasher)
+    with pytest.raises(Crash):
+        run_pipeline(crashing, run_dir=tmp_path / "early", progress=None)
+    crashing.plugins.pm.unregister(crasher)
+    with pytest.raises(FlexkitError, match=r"no checkpoint yet.*without --resume"):
+        run_pipeline(load_pipeline(path), run_dir=tmp_path / "early", resume=True, progress=None)
+    result = run_pipeline(load_pipeline(path), run_dir=tmp_path / "early", progress=None)  # same folder again
+    assert result.steps == 60 and len(read_metrics(tmp_path / "early")) == 60
