@@ -330,12 +330,10 @@ class TasksetScheduler:
         raise FeedbackError(f"feedback for unknown taskset {key!r}; tasksets: "
                             + ", ".join(f"{i} ({n})" for i, n in enumerate(self.names)))
 
-    def feedback(self, metrics: Mapping[str, Any]) -> None:
-        """Route ``metrics[SELECTOR_METRIC]`` (``{taskset_id or name: {"indices", "values"}}``) to selectors.
-
-        Feedback for batches several steps old is fine. The whole payload is validated first; if any part is
-        invalid a :class:`~flexkit.errors.FeedbackError` is raised and no selector changes.
-        """
+    def check_feedback(self, metrics: Mapping[str, Any]) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        """Validate a feedback payload as :meth:`feedback` does, changing nothing: ``(taskset id, int64
+        indices, float64 values)`` per taskset, values clipped by ``out_of_range``. Raises
+        :class:`~flexkit.errors.FeedbackError` naming the first problem."""
         if not isinstance(metrics, Mapping):
             raise FeedbackError(f"feedback must be a mapping, got {type(metrics).__name__}")
         payload = metrics.get(SELECTOR_METRIC, {})
@@ -356,6 +354,17 @@ class TasksetScheduler:
             except FeedbackError as exc:
                 raise FeedbackError(f"taskset {self.names[tid]!r}: {exc}") from None
             checked.append((tid, idx, vals))
+        return checked
+
+    def feedback(self, metrics: Mapping[str, Any]) -> None:
+        """Route ``metrics[SELECTOR_METRIC]`` (``{taskset_id or name: {"indices", "values"}}``) to selectors.
+
+        Feedback for batches several steps old is fine. The whole payload is validated first
+        (:meth:`check_feedback`); if any part is invalid a :class:`~flexkit.errors.FeedbackError` is raised and
+        no selector changes.
+        """
+        checked = self.check_feedback(metrics)
+        payload = metrics.get(SELECTOR_METRIC, {})
         if self._pending is not None:
             self._pending.result()  # the prefetched selection precedes this feedback, always
         with self._lock:

@@ -13,48 +13,18 @@ from typing import Any
 
 import numpy as np
 
-from flexkit.errors import FeedbackError
 from flexkit.feedback import SELECTOR_METRIC
-from flexkit.selectors.base import validate_feedback
 
 #: A validated payload: ``{taskset_id: (indices, values)}`` as Python lists (picklable, JSON-friendly).
 Payload = dict[int, tuple[list[int], list[float]]]
 
 
-def taskset_id(scheduler: Any, key: Any) -> int:
-    """The taskset id named by ``key`` (an id in range or a taskset name); FeedbackError otherwise."""
-    n = len(scheduler.entries)
-    if isinstance(key, (int, np.integer)) and not isinstance(key, bool) and 0 <= key < n:
-        return int(key)
-    if isinstance(key, str) and key in scheduler.names:
-        return scheduler.names.index(key)
-    raise FeedbackError(f"feedback for unknown taskset {key!r}; tasksets: "
-                        + ", ".join(f"{i} ({name})" for i, name in enumerate(scheduler.names)))
-
-
 def normalize(scheduler: Any, metrics: Any) -> Payload:
-    """Check ``metrics`` (``{SELECTOR_METRIC: {taskset: {"indices", "values"}}}``) as
-    :meth:`TasksetScheduler.feedback` would, without touching any selector; return it keyed by taskset id with
-    values clipped by the scheduler's ``out_of_range`` rule. Raises :class:`~flexkit.FeedbackError`."""
-    if not isinstance(metrics, Mapping):
-        raise FeedbackError(f"feedback must be a mapping, got {type(metrics).__name__}")
-    payload = metrics.get(SELECTOR_METRIC, {})
-    if not isinstance(payload, Mapping):
-        raise FeedbackError(f"{SELECTOR_METRIC} must map taskset ids to {{'indices', 'values'}}")
-    out: Payload = {}
-    for key, part in payload.items():
-        tid = taskset_id(scheduler, key)
-        if tid in out:
-            raise FeedbackError(f"feedback names taskset {key!r} twice")
-        if not isinstance(part, Mapping) or "indices" not in part or "values" not in part:
-            raise FeedbackError(f"feedback for taskset {key!r} needs 'indices' and 'values'")
-        try:
-            idx, vals = validate_feedback(part["indices"], part["values"], scheduler.entries[tid].size,
-                                          out_of_range=scheduler.out_of_range)
-        except FeedbackError as exc:
-            raise FeedbackError(f"taskset {scheduler.names[tid]!r}: {exc}") from None
-        out[tid] = (idx.tolist(), vals.tolist())
-    return out
+    """Check ``metrics`` (``{SELECTOR_METRIC: {taskset: {"indices", "values"}}}``) with the scheduler's own
+    :meth:`~flexkit.scheduler.TasksetScheduler.check_feedback`, without touching any selector; return it keyed
+    by taskset id with values clipped by the scheduler's ``out_of_range`` rule. Raises
+    :class:`~flexkit.FeedbackError`."""
+    return {tid: (idx.tolist(), vals.tolist()) for tid, idx, vals in scheduler.check_feedback(metrics)}
 
 
 def as_metrics(payload: Payload) -> dict[str, Any]:
