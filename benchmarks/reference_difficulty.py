@@ -1,5 +1,5 @@
-"""A straightforward formulation of ``difficulty_based`` (REFERENCE.md, seed 000), written by us as the yardstick
-for ``benchmarks/run.py``: what a direct transcription of the seed's description costs.
+"""A straightforward formulation of Trinity-RFT's ``difficulty_based`` selector, written by us as the yardstick
+for ``benchmarks/run.py``: what a direct transcription of Trinity-RFT's description costs.
 
 Every selection scores all N tasks and samples with ``torch.softmax`` + ``torch.multinomial`` (``tau > 0``) or
 ``torch.topk`` (``tau = 0``); every feedback decays every task's Beta(α, β) and re-interpolates its prior, an

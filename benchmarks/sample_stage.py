@@ -3,10 +3,10 @@
     python benchmarks/sample_stage.py            # 4,096 groups x 16 samples x 1,024 tokens (about a minute)
     python benchmarks/sample_stage.py --quick    # 256 groups x 16 x 128 (the CI smoke mode, seconds)
 
-The reference is the per-group loop seed 002 describes for ``group_solve_rate`` (for every uid: find its rows,
-take the mean success), written by us; both sides include the O(B*T) per-sequence reward sum. The full stage
-is ``group_solve_rate`` -> ``threshold_band`` -> per-token weights multiplied into existing weights. Median of
-several repetitions; no timing is asserted anywhere.
+The reference is the per-group loop DataFlex-RL's selector guide describes for ``group_solve_rate`` (for
+every uid: find its rows, take the mean success), written by us; both sides include the O(B*T) per-sequence
+reward sum. The full stage is ``group_solve_rate`` -> ``threshold_band`` -> per-token weights multiplied into
+existing weights. Median of several repetitions; no timing is asserted anywhere.
 """
 
 from __future__ import annotations

@@ -64,6 +64,24 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plugin_option(p)
     p.set_defaults(func=cmd_run)
 
+    p = sub.add_parser("annotate", help="measure the trainer policy's pass rate on every task of a taskset",
+                       description="Run the pipeline's [trainer] policy (its rollout) K times over a taskset and "
+                       "write a copy of the taskset with each task's measured pass rate as a new column, for "
+                       "difficulty-aware selectors' feature_keys. Interrupted? Run the same command again: it "
+                       "continues from OUT.partial.")
+    p.add_argument("file", metavar="PIPELINE", help="pipeline TOML file with a [trainer] table")
+    p.add_argument("--samples", "-k", type=int, required=True, metavar="K",
+                   help="responses per task (rounded up to whole rollouts of the trainer's group size)")
+    p.add_argument("--out", required=True, metavar="FILE", help="output file: .jsonl, or .parquet (needs pyarrow)")
+    p.add_argument("--column", default="pass_rate", help="name of the new column (default pass_rate)")
+    p.add_argument("--taskset", metavar="NAME", help="which taskset (required when the pipeline has several)")
+    p.add_argument("--checkpoint", metavar="RUN_DIR",
+                   help="use the trainer state of this run folder's checkpoint (e.g. a stronger reference policy)")
+    p.add_argument("--chunk", type=int, metavar="N", help="tasks per rollout call (default: [run] batch_size)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    _add_plugin_option(p)
+    p.set_defaults(func=cmd_annotate)
+
     p = sub.add_parser("compare", help="compare settings of a pipeline over several seeds, with intervals",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        description="Run a pipeline (with its [trainer]) under several settings and seeds, then\n"
@@ -92,6 +110,8 @@ The default target is initial + 90% of the way to the best setting's mean final 
     p.add_argument("--target", type=float, metavar="ACC",
                    help="target eval accuracy for steps/rollouts to target (default: the initial accuracy "
                    "plus 90%% of the way to the best setting's mean final accuracy)")
+    p.add_argument("--budget", type=int, metavar="ROLLOUTS",
+                   help="rollout budget for 'accuracy at budget' (default: the fewest rollouts any run generated)")
     p.add_argument("--out", metavar="DIR", help="output folder (default: a fresh dated folder under runs/)")
     p.add_argument("--quiet", action="store_true", help="no per-run progress lines")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
@@ -211,6 +231,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_annotate(args: argparse.Namespace) -> int:
+    """``flexkit annotate``: write the taskset with the trainer policy's measured pass rate per task."""
+    from flexkit.annotate import annotate
+    from flexkit.pipeline import load_pipeline
+
+    if args.samples < 1 or (args.chunk is not None and args.chunk < 1):
+        print("error: --samples and --chunk must be >= 1", file=sys.stderr)
+        return 2
+    pipe = load_pipeline(args.file, plugins=args.plugin)
+    out = annotate(pipe, out=args.out, samples=args.samples, column=args.column, taskset=args.taskset,
+                   checkpoint=args.checkpoint, chunk=args.chunk, progress=None if args.quiet else sys.stderr)
+    print(f"wrote {out}")
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """``flexkit compare``: run every setting under every seed; print the results table."""
     from flexkit.compare import Setting, compare, parse_seeds, parse_setting, render_table
@@ -223,10 +258,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return 2
     settings = [parse_setting(spec) for spec in args.settings] or [Setting("baseline", (), "baseline:")]
     out = Path(args.out) if args.out else default_run_dir(name=f"compare-{Path(args.file).stem}")
-    result = compare(args.file, settings, seeds, out, args.target, plugins=args.plugin,
+    if args.budget is not None and args.budget < 1:
+        print("error: --budget must be >= 1", file=sys.stderr)
+        return 2
+    result = compare(args.file, settings, seeds, out, args.target, budget=args.budget, plugins=args.plugin,
                      progress=None if args.quiet else sys.stderr, jobs=args.jobs)
     print(render_table(result.results))
-    print(f"\ntarget eval accuracy: {result.target_rule}")
+    print(f"\ntarget eval accuracy: {result.target_rule}\nrollout budget: {result.budget_rule}")
     print(f"results: {out / 'results.md'}" + (f", {result.plot}" if result.plot else ""))
     return 0
 

@@ -5,7 +5,8 @@ The payload shape follows Trinity-RFT's task-selection module::
     {SELECTOR_METRIC: {taskset_id: {"indices": [...], "values": [...]}}}
 
 The built-in ``pass_rate_calculator`` operator groups experiences by (taskset_id, index) and reports each
-task's mean reward.
+task's mean reward. :func:`task_triples` reads ``(taskset_id, index, reward)`` from experiences (rows or
+columns) by the operator's rule, for code that handles experiences itself (e.g. the distributed pipeline).
 """
 
 from __future__ import annotations
@@ -33,8 +34,15 @@ class Experience:
     info: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-def _task_of(exp: Any) -> tuple[int, int, float]:
-    """(taskset_id, index, reward) of an :class:`Experience`, a plain dict, or a Trinity-style object."""
+def task_of(exp: Any) -> tuple[Any, Any, Any]:
+    """``(taskset_id, index, reward)`` of one experience, as stored (not validated).
+
+    Accepts an :class:`Experience`; a plain dict, flat (``{"reward", "taskset_id", "index"}``) or with the task
+    under ``"task_index"`` (``{"reward": r, "task_index": {"taskset_id": t, "index": i}}``, also inside
+    ``"info"``); or a Trinity-RFT-style object (``exp.info["task_index"]``, ``exp.reward``; else attributes
+    ``taskset_id``, ``index``, ``reward``). A missing field raises ``KeyError``, ``AttributeError`` or
+    ``TypeError``.
+    """
     if isinstance(exp, Experience):
         return exp.taskset_id, exp.index, exp.reward
     if isinstance(exp, Mapping):
@@ -56,12 +64,36 @@ def _task_of(exp: Any) -> tuple[int, int, float]:
 COLUMNS = frozenset({"reward", "taskset_id", "index"})
 
 
-def _rows(exps: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(taskset ids, indices, rewards) of a list of experiences."""
+def is_columnar(experiences: Any) -> bool:
+    """Whether ``experiences`` are columns: a mapping holding (at least) the :data:`COLUMNS` arrays."""
+    return isinstance(experiences, Mapping) and set(experiences) >= COLUMNS
+
+
+def task_triples(experiences: Iterable[Any] | Mapping[str, Any]) -> list[tuple[Any, Any, Any]]:
+    """``(taskset_id, index, reward)`` of each experience, in order: the one rule feedback operators and the
+    distributed pipeline share for reading experiences.
+
+    ``experiences`` is what :meth:`PassRateCalculator.process` accepts: an iterable of experiences (each read by
+    :func:`task_of`, values as stored) or columns (:func:`is_columnar`; values become Python numbers, rewards
+    floats). Raises :class:`~flexkit.errors.FeedbackError` when a field is missing, the input is not iterable,
+    or columns have unequal lengths or non-numeric rewards. Ids are not validated here (the operator does).
+    """
+    if is_columnar(experiences):
+        tids, idxs, rewards = _columns(experiences)  # type: ignore[arg-type]
+        return list(zip(tids.tolist(), idxs.tolist(), rewards.tolist(), strict=True))
     try:
-        triples = [_task_of(e) for e in exps]
+        exps = list(experiences)
+    except TypeError:
+        raise FeedbackError(f"experiences must be an iterable, got {type(experiences).__name__}") from None
+    try:
+        return [task_of(e) for e in exps]
     except (KeyError, AttributeError, TypeError) as exc:
         raise FeedbackError(f"an experience lacks reward/taskset_id/index: {exc!r}") from None
+
+
+def _rows(exps: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(taskset ids, indices, rewards) of a list of experiences."""
+    triples = task_triples(exps)
     try:
         rewards = np.asarray([t[2] for t in triples], dtype=np.float64)
     except (TypeError, ValueError, OverflowError) as exc:
@@ -134,7 +166,7 @@ class PassRateCalculator:
         ``taskset_id`` and ``index`` (one entry per response). Tasks appear in order of first occurrence;
         experiences are passed through unchanged.
         """
-        if isinstance(experiences, Mapping) and set(experiences) >= COLUMNS:
+        if is_columnar(experiences):
             exps: Any = experiences
             tids, idxs, rewards = _columns(experiences)
             if not len(rewards):

@@ -15,6 +15,7 @@ from flexkit.checkpoint import CheckpointError, load_state, save_state
 from flexkit.config.converter import make_converter, structure
 from flexkit.config.loader import local_plugin_specs, read_toml_file, structure_pipeline
 from flexkit.config.models import PipelineConfig
+from flexkit.dynamic_sampling import check_refill_stage
 from flexkit.errors import ConfigError, ConfigIssue
 from flexkit.plugins import PluginHost, get_plugins
 from flexkit.sample.actuator import Mix
@@ -271,12 +272,24 @@ def build_sample_stage(config: PipelineConfig, plugins: PluginHost) -> SampleSta
         stage.bind([ts.name for ts in config.tasksets])
     except ConfigError as exc:
         raise exc.with_prefix("sample.actuator") from None
+    if sample.refill is not None:
+        try:
+            check_refill_stage(stage)
+        except ConfigError as exc:
+            raise exc.with_prefix("sample.refill") from None
     return stage
 
 
 def selector_seed(seed: int, taskset_id: int) -> np.random.SeedSequence:
     """The seed of taskset ``taskset_id``'s selector: an independent stream derived from the pipeline seed."""
     return np.random.SeedSequence(seed, spawn_key=(0, taskset_id))
+
+
+def prefetch_enabled(config: PipelineConfig) -> bool:
+    """``[run] prefetch``, or its default: on, except with ``[sample.refill]`` (each refill round must be selected
+    after the previous round's feedback)."""
+    refill = config.sample is not None and config.sample.refill is not None
+    return (not refill) if config.run.prefetch is None else config.run.prefetch
 
 
 def build_scheduler(config: PipelineConfig, plugins: PluginHost, base_dir: Path) -> TasksetScheduler:
@@ -307,7 +320,7 @@ def build_scheduler(config: PipelineConfig, plugins: PluginHost, base_dir: Path)
     try:
         return TasksetScheduler(
             entries, batch_size=run.batch_size, seed=run.seed, total_epochs=run.total_epochs,
-            total_steps=run.total_steps, prefetch=run.prefetch, out_of_range=config.feedback.out_of_range,
+            total_steps=run.total_steps, prefetch=prefetch_enabled(config), out_of_range=config.feedback.out_of_range,
             hooks=plugins.hook,
         )
     except ValueError as exc:

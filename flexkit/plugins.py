@@ -238,7 +238,7 @@ class PluginHost:
                 hooks.append(hook_name)
                 register = _Registrar(stage, name, distribution, version, staged)
                 try:
-                    impl.function(**{arg: register for arg in impl.argnames})
+                    impl.function(**hook_arguments(impl.argnames, register=register))
                 except Exception as exc:
                     self.pm.unregister(plugin)
                     self._fail(PluginFailure(plugin=name, distribution=distribution, phase="register",
@@ -304,6 +304,17 @@ class PluginHost:
     def hook(self) -> Any:
         """pluggy's hook relay, for calling lifecycle hooks (always with keyword arguments)."""
         return self.pm.hook
+
+
+def hook_arguments(argnames: Sequence[str], **provided: Any) -> dict[str, Any]:
+    """The keyword arguments for a hook implementation declaring ``argnames``, matched by name as pluggy does
+    (an implementation may declare a subset of the hook's arguments); an argument not in ``provided`` raises
+    ``TypeError`` naming it."""
+    unknown = [arg for arg in argnames if arg not in provided]
+    if unknown:
+        raise TypeError(f"the hook implementation asks for argument(s) {', '.join(map(repr, unknown))}; "
+                        f"the hook passes only {', '.join(map(repr, provided)) or 'none'}")
+    return {arg: provided[arg] for arg in argnames}
 
 
 def _who(component: Component) -> str:

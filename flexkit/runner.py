@@ -23,9 +23,11 @@ import attrs
 import numpy as np
 import structlog
 
+from flexkit.dynamic_sampling import count_tokens, fill_batch
 from flexkit.errors import ConfigError, FlexkitError
+from flexkit.feedback import SELECTOR_METRIC
 from flexkit.pipeline import Pipeline
-from flexkit.sample.actuator import Mix
+from flexkit.sample.actuator import Keep, Mix
 
 log = structlog.get_logger("flexkit.runner")
 
@@ -77,8 +79,9 @@ class _Progress:
         bar = "#" * int(20 * done / self.total)
         acc = f" eval {accuracy:.3f}" if accuracy is not None else ""
         reward = metrics.get("reward_mean")
-        text = (f"[{bar:<20}] step {done}/{self.total} reward {reward:.3f}{acc} "
-                f"{elapsed:.1f}s") if reward is not None else f"step {done}/{self.total}"
+        spent = f" rollouts {metrics['rollouts']:,}" if metrics.get("rollouts") is not None else ""
+        text = (f"[{bar:<20}] step {done}/{self.total} reward {reward:.3f}{acc}{spent} "
+                f"{elapsed:.1f}s") if reward is not None else f"step {done}/{self.total}{spent}"
         if self.tty:
             self.stream.write("\r" + text)
             if done == self.total:
@@ -111,6 +114,7 @@ def run_pipeline(
     trainer.setup(pipe)
     metrics_path = run_dir / METRICS_FILE
     start, first_eval = 0, None
+    counters = {"rollouts": 0, "generated_tokens": 0}
     if resume:
         if not (run_dir / CHECKPOINT_DIR / "state.json").exists() and (run_dir / METRICS_FILE).exists():
             raise FlexkitError(
@@ -124,6 +128,9 @@ def run_pipeline(
         if metrics_path.exists():
             kept = [line for line in metrics_path.read_text(encoding="utf-8").splitlines()
                     if line.strip() and json.loads(line).get("step", -1) < start]
+        last_kept = json.loads(kept[-1]) if kept else {}
+        for key in counters:  # checkpoints from before the counters existed: the last kept record's totals
+            counters[key] = int(extra["runner"].get(key, last_kept.get(key) or 0))
         tmp = metrics_path.with_name(metrics_path.name + ".tmp")
         tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
         os.replace(tmp, metrics_path)  # a crash here leaves the old metrics, never a truncated file
@@ -138,10 +145,11 @@ def run_pipeline(
     last_eval: dict[str, float] = dict(first_eval or {})
     try:
         last, last_eval, first_eval = _loop(pipe, trainer, run_dir, metrics_path, start, first_eval, last_eval,
-                                            progress)
+                                            counters, progress)
     finally:
         sched.close()
-    return RunResult(run_dir=run_dir, steps=sched.total_steps, first_eval=dict(first_eval or {}), last_eval=last_eval,
+    steps = int(last["step"]) + 1 if last else start
+    return RunResult(run_dir=run_dir, steps=steps, first_eval=dict(first_eval or {}), last_eval=last_eval,
                      last_metrics=last)
 
 
@@ -153,6 +161,7 @@ def _loop(
     start: int,
     first_eval: dict[str, float] | None,
     last_eval: dict[str, float],
+    counters: dict[str, int],
     progress: IO[str] | None,
 ) -> tuple[dict[str, Any], dict[str, float], dict[str, float] | None]:
     """The step loop of :func:`run_pipeline`; returns the last record and the first and last evaluations."""
@@ -166,27 +175,70 @@ def _loop(
         if start == 0 and eval_every:
             first_eval = dict(trainer.evaluate(step=0))
             last_eval = dict(first_eval)
+        budget = cfg.run.max_rollouts
         for step in range(start, total):
-            record = _train_step(pipe, trainer, stage, step)
-            if eval_every and ((step + 1) % eval_every == 0 or step + 1 == total):
+            record = _train_step(pipe, trainer, stage, step, counters)
+            done = step + 1 == total or (budget is not None and counters["rollouts"] >= budget)
+            if eval_every and ((step + 1) % eval_every == 0 or done):
                 last_eval = dict(trainer.evaluate(step=step + 1))
                 record.update(last_eval)
             out.write(json.dumps(record) + "\n")
             out.flush()
             last = record
             bar.update(step, record, last_eval.get("eval_accuracy"))
-            if (ckpt_every and (step + 1) % ckpt_every == 0) or step + 1 == total:
+            if (ckpt_every and (step + 1) % ckpt_every == 0) or done:
                 pipe.save_checkpoint(run_dir / CHECKPOINT_DIR, extra={
                     "trainer": trainer.state_dict(),
-                    "runner": {"step": step + 1, "first_eval": first_eval},
+                    "runner": {"step": step + 1, "first_eval": first_eval, **counters},
                 })
+            if done:
+                break
     return last, last_eval, first_eval
 
 
-def _train_step(pipe: Pipeline, trainer: Any, stage: Any, step: int) -> dict[str, Any]:
-    """One step: read, roll out, feed back, sample stage at its timing, advantages, update."""
-    sched = pipe.scheduler
-    tasks = sched.read()
+@attrs.define
+class _StepOutcome:
+    """What one training step generated and trained on, before it becomes a metrics record."""
+
+    tasks: list[Any]
+    feedback: list[Mapping[str, Any]]
+    rollout_metrics: dict[str, float]
+    update: Mapping[str, float]
+    responses: int
+    tokens: int
+    kept_groups: int
+    filter_rounds: int
+    kept_fraction: float | None
+
+
+def _train_step(pipe: Pipeline, trainer: Any, stage: Any, step: int, counters: dict[str, int]) -> dict[str, Any]:
+    """One step (plain, or with dynamic sampling under ``[sample.refill]``) as a metrics record; adds the
+    responses and tokens generated to the cumulative ``counters``."""
+    sample = pipe.config.sample
+    if sample is not None and sample.refill is not None:
+        outcome = _refill_step(pipe, trainer, step)
+    else:
+        outcome = _plain_step(pipe, trainer, stage, step)
+    counters["rollouts"] += outcome.responses
+    counters["generated_tokens"] += outcome.tokens
+    mix: dict[str, int] = {}
+    for task in outcome.tasks:
+        mix[task.taskset] = mix.get(task.taskset, 0) + 1
+    values = [v for fb in outcome.feedback for part in fb.get(SELECTOR_METRIC, {}).values() for v in part["values"]]
+    record: dict[str, Any] = {"step": step, **outcome.rollout_metrics, **outcome.update, "taskset_mix": mix,
+                              "pass_rate_mean": float(np.mean(values)) if values else None,
+                              "rollouts": counters["rollouts"], "generated_tokens": counters["generated_tokens"],
+                              "kept_groups": outcome.kept_groups, "filter_rounds": outcome.filter_rounds}
+    if stage is not None:
+        record.update(stage.metrics())
+    if outcome.kept_fraction is not None:
+        record["kept_fraction"] = outcome.kept_fraction
+    return record
+
+
+def _plain_step(pipe: Pipeline, trainer: Any, stage: Any, step: int) -> _StepOutcome:
+    """Read, roll out, feed back, sample stage at its timing, advantages, update."""
+    tasks = pipe.scheduler.read()
     rollout = trainer.rollout(tasks, step=step)
     feedback = pipe.feedback(rollout.experiences)
     batch = rollout.batch
@@ -199,17 +251,39 @@ def _train_step(pipe: Pipeline, trainer: Any, stage: Any, step: int) -> dict[str
         if not isinstance(stage.last_action, Mix) and stage.last_step == step:
             weights = stage.token_weights(batch, step=step)
     update = trainer.update(batch, weights, step=step)
-    mix: dict[str, int] = {}
-    for task in tasks:
-        mix[task.taskset] = mix.get(task.taskset, 0) + 1
-    values = [v for part in feedback.get("selector_metric", {}).values() for v in part["values"]]
-    record: dict[str, Any] = {"step": step, **rollout.metrics, **update, "taskset_mix": mix,
-                              "pass_rate_mean": float(np.mean(values)) if values else None}
-    if stage is not None:
-        record.update(stage.metrics())
-        if stage.kept_fraction is not None:
-            record["kept_fraction"] = stage.kept_fraction
-    return record
+    kept_fraction = stage.kept_fraction if stage is not None else None
+    return _StepOutcome(tasks=tasks, feedback=[feedback], rollout_metrics=dict(rollout.metrics), update=update,
+                        responses=batch.batch_size, tokens=count_tokens(batch),
+                        kept_groups=_kept_groups(batch, stage.last_action if stage is not None else None),
+                        filter_rounds=1, kept_fraction=kept_fraction)
+
+
+def _refill_step(pipe: Pipeline, trainer: Any, step: int) -> _StepOutcome:
+    """Dynamic sampling: rounds of rollouts until the kept groups fill the batch, then one update on them."""
+    filled = fill_batch(pipe, lambda tasks: trainer.rollout(tasks, step=step), step=step)
+    batch = filled.batch
+    update: Mapping[str, float] = {}
+    if batch.batch_size:  # nothing kept after every round: no update this step
+        trainer.compute_advantages(batch, step=step)
+        update = trainer.update(batch, None, step=step)
+    responses = filled.responses
+    metrics: dict[str, float] = {}
+    for key in {k for r in filled.rounds for k in r.rollout.metrics}:  # response-weighted mean over rounds
+        parts = [(float(r.rollout.metrics[key]), r.responses) for r in filled.rounds if key in r.rollout.metrics]
+        metrics[key] = sum(v * n for v, n in parts) / max(1, sum(n for _, n in parts))
+    return _StepOutcome(tasks=filled.tasks, feedback=[r.feedback for r in filled.rounds],
+                        rollout_metrics=dict(sorted(metrics.items())), update=update, responses=responses,
+                        tokens=filled.generated_tokens, kept_groups=filled.kept_groups,
+                        filter_rounds=filled.filter_rounds,
+                        kept_fraction=batch.batch_size / responses if responses else 0.0)
+
+
+def _kept_groups(batch: Any, action: Any) -> int:
+    """Groups of ``batch`` the update trains on: those with a kept sample under a select action, else all."""
+    gid, groups = batch.group_index() if "uid" in batch else (np.arange(batch.batch_size), batch.batch_size)
+    if isinstance(action, Keep):
+        return len(np.unique(gid[action.indices]))
+    return int(groups)
 
 
 def summary_lines(result: RunResult) -> list[str]:
@@ -223,4 +297,7 @@ def summary_lines(result: RunResult) -> list[str]:
         if before is None or after is None:
             continue
         lines.append(f"{label:<22}{before:>8.3f}{after:>8.3f}{after - before:>+8.3f}")
+    spent = result.last_metrics.get("rollouts")
+    if spent is not None:
+        lines += ["", f"rollouts generated: {spent:,} ({result.last_metrics.get('generated_tokens', 0):,} tokens)"]
     return lines

@@ -1,6 +1,6 @@
 """The TasksetScheduler: which tasksets feed each batch, and which tasks each of them contributes.
 
-Follows Trinity-RFT's TasksetScheduler (seed 000): within an epoch each taskset contributes its size (or its
+Follows Trinity-RFT's TasksetScheduler: within an epoch each taskset contributes its size (or its
 ``weight`` share); the order in which tasksets are visited is reshuffled every epoch; each batch is a window of
 ``batch_size`` entries of that order, and each taskset's selector is asked for as many indices as the window
 holds of it. Where flexkit differs (on purpose):
@@ -280,9 +280,13 @@ class TasksetScheduler:
         pending, self._pending = self._pending, None
         return pending.result() if pending is not None else None
 
-    def read(self) -> list[Task]:
-        """The next batch, grouped by taskset; raises ``StopIteration`` when the run is over."""
-        if self.step >= self.total_steps:
+    def read(self, *, beyond_end: bool = False) -> list[Task]:
+        """The next batch, grouped by taskset; raises ``StopIteration`` when the run is over.
+
+        ``beyond_end`` reads past ``total_steps``: dynamic sampling (:mod:`flexkit.dynamic_sampling`) draws
+        more batches than the run has training steps, and the trainer decides when to stop.
+        """
+        if self.step >= self.total_steps and not beyond_end:
             raise StopIteration
         produced = self._take_pending()
         if produced is None:

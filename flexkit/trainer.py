@@ -32,12 +32,14 @@ class Rollout:
     ``batch`` is a :class:`~flexkit.sample.RolloutBatch` (one row per response: rewards, ``response_mask``,
     ``uid`` group ids, ``taskset_id``, ``index``); ``experiences`` feed the feedback operator: one per response
     (``reward``, ``taskset_id``, ``index``), or the same as columns (a mapping of three equal-length arrays);
-    ``metrics`` are logged as they are.
+    ``metrics`` are logged as they are. ``payload`` is free for a host trainer's own batch object (e.g. verl's
+    ``DataProto``), so that :func:`flexkit.dynamic_sampling.fill_batch` hands it back with the rows kept.
     """
 
     batch: Any
     experiences: Sequence[Any] | Mapping[str, Any]
     metrics: Mapping[str, float] = attrs.field(factory=dict)
+    payload: Any = None
 
 
 class Trainer(abc.ABC):

@@ -30,16 +30,22 @@ class RunConfig:
         default=None, ge=1, doc="Epochs over all tasksets (default 1 when total_steps is not set)."
     )
     total_steps: int | None = field(default=None, ge=1, doc="Stop after this many steps (instead of epochs).")
+    max_rollouts: int | None = field(
+        default=None, ge=1,
+        doc="flexkit run: also stop after the step at which this many responses have been generated (refills "
+        "included), with a last evaluation and checkpoint; for comparisons at a fixed rollout budget.",
+    )
     eval_every: int = field(
         default=10, ge=0, doc="flexkit run: evaluate every this many steps (and at the start and end); 0: never."
     )
     checkpoint_every: int = field(
         default=50, ge=0, doc="flexkit run: checkpoint every this many steps (and at the end); 0: only at the end."
     )
-    prefetch: bool = field(
-        default=True,
+    prefetch: bool | None = field(
+        default=None,
         doc="Select and read the next batch in the background while the trainer works; feedback given after a "
-        "read then reaches selectors one step later.",
+        "read then reaches selectors one step later. Default: on, except with [sample.refill], where each "
+        "refill round must see the previous round's feedback.",
     )
 
     def __attrs_post_init__(self) -> None:
@@ -81,8 +87,25 @@ class FeedbackConfig:
 
 
 @attrs.frozen(kw_only=True)
+class RefillConfig:
+    """``[sample.refill]``: dynamic sampling in ``flexkit run`` (DAPO, arXiv 2503.14476).
+
+    With this table, each training step rolls out a batch, drops the groups the ``[sample]`` group filter
+    rejects, and draws more batches until the kept groups reach the filter's ``target_groups`` (default: one
+    batch's worth) or the filter's ``max_rounds`` is reached. Every rolled-out group's feedback reaches the
+    selectors.
+    """
+
+    surplus: Literal["drop", "keep"] = field(
+        default="drop",
+        doc="Groups kept beyond the target in the last round: drop them (train on exactly the target, as DAPO "
+        "does) or keep them (train on all kept groups).",
+    )
+
+
+@attrs.frozen(kw_only=True)
 class SampleConfig:
-    """``[sample]``: the sample-level stage after rewards: a scorer and an actuator (DataFlex-RL, seed 002)."""
+    """``[sample]``: the sample-level stage after rewards: a scorer and an actuator (after DataFlex-RL)."""
 
     mechanism: Literal["select", "reweight", "mix"] = field(
         doc="What the actuator does: keep some rollouts (select), weight them (reweight), or set taskset "
@@ -99,6 +122,11 @@ class SampleConfig:
     )
     scorer: ScorerSpec = component_field(doc="The scorer (key: type) and its parameters.")
     actuator: ActuatorSpec = component_field(doc="The actuator (key: type) and its parameters.")
+    refill: RefillConfig | None = field(
+        default=None,
+        doc="Dynamic sampling: refill dropped groups with new rollouts until the batch is full (needs a group "
+        "filter such as zero_variance_filter; its max_rounds caps the rounds).",
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -124,5 +152,9 @@ class PipelineConfig:
                 message = f"duplicate taskset name {taskset.name!r} (also tasksets[{seen[taskset.name]}])"
                 issues.append(ConfigIssue(f"tasksets[{i}].name", message))
             seen.setdefault(taskset.name, i)
+        if self.sample is not None and self.sample.refill is not None and self.run.prefetch:
+            issues.append(ConfigIssue("run.prefetch", "prefetch = true cannot be combined with [sample.refill]: a "
+                                      "prefetched refill round would be selected before the previous round's "
+                                      "feedback; remove prefetch (it defaults to false with refill)"))
         if issues:
             raise ConfigError(issues)

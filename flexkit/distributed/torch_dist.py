@@ -27,11 +27,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch.distributed as dist
 
 from flexkit.distributed.payload import as_metrics, digest, merge, normalize
 from flexkit.errors import FeedbackError, FlexkitError
-from flexkit.feedback import _task_of  # one rule for reading an experience's task, shared with the operator
+from flexkit.feedback import is_columnar, task_triples
 from flexkit.sample.actuator import Mix
 
 
@@ -99,20 +100,24 @@ class DistributedPipeline:
 
     # -- feedback -----------------------------------------------------------------------------------------
 
-    def feedback(self, experiences: Sequence[Any], *, compact: bool = True) -> dict[str, Any]:
+    def feedback(self, experiences: Sequence[Any] | Mapping[str, Any], *, compact: bool = True) -> dict[str, Any]:
         """Gather every rank's experiences, run the feedback operator on them in rank order, and route the
         result to the selectors on every rank; returns the (global) metrics.
 
-        ``compact`` sends only ``(taskset_id, index, reward)`` of each experience (enough for
-        ``pass_rate_calculator``); ``compact=False`` sends the experiences themselves (picklable) for an operator
-        that reads more of them."""
+        ``experiences`` is what the feedback operator accepts: a sequence of experiences or columns (a mapping
+        of equal-length ``reward``, ``taskset_id`` and ``index`` arrays, see
+        :func:`~flexkit.feedback.task_triples`). ``compact`` sends only ``(taskset_id, index, reward)`` of each
+        experience (enough for ``pass_rate_calculator``), and the operator gets a list of such dicts;
+        ``compact=False`` sends the experiences themselves (picklable; columns as numpy arrays) for an operator
+        that reads more of them, and the operator gets their concatenation (columns when every rank sent
+        columns with the same names)."""
         try:
-            local: Any = ("ok", [_compact(e) for e in experiences] if compact else list(experiences))
+            local: Any = ("ok", _compact(experiences) if compact else _as_sent(experiences))
         except Exception as exc:  # reported on every rank after the gather, so no rank waits forever
             local = ("error", f"rank {self.rank}: experiences cannot be read: {exc!r}")
         parts = self._gather(local)
         _raise_first_error(parts)
-        everything = [e for _status, exps in parts for e in exps]
+        everything = _concatenate([exps for _status, exps in parts])
         _exps, metrics = self.pipeline.feedback_operator.process(everything)
         self._apply(normalize(self.scheduler, metrics))
         return metrics
@@ -222,9 +227,31 @@ class DistributedPipeline:
         return 0 if self.group is None else dist.get_global_rank(self.group, 0)
 
 
-def _compact(exp: Any) -> dict[str, Any]:
-    tid, index, reward = _task_of(exp)
-    return {"taskset_id": tid, "index": index, "reward": reward}
+def _compact(experiences: Any) -> list[dict[str, Any]]:
+    """``{"taskset_id", "index", "reward"}`` of each experience (rows or columns)."""
+    return [{"taskset_id": tid, "index": index, "reward": reward} for tid, index, reward in task_triples(experiences)]
+
+
+def _as_sent(experiences: Any) -> Any:
+    """The experiences as one rank sends them uncompacted: columns as numpy arrays, rows as a list."""
+    if is_columnar(experiences):
+        return {name: np.asarray(column) for name, column in experiences.items()}
+    return list(experiences)
+
+
+def _concatenate(parts: Sequence[Any]) -> Any:
+    """The ranks' experiences in rank order: one list, or one set of columns when every rank that sent any
+    experience sent columns with the same names (the same on every rank, so a mismatch raises everywhere)."""
+    if not any(isinstance(p, Mapping) for p in parts):
+        return [e for part in parts for e in part]
+    sent = [p for p in parts if isinstance(p, Mapping) or len(p)]
+    if not all(isinstance(p, Mapping) for p in sent) or len({frozenset(p) for p in sent}) > 1:
+        raise FeedbackError("ranks sent experiences in different forms (rows and columns, or different columns); "
+                            "send one form from every rank")
+    try:
+        return {name: np.concatenate([p[name] for p in sent]) for name in sent[0]}
+    except ValueError as exc:
+        raise FeedbackError(f"the ranks' experience columns cannot be concatenated: {exc}") from None
 
 
 def _raise_first_error(parts: Sequence[tuple[str, Any]]) -> None:

@@ -1,8 +1,8 @@
-"""The sample-level stage (seed 002, DataFlex-RL): scorers, actuators and per-token loss weights.
+"""The sample-level stage (after DataFlex-RL's actuators): scorers, actuators and per-token loss weights.
 
 After rewards, a **scorer** turns a :class:`RolloutBatch` into scores and an **actuator** turns the scores
 into an action: :class:`Keep` (select), :class:`Weights` (reweight) or :class:`Mix` (taskset proportions).
-Keep / weights become per-token loss weights (:mod:`flexkit.weights`); mix proportions feed the scheduler.
+Keep / weights become per-token loss weights (:mod:`flexkit.sample.weights`); mix proportions feed the scheduler.
 :class:`SampleStage` wires one scorer and one actuator. The built-in components are registered here through
 the same hooks third-party plugins implement. Importing this package does not import torch.
 """
@@ -27,9 +27,9 @@ from flexkit.sample.actuators import (
     TopkFractionConfig,
     TopkFractionSelector,
 )
-from flexkit.sample.actuators._group_filter import GroupKeep
 from flexkit.sample.actuators.category_bandit import CategoryBandit, CategoryBanditConfig
 from flexkit.sample.actuators.exp3 import Exp3Config, Exp3Mixer
+from flexkit.sample.actuators.group_filter import GroupKeep
 from flexkit.sample.actuators.pass_rate_band import PassRateBand, PassRateBandConfig
 from flexkit.sample.actuators.zero_variance_filter import ZeroVarianceFilter, ZeroVarianceFilterConfig
 from flexkit.sample.batch import REWARD_FIELDS, TOKEN_FIELDS, RolloutBatch, SampleError

@@ -1,6 +1,6 @@
 """The actuator protocol and the actions it returns.
 
-After DataFlex-RL's Selector / Reweighter / Mixer actuators (seed 002): an actuator turns scores into one
+After DataFlex-RL's Selector / Reweighter / Mixer actuators: an actuator turns scores into one
 action, according to its ``mechanism``:
 
 - ``select`` → :class:`Keep` (the sample indices that count; the others get loss weight 0);

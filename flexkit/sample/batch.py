@@ -41,7 +41,7 @@ TOKEN_FIELDS: tuple[str, ...] = (
 )
 
 #: Fields :meth:`RolloutBatch.sequence_rewards` reads, in order of preference (verl: ``token_level_scores`` is
-#: the reward function's output, ``rm_scores`` a reward model's; seed 002 reads ``rm_scores``).
+#: the reward function's output, ``rm_scores`` a reward model's; DataFlex-RL reads ``rm_scores``).
 REWARD_FIELDS: tuple[str, ...] = ("token_level_scores", "rm_scores")
 
 #: A ``requires`` entry naming alternatives: any one of them satisfies it.

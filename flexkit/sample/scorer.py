@@ -1,6 +1,6 @@
 """The scorer protocol: what turns a rollout batch into scores, and the checks made when a stage is built.
 
-After DataFlex-RL's Scorer layer (seed 002, REFERENCE.md "Seed 002"): a scorer declares
+After DataFlex-RL's Scorer layer: a scorer declares
 
 - ``requires``: the batch fields it reads (``"a|b"``: either field will do). They are checked on every call,
   so the first batch that lacks one fails with a :class:`~flexkit.sample.batch.SampleError` naming it;
@@ -37,7 +37,7 @@ GRANULARITIES: tuple[str, ...] = ("domain", "prompt", "response", "token")
 MECHANISMS: tuple[str, ...] = ("select", "reweight", "mix")
 
 #: Advantage estimators that sample a group of responses per prompt (``uid``), so group scorers make sense.
-#: The seed's list (grpo, grpo_passk, rloo, opo, gdpo) plus verl's other group baselines
+#: DataFlex-RL's list (grpo, grpo_passk, rloo, opo, gdpo) plus verl's other group baselines
 #: (``reinforce_plus_plus_baseline``, ``gpg``) and Dr. GRPO (2503.20783). Extend with
 #: :func:`register_group_estimator`. Not group estimators: ``gae``, ``reinforce_plus_plus``, ``remax``.
 GROUP_ESTIMATORS: set[str] = {

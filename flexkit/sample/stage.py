@@ -18,7 +18,7 @@ import numpy as np
 from flexkit.sample.actuator import Action, Actuator, Keep, Mix, Weights
 from flexkit.sample.batch import RolloutBatch, SampleError
 from flexkit.sample.scorer import Scorer, check_compatible, timing_index
-from flexkit.weights import combine, to_token_weights
+from flexkit.sample.weights import combine, to_token_weights
 
 if TYPE_CHECKING:
     import torch

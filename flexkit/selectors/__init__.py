@@ -1,6 +1,6 @@
 """Built-in selectors: what picks task indices inside one taskset.
 
-Five selectors after Trinity-RFT's task selection module (see REFERENCE.md, seed 000): ``sequential``,
+Five selectors after Trinity-RFT's task selection module: ``sequential``,
 ``shuffle``, ``random``, ``offline_easy2hard`` and ``difficulty_based``; and five from the literature (see
 docs/algorithms.md): ``learnability`` (LILO), ``thompson_target`` (MoPPS), ``zero_variance_skip`` (GRESO),
 ``target_difficulty`` (AdaRFT) and ``prioritized_replay`` (PLR). They are registered as flexkit's

@@ -1,7 +1,7 @@
 """``offline_easy2hard``: a fixed curriculum sorted by precomputed feature columns, replayed every epoch.
 
 Source: Trinity-RFT task selection ("Sorts samples by pre-defined features (e.g., loss, length), serving
-easier ones first, progressing to harder ones"); see REFERENCE.md, seed 000.
+easier ones first, progressing to harder ones").
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``random``: each batch is ``batch_size`` distinct indices drawn uniformly, independent of earlier batches.
 
 Source: Trinity-RFT task selection ("Randomly samples without replacement within each batch. Independent
-across batches."); see REFERENCE.md, seed 000.
+across batches.").
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """``sequential``: serve tasks in index order, wrapping around at the end.
 
-Source: Trinity-RFT task selection ("Returns samples in fixed order (0, 1, ..., N)"); see REFERENCE.md,
-seed 000.
+Source: Trinity-RFT task selection ("Returns samples in fixed order (0, 1, ..., N)").
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """``shuffle``: a fresh random permutation of the taskset every epoch, served in order.
 
-Source: Trinity-RFT task selection ("Shuffles the dataset once per epoch; then iterates sequentially"); see
-REFERENCE.md, seed 000.
+Source: Trinity-RFT task selection ("Shuffles the dataset once per epoch; then iterates sequentially").
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """``difficulty_band`` (reweight): weight ``inside`` for scores in ``[low, high]``, ``outside`` elsewhere.
 
-After DataFlex-RL's band reweighter (seed 002; REFERENCE.md "Seed 002": a weight inside a band, normalised to
+After DataFlex-RL's band reweighter (a weight inside a band, normalised to
 mean 1); a soft form of ``threshold_band`` (Online Difficulty Filtering, 2504.03380) that keeps some signal
-from too-easy and too-hard groups. The band is closed here (a reweight, unlike the seed's strict select).
+from too-easy and too-hard groups. The band is closed here (a reweight, unlike DataFlex-RL's strict select).
 
 The raw weights are then scaled to mean 1 over the batch (over response tokens for token scores), so the
 loss scale does not depend on how many samples fall in the band. If every raw weight is 0 (``outside = 0``

@@ -29,7 +29,7 @@ import numpy as np
 
 from flexkit.config import field
 from flexkit.sample.actuator import Mix
-from flexkit.sample.actuators._taskset_stats import BanditMixer, softmax
+from flexkit.sample.actuators.taskset_mixer import BanditMixer, softmax
 from flexkit.sample.batch import RolloutBatch
 
 

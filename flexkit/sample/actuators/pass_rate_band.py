@@ -4,7 +4,7 @@ Online Difficulty Filtering (Bae et al., arXiv 2504.03380): after rollouts, keep
 rate ``p`` satisfies ``low ≤ p ≤ high`` (the paper's band is 0.25–0.75), and keep sampling until the batch is
 full. Pair it with the ``group_solve_rate`` scorer. Unlike ``threshold_band`` (strict bounds, no accounting)
 the band is closed by default (``inclusive``) and the returned
-:class:`~flexkit.sample.actuators._group_filter.GroupKeep` says how many groups the trainer should refill.
+:class:`~flexkit.sample.actuators.group_filter.GroupKeep` says how many groups the trainer should refill.
 O(B) per call.
 """
 
@@ -14,7 +14,7 @@ import attrs
 import numpy as np
 
 from flexkit.config import field
-from flexkit.sample.actuators._group_filter import GroupFilter, max_rounds_field, target_groups_field
+from flexkit.sample.actuators.group_filter import GroupFilter, max_rounds_field, target_groups_field
 
 
 @attrs.frozen(kw_only=True)

@@ -1,6 +1,6 @@
 """``reward_gap`` (mix): shift the taskset mix toward the tasksets the model is worst at.
 
-After DataFlex-RL's reward-gap mixer (seed 002; REFERENCE.md "Seed 002": softmax of (max reward − domain
+After DataFlex-RL's reward-gap mixer (softmax of (max reward − domain
 reward)/T with a floor). For ``K`` tasksets with window-mean score ``r_d``::
 
     p_d = floor / K + (1 − floor) · softmax_d((max_e r_e − r_d) / temperature)
@@ -24,15 +24,15 @@ taskset id. The whole window is in :meth:`~RewardGapMixer.state_dict`.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 import numpy as np
 
 from flexkit.config import field
-from flexkit.sample.actuator import Actuator, Mix
-from flexkit.sample.actuators._taskset_stats import taskset_sums
+from flexkit.sample.actuator import Mix
+from flexkit.sample.actuators.taskset_mixer import TasksetMixer
 from flexkit.sample.batch import RolloutBatch, SampleError
 
 
@@ -49,38 +49,17 @@ class RewardGapConfig:
     )
 
 
-class RewardGapMixer(Actuator):
+class RewardGapMixer(TasksetMixer):
     """Taskset proportions from per-taskset score gaps over a window of steps (see the module docstring)."""
 
     name = "reward_gap"
-    mechanism = "mix"
-    accepts = ("domain", "prompt", "response")
 
     def __init__(self, config: RewardGapConfig | None = None) -> None:
         super().__init__(config if config is not None else RewardGapConfig())
-        self._bound: int | None = None
-        self.num_tasksets = 0
         self._window: deque[tuple[int, np.ndarray, np.ndarray]] = deque()
         self._last_step: int | None = None
 
-    def bind(self, taskset_names: Sequence[str]) -> None:
-        """Fix the number of tasksets (ids ``0 .. len(taskset_names)-1``)."""
-        k = len(taskset_names)
-        if k < 1:
-            raise ValueError("a mixer needs at least one taskset")
-        if k < self.num_tasksets:
-            raise ValueError(f"cannot bind {k} tasksets: taskset id {self.num_tasksets - 1} was already seen")
-        self._bound = k
-        self.num_tasksets = k
-
     # -- statistics -------------------------------------------------------------------------------------
-
-    def _step_stats(self, scores: Any, batch: RolloutBatch) -> tuple[np.ndarray, np.ndarray]:
-        """Per-taskset (sum, count) of this call's scores, as float64 arrays of length ``num_tasksets``."""
-        sums, counts = taskset_sums(scores, batch, who=f"mix actuator {self.display_name()}", bound=self._bound)
-        self.num_tasksets = max(self.num_tasksets, len(sums))
-        pad = self.num_tasksets - len(sums)
-        return np.pad(sums, (0, pad)), np.pad(counts, (0, pad))
 
     def _record(self, step: int, sums: np.ndarray, counts: np.ndarray) -> None:
         if self._window and self._window[-1][0] == step:
@@ -125,7 +104,7 @@ class RewardGapMixer(Actuator):
         step = int(step)
         if self._last_step is not None and step < self._last_step:
             raise SampleError(f"steps must not go backwards: got step {step} after step {self._last_step}")
-        sums, counts = self._step_stats(scores, batch)
+        sums, counts = self.stats(scores, batch)
         self._record(step, sums, counts)
         return Mix(self.current_proportions())
 
@@ -153,7 +132,7 @@ class RewardGapMixer(Actuator):
                 raise ValueError("saved mixer window holds invalid values")
             window.append((int(entry["step"]), sums, counts))
         last = state["last_step"]
-        self.num_tasksets = max(k, self._bound or 0)
+        self._num_tasksets = max(k, self._bound or 0)
         self._window = window
         self._last_step = None if last is None else int(last)
 

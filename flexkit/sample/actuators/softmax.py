@@ -1,6 +1,6 @@
 """``softmax`` (reweight): ``w = softmax(score / temperature)``, scaled to mean 1.
 
-Source: DataFlex-RL's softmax reweighter (seed 002; REFERENCE.md "Seed 002": normalised to mean 1). For (B,)
+Source: DataFlex-RL's softmax reweighter (normalised to mean 1). For (B,)
 scores ``w_b = B · exp(s_b/τ) / Σ_c exp(s_c/τ)``; for token scores the softmax runs over the response tokens
 (``response_mask``) of the whole batch and the mean over those tokens is 1. ``temperature < 0`` is not
 allowed; to favour *low* scores, use a scorer whose score is high for what you want, or ``negate = true``.

@@ -1,6 +1,6 @@
 """``static`` (mix): fixed taskset proportions, given by taskset **name**.
 
-Source: DataFlex-RL's static mixer (seed 002; REFERENCE.md "Seed 002"). A plain fixed mix is a strong
+Source: DataFlex-RL's static mixer. A plain fixed mix is a strong
 baseline that many adaptive mixers fail to beat (Aioli, 2411.05735).
 
 Keys are the ``name`` of each ``[[tasksets]]`` table; the pipeline calls :meth:`StaticMixer.bind` with the

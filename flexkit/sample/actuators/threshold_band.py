@@ -1,6 +1,6 @@
 """``threshold_band`` (select): keep the samples whose score lies strictly inside ``(low, high)``.
 
-Source: DataFlex-RL's ``ThresholdBandSelector`` (seed 002, step 2). With ``group_solve_rate`` and (0.2, 0.8)
+Source: DataFlex-RL's ``ThresholdBandSelector`` (its selector guide, step 2). With ``group_solve_rate`` and (0.2, 0.8)
 it is Online Difficulty Filtering (2504.03380): groups that are all solved or all failed are dropped.
 """
 

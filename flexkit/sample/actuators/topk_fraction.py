@@ -1,6 +1,6 @@
 """``topk_fraction`` (select): keep the top ``fraction`` of the batch by score.
 
-Source: DataFlex-RL's top-fraction selector (seed 002; REFERENCE.md "Seed 002"). ``k = ceil(fraction · B)``,
+Source: DataFlex-RL's top-fraction selector. ``k = ceil(fraction · B)``,
 at least 1; ties are broken deterministically by sample index (the earlier sample wins). With
 ``largest = false`` the lowest scores are kept instead.
 """

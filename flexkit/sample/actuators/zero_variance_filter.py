@@ -5,8 +5,8 @@ correct or all wrong) has zero GRPO advantage and only dilutes the batch, so it 
 samples more prompts until the batch holds the wanted number of groups, with a cap on generation rounds. Pair
 it with the ``group_reward_range`` scorer (exactly 0 for equal rewards) or ``group_reward_std``. A group is
 kept when its score is strictly above ``min_spread``. The returned
-:class:`~flexkit.sample.actuators._group_filter.GroupKeep` carries ``kept_groups``, ``groups_needed`` and
-``refill`` (see :mod:`flexkit.sample.actuators._group_filter`). O(B) per call.
+:class:`~flexkit.sample.actuators.group_filter.GroupKeep` carries ``kept_groups``, ``groups_needed`` and
+``refill`` (see :mod:`flexkit.sample.actuators.group_filter`). O(B) per call.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import attrs
 import numpy as np
 
 from flexkit.config import field
-from flexkit.sample.actuators._group_filter import GroupFilter, max_rounds_field, target_groups_field
+from flexkit.sample.actuators.group_filter import GroupFilter, max_rounds_field, target_groups_field
 
 
 @attrs.frozen(kw_only=True)

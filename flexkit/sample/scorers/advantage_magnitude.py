@@ -1,6 +1,6 @@
 """``advantage_magnitude``: how strongly each response pushes the policy, ``|A|`` over its response tokens.
 
-Source: DataFlex-RL's |advantage| scorer (seed 002; REFERENCE.md "Seed 002": mean/sum/max per sequence). The
+Source: DataFlex-RL's |advantage| scorer (mean/sum/max per sequence). The
 same signal drives PLR (2010.03934) and SEC (2505.14970). Runs after advantages are computed
 (``timing = "post_advantage"``).
 """

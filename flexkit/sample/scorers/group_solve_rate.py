@@ -1,13 +1,13 @@
 """``group_solve_rate``: every response scores its group's fraction of solved responses.
 
-Source: DataFlex-RL's ``GroupSolveRateScorer`` (seed 002, step 1; REFERENCE.md "Seed 002"): per-sequence score
+Source: DataFlex-RL's ``GroupSolveRateScorer`` (its selector guide, step 1): per-sequence score
 ``s_b = Σ_t scores[b, t] · response_mask[b, t]``, success ``s_b > success_threshold``, and every member of a
 ``uid`` group gets the group's success fraction. Paired with ``threshold_band`` (0.2, 0.8) it keeps the groups
 that are neither all-solved nor all-failed — Online Difficulty Filtering (2504.03380); with GRPO those are the
 groups whose advantages are not all zero (DAPO's dynamic sampling, 2503.14476).
 
 flexkit computes all groups at once (``np.unique`` inverse, one ``index_add_`` and one ``bincount``): O(B·T)
-for the token sum plus O(B) for the groups, where the seed loops over groups in Python (O(G·B)).
+for the token sum plus O(B) for the groups, where DataFlex-RL loops over groups in Python (O(G·B)).
 """
 
 from __future__ import annotations

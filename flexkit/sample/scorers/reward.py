@@ -1,6 +1,6 @@
 """``reward``: each response's outcome, ``Σ_t scores[b, t] · response_mask[b, t]``.
 
-Source: DataFlex-RL's per-sequence reward scorer (seed 002; REFERENCE.md "Seed 002"). With the adaptive mixer
+Source: DataFlex-RL's per-sequence reward scorer. With the adaptive mixer
 (``reward_gap``) it is the per-taskset reward signal; with ``topk_fraction`` it keeps the best responses.
 """
 

@@ -1,6 +1,6 @@
 """``token_prob``: the behaviour policy's probability of each generated token, ``exp(old_log_probs)``.
 
-Source: DataFlex-RL's per-token probability scorer (seed 002; REFERENCE.md "Seed 002"), which feeds the
+Source: DataFlex-RL's per-token probability scorer, which feeds the
 ``α·π + (1−α)`` token reweighter. Low-probability tokens are the "forking" tokens of high-entropy-minority
 work (2506.01939).
 

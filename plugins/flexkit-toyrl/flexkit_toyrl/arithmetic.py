@@ -104,7 +104,7 @@ def make_arithmetic_taskset(config: ArithmeticTasksConfig, *, name: str, **_cont
     """Generate the problems: ``id``, ``level``, ``a``, ``b``, ``carries`` and two reference pass rates.
 
     ``weak_pass_rate`` / ``strong_pass_rate`` are the pass rates of two idealised reference learners
-    (``per_digit ** (level + 1)``): offline difficulty priors of the kind seed 000's ``difficulty_based`` reads,
+    (``per_digit ** (level + 1)``): offline difficulty priors of the kind Trinity-RFT's ``difficulty_based`` reads,
     known before training (a real setup measures them with reference models).
     """
     rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(11,)))

@@ -1,0 +1,286 @@
+"""``difficulty_based``'s costs and full passes: float32 mirrors, exact float64 costs, the greedy float32 pass.
+
+All scores are defined in float64 (``cost_i = |p̂_i − target|``, computed from the float64 state with the same
+float steps everywhere, :meth:`FastPassMixin._cost64`). A full pass over N tasks instead runs in float32 on
+mirrors kept next to the state: ``D = α̃ − target·(α̃ + β̃)`` and ``S = α̃ + β̃`` (updated for the batch rows at
+each feedback, rebuilt on a fold or load), and float32 copies of ``f0``, ``f1`` (up to
+:data:`~.tuning.FEATURE_MIRROR_MAX` tasks; above, the pass reads the float64 features). Dividing the transform by
+``a``, ``cost_i = |D_i + (p/a)·f0_i + (q/a)·f1_i + (b − target·s)/a| / (S_i + s/a)`` with ``s = b + b_β``: eight
+element-wise operations on cache-sized chunks. Every term is at most a few times ``(α_i + β_i)/a``, so the
+float32 value is within :data:`~.tuning.COST32_MARGIN` of the float64 one, and the fast pass only ever *filters*.
+
+For ``tau = 0`` (when the greedy index of :mod:`.index` does not answer), a chunk's tasks whose float32 cost is
+within the margin of the running k-th best float64 cost get their float64 cost; a running top-k by (float64
+cost, index) is merged from those. The result is bit-identical to a float64 top-k over all tasks, at the price
+of one float32 pass. With :data:`~.tuning.THREADS` > 1 (opt-in) the pass above :data:`~.tuning.PARALLEL_MIN`
+tasks is split between threads (numpy releases the GIL in its loops); the parts' top-k are merged exactly, so
+the result does not depend on the split.
+
+When the float32 pass cannot be trusted (extreme ``m``/``lamb``/``fold_below`` making magnitudes overflow
+float32, or a loaded state that breaks the model's invariants: :meth:`FastPassMixin._fast_coefficients` is
+None), the float64 pass (:meth:`FastPassMixin._exact_costs`) scores every task; ``do_sample`` always uses it
+(Thompson draws for every task).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from flexkit.selectors.difficulty_based import tuning
+from flexkit.selectors.difficulty_based.topk import RunningBest, round_up32, smallest_pairs
+
+_POOL: tuple[int, ThreadPoolExecutor] | None = None
+
+
+class FastPassMixin:
+    """The float32 mirrors of the state and every pass over all tasks, for :class:`DifficultyBasedSelector`.
+
+    Reads the selector's float64 state (``α̃``, ``β̃``, the transform ``a, b, b_β, p, q``, the features) and keeps
+    the mirrors ``_d32``, ``_s32`` and per-thread chunk buffers.
+    """
+
+    size: int
+    config: Any
+    rng: np.random.Generator
+    num_feedback: int
+    _m: int
+    _target: float
+    _tau: float
+    _alpha_t: np.ndarray
+    _beta_t: np.ndarray
+    _f0: np.ndarray
+    _f1: np.ndarray
+    _f0_fast: np.ndarray
+    _f1_fast: np.ndarray
+    _d32: np.ndarray
+    _s32: np.ndarray
+    _a: float
+    _b: float
+    _b_beta: float
+    _p: float
+    _q: float
+    _trusted: bool
+    _buffers: dict[int, tuple[np.ndarray, np.ndarray]]
+    _true_slice: Callable[[slice, np.ndarray, np.ndarray, np.ndarray], None]  # the model's true α, β of a slice
+
+    # -- float32 mirrors and when they can be trusted ----------------------------------------------------
+
+    def _mirror(self, rows: slice | np.ndarray) -> None:
+        """Recompute the float32 mirrors ``D = α̃ − target·(α̃ + β̃)`` and ``S = α̃ + β̃`` of ``rows`` from the
+        float64 state (the same bits whether done for a batch, a slice or all tasks)."""
+        alpha_t = self._alpha_t[rows]
+        total = alpha_t + self._beta_t[rows]
+        with np.errstate(over="ignore"):  # beyond float32 only while the fast pass is off (_fast_coefficients)
+            self._s32[rows] = total
+            total *= self._target
+            np.subtract(alpha_t, total, out=total)
+            self._d32[rows] = total
+
+    def _refresh_mirrors(self) -> None:
+        chunk = tuning.CHUNK
+        for start in range(0, self.size, chunk):
+            self._mirror(slice(start, min(start + chunk, self.size)))
+
+    def _den_bound(self) -> float:
+        """An upper bound on every task's α + β, from the configuration and the feedback count only (so the
+        same for a resumed selector): α + β starts at 2 and gains at most ``m`` per feedback, decaying by
+        ``1 − λ``, hence ≤ 2 + m·min(feedbacks, 1/λ)."""
+        lamb = float(self.config.lamb)
+        steps = float(self.num_feedback) if lamb == 0.0 else min(float(self.num_feedback), 1.0 / lamb)
+        return (2.0 + self._m * steps) * (1.0 + 1e-9)
+
+    def _check_invariants(self) -> bool:
+        """Whether every task has α, β > 0 and s ≤ α + β ≤ the bound of :meth:`_den_bound` (always true for a
+        state the selector produced; the float32 error bound rests on it). O(N), on load only."""
+        bound, s0 = self._den_bound(), self._b + self._b_beta
+        chunk = tuning.CHUNK
+        tmp = np.empty(min(chunk, self.size))
+        alpha, beta = np.empty_like(tmp), np.empty_like(tmp)
+        for start in range(0, self.size, chunk):
+            stop = min(start + chunk, self.size)
+            w = stop - start
+            self._true_slice(slice(start, stop), alpha[:w], beta[:w], tmp[:w])
+            if not (alpha[:w].min() > 0.0 and beta[:w].min() > 0.0):
+                return False
+            np.add(alpha[:w], beta[:w], out=tmp[:w])
+            if tmp[:w].max() > bound or tmp[:w].min() < s0 * (1.0 - 1e-9) - 1e-9:
+                return False
+        return True
+
+    def _fast_coefficients(self) -> tuple[np.float32, np.float32, np.float32, np.float32] | None:
+        """The float32 scalars of the fast pass, or None when it cannot be trusted (see the module docstring)."""
+        a = self._a
+        if not self._trusted or not a > 0.0 or 8.0 * self._den_bound() / a >= tuning.FLOAT32_LIMIT:
+            return None
+        s0 = self._b + self._b_beta
+        coef = (self._p / a, self._q / a, (self._b - self._target * s0) / a, s0 / a)
+        return tuple(np.float32(c) for c in coef)  # type: ignore[return-value]
+
+    # -- costs ------------------------------------------------------------------------------------------
+
+    def _cost32(self, start: int, stop: int, out: np.ndarray, tmp: np.ndarray, coef: tuple) -> None:
+        """Write the float32 cost ``|p̂ − target|`` of tasks ``start:stop`` into ``out`` (``tmp``: scratch)."""
+        p, q, k, s = coef
+        sl = slice(start, stop)
+        np.multiply(self._f0_fast[sl], p, out=tmp, casting="same_kind")
+        np.add(self._d32[sl], tmp, out=out)
+        np.multiply(self._f1_fast[sl], q, out=tmp, casting="same_kind")
+        out += tmp
+        out += k
+        np.add(self._s32[sl], s, out=tmp)
+        out /= tmp
+        np.abs(out, out=out)
+
+    def _cost32_all(self, out: np.ndarray, coef: tuple) -> None:
+        chunk = tuning.CHUNK
+        tmp = np.empty(min(chunk, self.size), dtype=np.float32)
+        for start in range(0, self.size, chunk):
+            stop = min(start + chunk, self.size)
+            self._cost32(start, stop, out[start:stop], tmp[: stop - start], coef)
+
+    def _cost64(self, idx: np.ndarray) -> np.ndarray:
+        """The exact float64 cost ``|p̂ − target|`` of the tasks ``idx``: the same float steps as the float64
+        pass (:meth:`_exact_costs`), so the same bits."""
+        alpha_t = self._alpha_t[idx]
+        return self._cost64_rows(alpha_t, alpha_t + self._beta_t[idx], self._f0[idx], self._f1[idx])
+
+    def _cost64_rows(self, alpha_t: np.ndarray, total: np.ndarray, f0: np.ndarray, f1: np.ndarray) -> np.ndarray:
+        """:meth:`_cost64` of tasks given by their rows ``α̃``, ``α̃ + β̃``, ``f0``, ``f1`` (same float steps)."""
+        a, s0 = self._a, self._b + self._b_beta
+        pred = alpha_t * a
+        pred += self._b
+        tmp = f0 * self._p
+        pred += tmp
+        np.multiply(f1, self._q, out=tmp)
+        pred += tmp
+        den = total * a
+        den += s0
+        pred /= den
+        pred -= self._target
+        return np.abs(pred, out=pred)
+
+    # -- passes over all tasks ----------------------------------------------------------------------------
+
+    def _exact_costs(self, *, with_noise: bool, do_sample: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        """The float64 pass: an N-sized array to minimise, ``|p̂ − target|/τ + log(−log U)`` (Gumbel noise,
+        ``with_noise``) or ``|p̂ − target|``; with ``do_sample`` p̂ is a Thompson draw (also returned)."""
+        n = self.size
+        target, tau = self._target, self._tau
+        cost = np.empty(n)
+        drawn = np.empty(n) if do_sample else None  # Thompson draws, kept for the info dict
+        chunk = tuning.CHUNK
+        width = min(chunk, n)
+        alpha, beta, tmp = np.empty(width), np.empty(width), np.empty(width)
+        a, b, s0, p, q = self._a, self._b, self._b + self._b_beta, self._p, self._q
+        for start in range(0, n, chunk):
+            stop = min(start + chunk, n)
+            w, sl = stop - start, slice(start, stop)
+            al, be, t = alpha[:w], beta[:w], tmp[:w]
+            if drawn is not None:
+                self._true_slice(sl, al, be, t)
+                pred = drawn[sl]
+                pred[...] = self.rng.beta(al, be)
+            else:  # p̂ = α / (α + β) with α + β = a·(α̃ + β̃) + b + b_β: fewer passes than computing β
+                np.multiply(self._alpha_t[sl], a, out=al)
+                al += b
+                np.multiply(self._f0[sl], p, out=t)
+                al += t
+                np.multiply(self._f1[sl], q, out=t)
+                al += t
+                np.add(self._alpha_t[sl], self._beta_t[sl], out=be)
+                be *= a
+                be += s0
+                pred = np.divide(al, be, out=al)
+            c = cost[sl]
+            np.subtract(pred, target, out=c)
+            np.abs(c, out=c)
+            if with_noise:
+                if 1.0 / tau < math.inf:
+                    c *= 1.0 / tau
+                else:  # a subnormal tau: 0/τ must stay 0, not 0·inf
+                    with np.errstate(over="ignore"):
+                        c /= tau
+                noise = self.rng.random(out=t)  # U in [0, 1)
+                with np.errstate(divide="ignore"):  # U == 0 (p = 2^-53) gives +inf cost: never chosen
+                    np.log(noise, out=noise)
+                    np.negative(noise, out=noise)
+                    np.log(noise, out=noise)
+                c += noise
+        return cost, drawn
+
+    def _greedy_fast(self, k: int, coef: tuple) -> np.ndarray:
+        """The ``k`` tasks of smallest float64 cost, ties to the smaller index, best first: one float32 pass
+        whose filter lets through every task that can still enter the running top-k (see the module
+        docstring); bit-identical to ``smallest_k`` over the float64 costs. With ``tuning.THREADS`` > 1 and at
+        least ``tuning.PARALLEL_MIN`` tasks the pass is split into ``THREADS`` contiguous parts run side by
+        side (numpy releases the GIL in its loops); the parts' top-k are merged exactly, so the result does
+        not depend on the split."""
+        n = self.size
+        threads = tuning.THREADS
+        parts = threads if n >= tuning.PARALLEL_MIN and threads > 1 else 1
+        if parts == 1:
+            idx, key = self._greedy_part(0, n, k, coef, 0, tuning.CHUNK)
+        else:  # larger chunks: fewer calls, so less contention for the GIL between the calls
+            chunk = 2 * tuning.CHUNK
+            step = -(-n // (parts * chunk)) * chunk
+            bounds = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
+            futures = [
+                _pool().submit(self._greedy_part, lo, hi, k, coef, part, chunk)
+                for part, (lo, hi) in enumerate(bounds[1:], start=1)
+            ]
+            found = [self._greedy_part(*bounds[0], k, coef, 0, chunk)] + [f.result() for f in futures]
+            idx, key = smallest_pairs(np.concatenate([i for i, _ in found]), np.concatenate([c for _, c in found]), k)
+        return idx[np.lexsort((idx, key))]
+
+    def _greedy_part(
+        self, lo: int, hi: int, k: int, coef: tuple, part: int, chunk: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The (up to) ``k`` best (index, float64 cost) pairs among tasks ``lo:hi``, in no particular order."""
+        cost, tmp = self._scratch(part, chunk)
+        best = RunningBest(k, self._cost64)
+        margin = tuning.COST32_MARGIN
+        # A short first chunk: partitioning it for a first threshold is cheap, and the next chunk tightens it.
+        first = min(chunk, 64 * k)
+        threshold, limit = np.inf, np.float32(np.inf)
+        for start in (lo, *range(lo + first, hi, chunk)):
+            stop = min(start + (first if start == lo else chunk), hi)
+            c = cost[: stop - start]
+            self._cost32(start, stop, c, tmp[: stop - start], coef)
+            if best.full:
+                if best.threshold != threshold:
+                    threshold = best.threshold
+                    limit = round_up32(threshold + margin)
+                cand = np.flatnonzero(c <= limit)
+            elif c.size >= k:  # the chunk alone holds k tasks within its k-th smallest float32 cost
+                kth = float(np.partition(c, k - 1)[k - 1])
+                cand = np.flatnonzero(c <= round_up32(kth + 2.0 * margin))
+            else:
+                cand = np.arange(c.size)
+            if cand.size:
+                cand += start
+                best.offer(cand)
+        return best.result()
+
+    def _scratch(self, part: int, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+        """Two float32 chunk buffers for the pass run by ``part`` (kept between calls: no page faults)."""
+        width = min(chunk, self.size)
+        bufs = self._buffers.get(part)
+        if bufs is None or bufs[0].size != width:
+            bufs = self._buffers[part] = (np.empty(width, dtype=np.float32), np.empty(width, dtype=np.float32))
+        return bufs
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The worker threads of the parallel pass (created lazily, again after a fork)."""
+    global _POOL
+    pid = os.getpid()
+    if _POOL is None or _POOL[0] != pid:
+        workers = max(tuning.THREADS - 1, 1)
+        _POOL = (pid, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="flexkit-pass"))
+    return _POOL[1]

@@ -1,0 +1,325 @@
+"""``difficulty_based``'s greedy index: the exact top-k for ``tau = 0`` without a pass over every task.
+
+A global transform is not order-preserving here (``p̂ = α/(α + β)`` mixes the stored values with both
+features, in a direction ``(p, q)`` that moves with ``c``), so one sorted array of stored values cannot give
+the top k. What does hold: a task never observed since the last fold has ``α̃ = m0 + mp·f0 + mq·f1`` and
+``α̃ + β̃ = ms`` for four scalars (the *model*, saved; a fold maps it like every task), so its true
+``α = N0 + P·f0 + Q·f1`` and ``α + β = D0`` with ``N0 = a·m0 + b``, ``P = a·mp + p``, ``Q = a·mq + q``,
+``D0 = a·ms + s``. Its cost is then ``|P·f0 + Q·f1 − h*| / D0`` with ``h* = target·D0 − N0``: the tasks
+nearest the target lie in a *slab* of the feature plane, ``|P·f0 + Q·f1 − h*| ≤ W``.
+
+* The *grid* (:class:`~.index_structures.SlabGrid`, built on first use, 8 bytes per task) sorts the tasks by
+  a row of one feature and, within a row, the other; a slab is a run of positions per row, found in O(1) per
+  row from a bucket table. It is keyed by the feature with the larger coefficient (a second grid is built if
+  the other one comes to dominate by more than 2×).
+* An observed task departs from the model by a *residual* ``r = |α̃ − model| + |α̃ + β̃ − ms|``, which the
+  transform shrinks with ``a``: it moves a cost by at most about ``2·a·r/D0``. Each feedback's tasks form a
+  *dirty group* (:class:`~.index_structures.DirtyGroups`) with a copy of their rows; dirty tasks are scored
+  one by one. A group is released once ``a·r`` is small (:data:`~.tuning.RELEASE_EPS`; about 40 feedbacks
+  with the default ``lamb``), or early when more than :data:`~.tuning.DIRTY_MAX` tasks (or
+  :data:`~.tuning.DIRTY_FRACTION` of them) are held; the largest released residual ``U`` bounds every
+  regular task's.
+* Selection: the dirty tasks' float64 costs; a slab with at least k regular tasks (searched from the last
+  step's width) and their float64 costs; θ = the k-th smallest of all these. Every other regular task costs
+  more than ``|P·f0 + Q·f1 − h*|/D0 − eps`` where ``eps`` covers ``U`` (``a·U·(2 + …)/(D0 − a·U)``) and,
+  generously, the float rounding of the costs and of the scalars; so the final slab ``W = D0·(θ + eps)``
+  holds every task that can reach the top k, which is then taken by (float64 cost, index), bit-identical to
+  the float32 pass of :mod:`.costs`. Cost per step: O(dirty + slab tasks + grid rows) ≈ 15,000 float64 costs
+  at N = 10^6 with the defaults; feedback adds O(batch). A fold (every ~310 feedbacks with the default
+  ``lamb``) scales every residual by ``a``: the bounds are mapped in place (plus the fold's rounding) and the
+  dirty rows re-read, O(dirty tasks). After a load the next selection measures the residuals in one float64
+  pass.
+
+The index serves tasksets from :data:`~.tuning.INDEX_MIN` to :data:`~.tuning.INDEX_MAX` tasks and gives way to
+the float32 pass whenever it would read more than :data:`~.tuning.INDEX_BUDGET` of the tasks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from flexkit.selectors.difficulty_based import tuning
+from flexkit.selectors.difficulty_based.index_structures import DirtyGroups, SlabGrid, grid_bits
+from flexkit.selectors.difficulty_based.topk import smallest_pairs
+from flexkit.selectors.difficulty_based.tuning import U64
+
+
+class GreedyIndexMixin:
+    """The greedy index of :class:`DifficultyBasedSelector`: the model of a never-observed task (``_model``),
+    the feature grids (``_grids``), the dirty groups (``_groups``, None until the first indexed selection and
+    after a load) and the slab width the next search starts from (``_width``, ``_drift``)."""
+
+    size: int
+    _target: float
+    _alpha_t: np.ndarray
+    _beta_t: np.ndarray
+    _f0: np.ndarray
+    _f1: np.ndarray
+    _a: float
+    _b: float
+    _b_beta: float
+    _p: float
+    _q: float
+    _model: tuple[float, float, float, float]
+    _grids: dict[bool, SlabGrid]
+    _groups: DirtyGroups | None
+    _width: float | None
+    _drift: float
+    _cost64: Callable[[np.ndarray], np.ndarray]  # the exact costs (FastPassMixin)
+    _cost64_rows: Callable[..., np.ndarray]
+
+    def _reset_index(self) -> None:
+        """Forget the dirty groups and the slab width (the grids only depend on the features: they stay)."""
+        self._groups, self._width, self._drift = None, None, 0.0
+
+    def _model_now(self) -> tuple[float, float, float, float]:
+        """The model in true units: a never-observed task has α = N0 + P·f0 + Q·f1 and α + β = D0 (real
+        arithmetic on the stored floats; computed here in float64)."""
+        a, (m0, mp, mq, ms) = self._a, self._model
+        return a * m0 + self._b, a * mp + self._p, a * mq + self._q, a * ms + self._b + self._b_beta
+
+    def _release_limit(self) -> float:
+        """A group is released when its residual bound (in α̃ units) is at most this: then it shifts a regular
+        task's cost by about ``RELEASE_EPS`` at most."""
+        d0 = self._model_now()[3]
+        return 0.5 * tuning.RELEASE_EPS * d0 / self._a
+
+    def _residual_bound(self, alpha_t: np.ndarray, total: np.ndarray, f0: np.ndarray, f1: np.ndarray) -> np.ndarray:
+        """Per task, an upper bound on ``|α̃ − (m0 + mp·f0 + mq·f1)| + |α̃ + β̃ − ms|`` (real arithmetic; the
+        float error of computing it is added), from the rows ``α̃``, ``α̃ + β̃`` (rounded), ``f0``, ``f1``."""
+        m0, mp, mq, ms = self._model
+        r = f0 * mp
+        r += f1 * mq
+        r += m0
+        np.subtract(alpha_t, r, out=r)
+        np.abs(r, out=r)
+        d = total - ms
+        np.abs(d, out=d)
+        r += d
+        np.abs(alpha_t, out=d)
+        d += np.abs(total)
+        d += abs(m0) + abs(mp) + abs(mq) + abs(ms)
+        d *= 8.0 * U64
+        r += d
+        r *= 1.0 + 16.0 * U64
+        return r
+
+    def _group_rows(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """What a dirty group keeps to score its tasks: ``α̃``, ``α̃ + β̃``, ``f0``, ``f1`` (copies)."""
+        alpha_t = self._alpha_t[idx]
+        return alpha_t, alpha_t + self._beta_t[idx], self._f0[idx], self._f1[idx]
+
+    def _dirty_max(self) -> int:
+        return max(tuning.DIRTY_MAX, int(tuning.DIRTY_FRACTION * self.size))
+
+    def _observe(self, indices: np.ndarray, rows: tuple[np.ndarray, ...]) -> None:
+        """Feedback rewrote the rows ``indices`` (now ``rows``, as :meth:`_group_rows` gives them): they form a
+        new dirty group; release the groups that have decayed enough (or the oldest, beyond
+        :meth:`_dirty_max` tasks)."""
+        groups = self._groups
+        assert groups is not None
+        if groups.exhausted:
+            self._groups = None
+            return
+        groups.add(indices, float(self._residual_bound(*rows).max()), rows)
+        groups.release(self._release_limit(), self._dirty_max())
+
+    def _index_folded(
+        self, a: float, old_model: tuple[float, float, float, float], b: float, b_beta: float, p: float, q: float
+    ) -> None:
+        """The transform ``(a, b, b_β, p, q)`` was just folded into the arrays and the model ``old_model``: map
+        the groups' residual bounds and re-read their rows."""
+        if self._groups is None:
+            return
+        m0, mp, mq, ms = old_model
+        # A residual r becomes a·r plus the rounding of the fold (six float steps on α and on β, each within
+        # u of a partial sum at most a·(|model| + 2r) + |b| + |b_β| + |p| + |q|) and of the new model.
+        size = abs(m0) + abs(mp) + abs(mq) + abs(ms)
+        loose = abs(b) + abs(b_beta) + abs(p) + abs(q) + abs(b + b_beta)
+
+        def folded(bound: float) -> float:
+            return (a * bound + 32.0 * U64 * (a * (size + 2.0 * bound) + loose)) * (1.0 + 8.0 * U64)
+
+        self._groups.rescale(folded)
+        self._groups.refresh_rows(self._group_rows)
+
+    def _rebuild_groups(self) -> DirtyGroups:
+        """One pass over all tasks: the regular tasks' residual bound, and one dirty group of the tasks
+        above the release limit (at most :meth:`_dirty_max`, the largest)."""
+        groups = DirtyGroups(self.size, 4)
+        limit = self._release_limit()
+        hot_idx: list[np.ndarray] = []
+        hot_bound: list[np.ndarray] = []
+        held, regular, most = 0, 0.0, self._dirty_max()
+        chunk = tuning.CHUNK
+        for start in range(0, self.size, chunk):
+            sl = slice(start, min(start + chunk, self.size))
+            alpha_t = self._alpha_t[sl]
+            bound = self._residual_bound(alpha_t, alpha_t + self._beta_t[sl], self._f0[sl], self._f1[sl])
+            hot = ~(bound <= limit)  # NaN (never from a state this class made) stays dirty
+            if not hot.all():
+                regular = max(regular, float(bound[~hot].max()))
+            if hot.any():
+                hot_idx.append(np.flatnonzero(hot) + start)
+                hot_bound.append(bound[hot])
+                held += hot_idx[-1].size
+            if held > 2 * most or (held > most and sl.stop == self.size):  # keep the largest
+                idx, bnd = np.concatenate(hot_idx), np.concatenate(hot_bound)
+                drop = bnd.size - most
+                cut = np.argpartition(bnd, drop - 1)
+                regular = max(regular, float(bnd[cut[:drop]].max()))
+                hot_idx, hot_bound, held = [idx[cut[drop:]]], [bnd[cut[drop:]]], most
+        groups.bound = regular
+        if held:
+            idx, bnd = np.concatenate(hot_idx), np.concatenate(hot_bound)
+            idx.sort()
+            groups.add(idx, float(bnd.max()), self._group_rows(idx))
+            groups.release(limit, self._dirty_max())
+        return groups
+
+    def _grid(self, by_f0: bool) -> SlabGrid:
+        """The feature grid keyed by ``f0`` (rows of ``f1``) or the other way round, built on first use."""
+        grid = self._grids.get(by_f0)
+        if grid is None:
+            x, y = (self._f0, self._f1) if by_f0 else (self._f1, self._f0)
+            bits = grid_bits(self.size)
+            grid = self._grids[by_f0] = SlabGrid(x, y, row_bits=bits, col_bits=bits)
+        return grid
+
+    def _greedy_indexed(self, k: int) -> np.ndarray | None:
+        """The greedy top-k (as the float32 pass gives it, bit for bit) without a pass over all tasks, or None
+        when the index would not be cheaper (the caller then runs the pass).
+
+        A regular task's cost is within ``eps`` of ``|P·f0 + Q·f1 − h*| / D0`` (the model plus its residual
+        bound, and float error); dirty tasks are scored one by one. The slab ``|P·f0 + Q·f1 − h*| ≤ W`` is
+        widened until it holds k tasks; its tasks are scored exactly, giving the k-th best cost θ; then every
+        regular task in ``|P·f0 + Q·f1 − h*| ≤ D0·(θ + eps)`` is scored, and no task outside can beat θ."""
+        if self._groups is None:
+            self._groups = self._rebuild_groups()
+        groups = self._groups
+        n0, cp, cq, d0 = self._model_now()
+        a_bound = self._a * groups.bound
+        den_min = d0 - a_bound
+        scale = abs(n0) + abs(cp) + abs(cq) + abs(d0)
+        if not (den_min > 0.0 and max(abs(cp), abs(cq)) > 64.0 * U64 * scale):
+            return None
+        # eps: the residual (model), the float evaluation of a cost (generously), and the float scalars above.
+        loose = abs(self._b) + abs(self._p) + abs(self._q) + abs(self._b + self._b_beta)
+        a, (m0, mp, mq, ms) = self._a, self._model
+        scalars = a * (abs(m0) + abs(mp) + abs(mq) + abs(ms)) + loose + abs(self._target * d0 - n0)
+        eps = a_bound * (1.0 + (d0 + 2.0 * a_bound) / d0) / den_min
+        eps += 32.0 * U64 * (8.0 + 8.0 * loose / den_min) + 16.0 * U64 * scalars / den_min
+        eps *= 1.01
+        # Key the grid on the feature with the larger coefficient; a grid already built serves while its key's
+        # coefficient is at least half the other (each grid costs a sort of all tasks to build).
+        by_f0 = abs(cp) >= abs(cq)
+        if by_f0 not in self._grids and (not by_f0) in self._grids:
+            by_f0 = by_f0 if max(abs(cp), abs(cq)) > 2.0 * min(abs(cp), abs(cq)) else not by_f0
+        cx, cy = (cp, cq) if by_f0 else (cq, cp)
+        h_star = self._target * d0 - n0
+        sign = 1.0 if cx > 0 else -1.0
+        cx, cy, h_star = sign * cx, sign * cy, sign * h_star
+        grid = self._grid(by_f0)
+        budget = max(int(tuning.INDEX_BUDGET * self.size), 4 * k)
+        dirty, dirty_cost = self._dirty_costs(groups)
+        found = self._slab_search(
+            by_f0, cx, cy, h_star, min(k, self.size - dirty.size), budget, groups.stamp, dirty.size
+        )
+        if found is None:
+            return None
+        cand, width = found
+        if dirty.size + cand.size > budget:
+            return None
+        cost = np.concatenate([dirty_cost, self._cost64(cand)])
+        theta = float(np.partition(cost, k - 1)[k - 1])
+        need = d0 * (theta + eps) * (1.0 + 16.0 * U64)
+        if need > width:  # the final slab: every regular task that can still beat theta
+            runs = grid.runs(cx, cy, h_star - need, h_star + need)
+            if runs.size + dirty.size > budget:
+                return None
+            cand = grid.points(runs)
+            cand = cand[groups.stamp[cand] < 0]
+            cost = np.concatenate([dirty_cost, self._cost64(cand)])
+        # The next selection starts a little wider than this one needed (its best tasks move a little).
+        if self._width is not None:
+            self._drift = abs(need + 4.0 * d0 * eps - self._width)
+        self._width = need + 4.0 * d0 * eps
+        idx, key = smallest_pairs(np.concatenate([dirty, cand]), cost, k)
+        return idx[np.lexsort((idx, key))]
+
+    def _dirty_costs(self, groups: DirtyGroups) -> tuple[np.ndarray, np.ndarray]:
+        """The dirty tasks and their exact costs (from the rows the groups keep)."""
+        idx, mine, rows = groups.held_rows()
+        cost = self._cost64_rows(*rows)
+        return idx[mine], cost[mine]
+
+    def _slab_search(
+        self, by_f0: bool, cx: float, cy: float, h_star: float, k: int, budget: int, stamp: np.ndarray, held: int
+    ) -> tuple[np.ndarray, float] | None:
+        """A slab ``|cx·x + cy·y − h*| ≤ W`` (x = f0 when ``by_f0``, else f1) holding at least ``k`` regular tasks
+        (``stamp < 0``; ``held`` tasks are dirty) and, where ties allow, at most ``tuning.SLAB_TARGET`` × ``k``.
+        The search starts from the last selection's width (the best tasks move little between steps), widens
+        while too few are inside (doubling steps while none is, else extrapolating from their distances), jumps
+        to the distance of the 2k-th nearest when too many are, and bisects otherwise. Returns the slab's
+        regular tasks and ``W``, or None when no such slab fits the budget."""
+        if k == 0:  # every task is dirty
+            return np.empty(0, dtype=np.int64), 0.0
+        grid = self._grid(by_f0)
+        x, y = (self._f0, self._f1) if by_f0 else (self._f1, self._f0)
+        h_min, h_max = min(cy, 0.0), cx + max(cy, 0.0)  # the range of cx·x + cy·y over [0, 1]²
+        gap = max(h_star - h_max, h_min - h_star, 0.0)
+        # The first widening step: about 4k tasks' worth of width where tasks are dense, or the last change.
+        step = max((cx + abs(cy)) * 4.0 * k / self.size, self._drift)
+        width = max(self._width if self._width is not None else gap + step, gap)
+        # Widths known to hold fewer than k regular tasks (lo), at least k or more than the budget allows (hi), and
+        # runs much longer than wanted, not read yet (soft): those are bisected first and read only once the
+        # bracket is narrow (a slab packed with dirty tasks, or huge buckets of equal features, has long runs).
+        lo, hi, soft = 0.0, math.inf, math.inf
+        target = tuning.SLAB_TARGET
+        cap = 4 * target * k + held + grid.bucket_slack
+        force = False
+        best: tuple[np.ndarray, float] | None = None
+        for _ in range(tuning.SLAB_STEPS):
+            runs = grid.runs(cx, cy, h_star - width, h_star + width)
+            if runs.size > budget:
+                hi = width
+            elif runs.size > cap and not force:
+                soft = width
+            else:
+                force = False
+                cand = grid.points(runs)
+                cand = cand[stamp[cand] < 0]
+                if cand.size < k:
+                    lo = width
+                    if soft <= width:
+                        soft = math.inf
+                    if cand.size and min(hi, soft) == math.inf:  # extrapolate from the tasks found so far
+                        near = float(np.abs(x[cand] * cx + y[cand] * cy - h_star).min())
+                        grow = (width - near) * min((2 * k - cand.size) / cand.size, 4.0)
+                        width += max(grow, step)
+                        continue
+                else:
+                    best, hi = (cand, width), width
+                    if cand.size <= target * k:
+                        break
+                    dist = x[cand] * cx
+                    dist += y[cand] * cy
+                    dist -= h_star
+                    np.abs(dist, out=dist)
+                    jump = float(np.partition(dist, 2 * k - 1)[2 * k - 1]) * (1.0 + 1e-9)
+                    if lo < jump < hi:
+                        width = jump
+                        continue
+            top = min(hi, soft)
+            if top == math.inf:
+                width, step = lo + step, 2.0 * step
+            elif top == soft and soft - lo <= 0.01 * soft:
+                width, force = soft, True
+            elif top - lo <= 1e-9 * top:
+                break
+            else:
+                width = 0.5 * (lo + top)
+        return best

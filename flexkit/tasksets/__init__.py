@@ -1,0 +1,51 @@
+"""Taskset storage: the tasks a selector picks from, read by index.
+
+A taskset is a table of tasks (one dict per row). Selectors see only its size and, if they ask for them, a few
+numeric *feature columns*; the scheduler reads the rows the selector picked with :meth:`Taskset.read`.
+
+The built-in ``file`` storage (``storage_type = "file"`` in a ``[[tasksets]]`` table) opens:
+
+- **JSON Lines** (``.jsonl``/``.ndjson``): indexed lazily. Opening makes one pass over the bytes to record
+  where each line starts; rows are parsed only when read, by seeking, so a file of any size costs 16 bytes
+  of memory per row (plus 8 more when it has blank lines) and never sits in memory whole;
+- **JSON** (``.json``): a top-level list of objects. JSON cannot be indexed without parsing it, so the file is
+  loaded whole; use JSON Lines for large tasksets;
+- **Parquet** (``.parquet``): via pyarrow (``pip install "flexkit[parquet]"``), memory-mapped and read with
+  ``take``.
+
+Modules, by reader: :mod:`~flexkit.tasksets.base` (the :class:`Taskset` protocol and feature mappings),
+:mod:`~flexkit.tasksets.jsonl`, :mod:`~flexkit.tasksets.json_file`, :mod:`~flexkit.tasksets.parquet`,
+:mod:`~flexkit.tasksets.memory` (one per format) and :mod:`~flexkit.tasksets.storage` (the ``file`` storage).
+This package is also the plugin that registers the ``file`` storage (its hook is re-exported here).
+"""
+
+from __future__ import annotations
+
+from flexkit.tasksets.base import LazyFeatures, Taskset, TasksetError, lazy_features
+from flexkit.tasksets.json_file import JsonTaskset
+from flexkit.tasksets.jsonl import JsonlTaskset
+from flexkit.tasksets.memory import InMemoryTaskset
+from flexkit.tasksets.parquet import ParquetTaskset
+from flexkit.tasksets.storage import (
+    FORMATS,
+    FileStorageConfig,
+    flexkit_register_storages,
+    open_file_taskset,
+    resolve_format,
+)
+
+__all__ = [
+    "FORMATS",
+    "FileStorageConfig",
+    "InMemoryTaskset",
+    "JsonTaskset",
+    "JsonlTaskset",
+    "LazyFeatures",
+    "ParquetTaskset",
+    "Taskset",
+    "TasksetError",
+    "flexkit_register_storages",
+    "lazy_features",
+    "open_file_taskset",
+    "resolve_format",
+]

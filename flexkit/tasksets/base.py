@@ -1,0 +1,219 @@
+"""The taskset protocol: the :class:`Taskset` base class, lazy feature mappings and the value checks shared by
+every storage format.
+
+A taskset is a table of tasks (one dict per row). Selectors see only its size and, if they ask for them, a few
+numeric *feature columns*; the scheduler reads the rows the selector picked with :meth:`Taskset.read`.
+"""
+
+from __future__ import annotations
+
+import abc
+import difflib
+import json
+import math
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from flexkit.errors import TasksetError
+
+__all__ = ["LazyFeatures", "Taskset", "TasksetError", "lazy_features"]
+
+
+# -- the protocol ---------------------------------------------------------------------------------------
+
+
+class Taskset(abc.ABC):
+    """A table of tasks read by index.
+
+    Subclasses implement :meth:`__len__`, :meth:`read` and :meth:`column`; :meth:`features` comes free. All
+    reads are safe to call from several threads at once (the scheduler prefetches in a background thread).
+    """
+
+    #: The taskset's name (as in the pipeline file); used in every error message.
+    name: str
+    #: The file the taskset reads (resolved), or ``None`` for in-memory tasksets.
+    path: str | None
+
+    @abc.abstractmethod
+    def __len__(self) -> int:
+        """The number of tasks (rows)."""
+
+    @abc.abstractmethod
+    def read(self, indices: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
+        """The rows at ``indices`` as fresh dicts, in the order asked (repeats allowed).
+
+        Each returned dict is a new object: callers may modify it without changing the taskset.
+        """
+
+    @abc.abstractmethod
+    def column(self, key: str) -> np.ndarray:
+        """The feature ``key`` of every row as a read-only float64 array of length ``len(self)``.
+
+        Every row must hold a finite number (not a bool) under ``key``. Columns are cached.
+        """
+
+    def _first_keys(self) -> list[str]:
+        """The keys of the first row (or the column names): the candidates for a did-you-mean."""
+        return list(self.read([0])[0])
+
+    def features(self, keys: Sequence[str]) -> LazyFeatures:
+        """A lazy mapping from each of ``keys`` to its :meth:`column`, loaded on first access.
+
+        Checks now (reading one row) that the first row has every key, so a typo fails when the pipeline
+        is built rather than mid-training; no column is loaded until a selector reads it.
+        """
+        features = LazyFeatures(self, keys)
+        for key in features:
+            self._check_key(key)
+        return features
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release open files (reads after closing reopen them)."""
+
+    def __enter__(self) -> Taskset:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, path={self.path!r}, rows={len(self)})"
+
+    # -- helpers for subclasses ---------------------------------------------------------------------------
+
+    def _error(self, message: str) -> TasksetError:
+        """A :class:`TasksetError` about this taskset."""
+        return TasksetError(message, taskset=self.name, path=self.path)
+
+    def _check_key(self, key: str) -> None:
+        """Raise :class:`TasksetError` (with a did-you-mean) if the first row has no ``key``."""
+        if not isinstance(key, str):
+            raise self._error(f"feature keys must be strings, got {key!r}")
+        keys = self._first_keys()
+        if key not in keys:
+            raise self._error(_missing_key_message(key, keys))
+
+    def _indices(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """``indices`` as a flat int64 array, checked against ``len(self)``."""
+        try:
+            idx = np.asarray(indices)
+        except (TypeError, ValueError) as exc:
+            raise self._error(f"indices must be a list of ints: {exc}") from None
+        if idx.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        if idx.ndim != 1:
+            raise self._error(f"indices must be a flat list, got shape {idx.shape}")
+        if idx.dtype == bool or not np.issubdtype(idx.dtype, np.integer):
+            raise self._error(f"indices must be integers, got {idx.dtype} values such as {idx[0]!r}")
+        idx = idx.astype(np.int64, copy=False)
+        n = len(self)
+        bad = (idx < 0) | (idx >= n)
+        if bad.any():
+            raise self._error(f"index {int(idx[bad][0])} is out of range for {n} rows")
+        return idx
+
+
+def _missing_key_message(key: str, keys: Sequence[str]) -> str:
+    message = f"no feature {key!r} in the first row"
+    close = difflib.get_close_matches(key, list(keys), n=3, cutoff=0.6)
+    if close:
+        message += "; did you mean " + " or ".join(repr(c) for c in close) + "?"
+    shown = ", ".join(repr(k) for k in list(keys)[:20]) + (", ..." if len(keys) > 20 else "")
+    return message + f" (keys: {shown or 'none'})"
+
+
+class LazyFeatures(Mapping[str, np.ndarray]):
+    """Feature columns by name, each loaded from the taskset on first access and then kept.
+
+    Iterates over the requested keys in order. Looking up a key that was not requested raises ``KeyError``;
+    a requested key the taskset lacks raises :class:`TasksetError` naming the taskset, its path and the key.
+    """
+
+    def __init__(self, taskset: Any, keys: Sequence[str]) -> None:
+        if isinstance(keys, str):
+            keys = [keys]
+        self._taskset = taskset
+        self._keys: tuple[str, ...] = tuple(dict.fromkeys(keys))
+        self._loaded: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def loaded(self) -> tuple[str, ...]:
+        """The keys whose columns have been loaded so far."""
+        return tuple(self._loaded)
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        if key in self._loaded:
+            return self._loaded[key]
+        if key not in self._keys:
+            raise KeyError(key)
+        with self._lock:
+            if key not in self._loaded:
+                self._loaded[key] = self._taskset.column(key)
+        return self._loaded[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __repr__(self) -> str:
+        return f"LazyFeatures(keys={list(self._keys)!r}, loaded={list(self._loaded)!r})"
+
+
+def lazy_features(taskset: Any, keys: Sequence[str]) -> Mapping[str, np.ndarray]:
+    """The feature mapping of any taskset: its own :meth:`Taskset.features`, or a :class:`LazyFeatures`
+    over its ``column`` method for third-party storages that only implement ``len``/``read``/``column``."""
+    if isinstance(taskset, Taskset):
+        return taskset.features(keys)
+    return LazyFeatures(taskset, keys)
+
+
+# -- values -----------------------------------------------------------------------------------------------
+
+
+def _feature_value(value: Any) -> float | None:
+    """``value`` as a finite float, or ``None`` when it is not a finite number (bools are not numbers)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _value_error(key: str, value: Any, where: str) -> str:
+    text = json.dumps(value, default=repr) if not isinstance(value, float) else repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"feature {key!r} must be a finite number, got {text} at {where}"
+
+
+def _readonly(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
+
+
+def _column_from_rows(
+    taskset: Taskset, rows: Sequence[Mapping[str, Any]], key: str, where: str
+) -> np.ndarray:
+    """Extract feature ``key`` from in-memory ``rows``; ``where`` names a row (``"row {i}"``) in errors."""
+    out = np.empty(len(rows), dtype=np.float64)
+    for i, row in enumerate(rows):
+        if key not in row:
+            if i == 0:
+                raise taskset._error(_missing_key_message(key, list(row)))
+            raise taskset._error(f"no feature {key!r} at {where.format(i=i)}")
+        number = _feature_value(row[key])
+        if number is None:
+            raise taskset._error(_value_error(key, row[key], where.format(i=i)))
+        out[i] = number
+    return _readonly(out)

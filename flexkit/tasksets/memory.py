@@ -1,0 +1,88 @@
+"""In-memory tasksets: rows or feature columns held in memory (tests, ``make_selector(features=...)``,
+generated tasksets)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from flexkit.tasksets.base import Taskset, _column_from_rows, _missing_key_message, _readonly, _value_error
+
+__all__ = ["InMemoryTaskset"]
+
+
+class InMemoryTaskset(Taskset):
+    """A taskset held in memory: for tests and for ``make_selector(features=...)``.
+
+    Give ``rows`` (dicts), ``columns`` (feature arrays by name), ``size``, or several of them (their lengths
+    must agree). Without ``rows``, a row holds the columns' values at its index.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        rows: Sequence[Mapping[str, Any]] | None = None,
+        columns: Mapping[str, Any] | None = None,
+        size: int | None = None,
+    ) -> None:
+        self.name = name
+        self.path = None
+        lengths: dict[str, int] = {}
+        if rows is not None:
+            self._rows: list[Mapping[str, Any]] | None = list(rows)
+            for i, row in enumerate(self._rows):
+                if not isinstance(row, Mapping):
+                    raise self._error(f"row {i}: a row must be a dict, got {type(row).__name__}")
+            lengths["rows"] = len(self._rows)
+        else:
+            self._rows = None
+        self._columns: dict[str, np.ndarray] = {}
+        for key, values in (columns or {}).items():
+            try:
+                array = np.array(values, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise self._error(f"feature {key!r} must be an array of numbers") from None
+            if array.ndim != 1:
+                raise self._error(f"feature {key!r} must be a flat array, got shape {array.shape}")
+            bad = ~np.isfinite(array)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise self._error(_value_error(key, float(array[i]), f"row {i}"))
+            self._columns[key] = _readonly(array)
+            lengths[f"column {key!r}"] = len(array)
+        if size is not None:
+            if isinstance(size, bool) or not isinstance(size, (int, np.integer)):
+                raise self._error(f"size must be an int, got {size!r}")
+            lengths["size"] = int(size)
+        if not lengths:
+            raise self._error("give rows, columns or size")
+        if len(set(lengths.values())) > 1:
+            raise self._error("lengths disagree: " + ", ".join(f"{k} has {v}" for k, v in lengths.items()))
+        self._size = next(iter(lengths.values()))
+        if self._size <= 0:
+            raise self._error("empty taskset: it has no rows")
+
+    def __len__(self) -> int:
+        return self._size
+
+    def read(self, indices: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
+        """The rows at ``indices`` (deep copies)."""
+        idx = self._indices(indices).tolist()
+        if self._rows is not None:
+            return [copy.deepcopy(dict(self._rows[i])) for i in idx]
+        return [{k: float(v[i]) for k, v in self._columns.items()} for i in idx]
+
+    def _first_keys(self) -> list[str]:
+        keys = list(self._rows[0]) if self._rows else []
+        return keys + [k for k in self._columns if k not in keys]
+
+    def column(self, key: str) -> np.ndarray:
+        """The feature ``key``: the given column, else extracted from the rows (cached)."""
+        if key not in self._columns:
+            if self._rows is None:
+                raise self._error(_missing_key_message(key, list(self._columns)))
+            self._columns[key] = _column_from_rows(self, self._rows, key, "row {i}")
+        return self._columns[key]

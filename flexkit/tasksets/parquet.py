@@ -1,0 +1,77 @@
+"""Parquet tasksets (``.parquet``): read with pyarrow (``pip install "flexkit[parquet]"``), memory-mapped and
+read with ``take``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from flexkit.tasksets.base import Taskset, _missing_key_message, _readonly, _value_error
+
+__all__ = ["ParquetTaskset"]
+
+
+class ParquetTaskset(Taskset):
+    """A Parquet file read with pyarrow (``pip install "flexkit[parquet]"``).
+
+    The table is memory-mapped when opened; rows are converted to dicts only when read (``take``), columns
+    with ``to_numpy``.
+    """
+
+    def __init__(self, path: str, *, name: str) -> None:
+        self.name = name
+        self.path = path
+        self._columns: dict[str, np.ndarray] = {}
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise self._error('reading Parquet needs pyarrow: pip install "flexkit[parquet]"') from None
+        self._pa = pa
+        if not os.path.exists(path):
+            raise self._error("no such file")
+        if os.path.isdir(path):
+            raise self._error("is a directory, not a file")
+        try:
+            self._table = pq.read_table(path, memory_map=True)
+        except (OSError, pa.ArrowException) as exc:
+            raise self._error(f"cannot read Parquet: {exc}") from None
+        if self._table.num_rows == 0:
+            raise self._error("empty taskset: the file has no rows")
+
+    def __len__(self) -> int:
+        return int(self._table.num_rows)
+
+    def read(self, indices: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
+        """The rows at ``indices`` (via ``Table.take``)."""
+        idx = self._indices(indices)
+        if idx.size == 0:
+            return []
+        return self._table.take(self._pa.array(idx)).to_pylist()
+
+    def _first_keys(self) -> list[str]:
+        return list(self._table.column_names)
+
+    def column(self, key: str) -> np.ndarray:
+        """The numeric column ``key`` (nulls, bools, non-numbers and non-finite values rejected; cached)."""
+        if key in self._columns:
+            return self._columns[key]
+        if key not in self._table.column_names:
+            raise self._error(_missing_key_message(key, self._table.column_names))
+        pa = self._pa
+        col = self._table.column(key)
+        if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
+            raise self._error(f"feature {key!r} must be a numeric column, got type {col.type}")
+        if col.null_count:
+            first_null = col.is_null().to_pylist().index(True)
+            raise self._error(f"feature {key!r} must be a finite number, got null at row {first_null}")
+        values = np.array(col.to_numpy(), dtype=np.float64)  # a copy, never a view on Arrow memory
+        bad = ~np.isfinite(values)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise self._error(_value_error(key, float(values[i]), f"row {i}"))
+        self._columns[key] = _readonly(values)
+        return self._columns[key]

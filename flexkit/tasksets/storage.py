@@ -1,0 +1,88 @@
+"""The built-in ``file`` storage: its config, the format resolution from a file's suffix, opening a taskset
+file, and the plugin hook that registers the storage."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import attrs
+
+from flexkit.config.fields import field
+from flexkit.errors import TasksetError
+from flexkit.hookspecs import hookimpl
+from flexkit.tasksets.base import Taskset
+from flexkit.tasksets.json_file import JsonTaskset
+from flexkit.tasksets.jsonl import JsonlTaskset
+from flexkit.tasksets.parquet import ParquetTaskset
+
+__all__ = ["FORMATS", "FileStorageConfig", "flexkit_register_storages", "open_file_taskset", "resolve_format"]
+
+#: File formats the ``file`` storage reads; ``auto`` picks one from the file's suffix.
+FORMATS: tuple[str, ...] = ("auto", "jsonl", "json", "parquet")
+_SUFFIXES: dict[str, str] = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet"}
+
+@attrs.frozen(kw_only=True)
+class FileStorageConfig:
+    """Parameters of the ``file`` storage: a taskset read from one file."""
+
+    path: str = field(
+        doc="The taskset file: JSON Lines (.jsonl/.ndjson), JSON (.json, a list of objects) or Parquet "
+        "(.parquet). Relative paths are resolved against the pipeline file's directory; ~ is expanded."
+    )
+    format: str = field(
+        default="auto",
+        choices=FORMATS,
+        doc='The file format; "auto" picks it from the suffix (.jsonl/.ndjson, .json, .parquet).',
+    )
+
+
+def resolve_format(path: str, fmt: str = "auto", *, name: str | None = None) -> str:
+    """The format to read ``path`` with: ``fmt`` itself, or for ``"auto"`` the one its suffix names."""
+    if fmt != "auto":
+        if fmt not in FORMATS:
+            raise TasksetError(
+                f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}", taskset=name, path=path
+            )
+        return fmt
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix in _SUFFIXES:
+        return _SUFFIXES[suffix]
+    known = ", ".join(_SUFFIXES)
+    got = f"suffix {suffix!r}" if suffix else "no suffix"
+    raise TasksetError(
+        f'cannot tell the format from {got} (known: {known}); set format = "jsonl", "json" or "parquet"',
+        taskset=name,
+        path=path,
+    )
+
+
+_READERS: dict[str, type[Taskset]] = {"jsonl": JsonlTaskset, "json": JsonTaskset, "parquet": ParquetTaskset}
+
+
+def open_file_taskset(
+    config: FileStorageConfig, *, name: str, base_dir: str | os.PathLike[str] | None = None, **_context: Any
+) -> Taskset:
+    """Open a taskset file (JSON Lines, JSON or Parquet).
+
+    ``config.path`` is resolved against ``base_dir`` (default: the working directory) unless it is absolute;
+    ``~`` is expanded first.
+    """
+    raw = os.fspath(config.path)
+    if not raw:
+        raise TasksetError("path is empty", taskset=name)
+    expanded = os.path.expanduser(raw)
+    relative = not os.path.isabs(expanded)
+    base = os.fspath(base_dir) if base_dir is not None else os.getcwd()
+    path = os.path.normpath(os.path.abspath(os.path.join(base, expanded) if relative else expanded))
+    if not os.path.exists(path):
+        hint = f" ({raw!r} resolved against {base})" if relative else ""
+        raise TasksetError(f"no such file{hint}", taskset=name, path=path)
+    fmt = resolve_format(path, config.format, name=name)
+    return _READERS[fmt](path, name=name)
+
+
+@hookimpl
+def flexkit_register_storages(register: Any) -> None:
+    """Register the built-in ``file`` storage."""
+    register("file", open_file_taskset, FileStorageConfig)

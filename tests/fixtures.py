@@ -1,0 +1,88 @@
+"""Shared test support, loaded for every test (``tests/`` and ``plugins/*/tests/``) by the root ``conftest.py``.
+
+A pytest plugin module: the hypothesis profile, an autouse fixture giving each test a clean plugin cache,
+``fake_dist`` (fake installed distributions with flexkit entry points), and helpers tests import
+(:data:`ROOT`, :data:`EXAMPLES`, :class:`Crash`, :class:`CrashAt`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import structlog
+from hypothesis import settings
+
+from flexkit.hookspecs import hookimpl
+from flexkit.plugins import clear_plugin_cache
+
+# CI (CI=true) runs the property tests derandomized, so a submission's result does not depend on the draw;
+# local runs keep exploring new examples.
+settings.register_profile("ci", derandomize=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each test sees the plugin environment it sets up (env vars, fake distributions)."""
+    monkeypatch.delenv("FLEXKIT_LOAD_PLUGINS", raising=False)
+    monkeypatch.delenv("FLEXKIT_STRICT_PLUGINS", raising=False)
+    clear_plugin_cache()
+    yield
+    clear_plugin_cache()
+    structlog.reset_defaults()  # the CLI configures logging onto a captured stream; undo it
+
+
+@pytest.fixture
+def fake_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
+    """Create an installed-looking distribution (dist-info + module) on ``sys.path``.
+
+    ``fake_dist("my-dist", {"my_mod": "source"}, entry_points={"name": "my_mod"})`` makes
+    ``importlib.metadata`` discover entry point ``name`` in group ``flexkit`` of distribution ``my-dist``.
+    """
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    created: list[str] = []
+
+    def make(dist: str, modules: dict[str, str], entry_points: dict[str, str], version: str = "1.0") -> Path:
+        for name, source in modules.items():
+            (site / f"{name}.py").write_text(textwrap.dedent(source))
+            created.append(name)
+        info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+        lines = "\n".join(f"{k} = {v}" for k, v in entry_points.items())
+        (info / "entry_points.txt").write_text(f"[flexkit]\n{lines}\n")
+        importlib.invalidate_caches()
+        clear_plugin_cache()
+        return site
+
+    yield make
+    for name in created:
+        sys.modules.pop(name, None)
+
+
+class Crash(Exception):
+    """Injected failure (see :class:`CrashAt`)."""
+
+
+class CrashAt:
+    """A plugin that crashes the run when the scheduler hands out the batch of ``step``."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    @hookimpl
+    def flexkit_on_select(self, step, tasks):
+        if step == self.step:
+            raise Crash(f"injected crash at step {step}")
