@@ -12,6 +12,7 @@ The public surface::
 from flexkit._version import __version__
 from flexkit.errors import (
     CheckpointError,
+    ComponentError,
     ConfigError,
     FeedbackError,
     FlexkitError,
@@ -29,6 +30,7 @@ from flexkit.selectors import Selector
 __all__ = [
     "SELECTOR_METRIC",
     "CheckpointError",
+    "ComponentError",
     "ConfigError",
     "Experience",
     "FeedbackError",

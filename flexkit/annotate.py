@@ -85,6 +85,7 @@ def annotate(
     size = entry.size
     chunk = int(chunk or pipe.config.run.batch_size)
     trainer = build_trainer(pipe, checkpoint)
+    out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(out.name + ".partial")
     header = {"flexkit_annotate": {"taskset": entry.name, "size": size, "samples": samples, "column": column,
                                    "checkpoint": str(checkpoint) if checkpoint else None}}

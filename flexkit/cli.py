@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +17,21 @@ from flexkit.log import configure_cli_logging
 DEFAULT_SCHEMA_PATH = Path("schemas") / "pipeline.schema.json"
 
 
+class _RefusePipelinePlugins(argparse.Action):
+    """``--no-pipeline-plugins``: sets ``FLEXKIT_NO_PIPELINE_PLUGINS=1`` for this process (and the runs it
+    starts), so every pipeline it loads has its own ``plugins = [...]`` refused."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=False, **kwargs)  # type: ignore[arg-type]
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        from flexkit.config.loader import ENV_NO_PIPELINE_PLUGINS
+
+        os.environ[ENV_NO_PIPELINE_PLUGINS] = "1"
+        setattr(namespace, self.dest, True)
+
+
 def _add_plugin_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--plugin",
@@ -23,6 +39,12 @@ def _add_plugin_option(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="MODULE_OR_PATH",
         help="load an extra plugin for this run: a module name or a .py path (repeatable)",
+    )
+    parser.add_argument(
+        "--no-pipeline-plugins",
+        action=_RefusePipelinePlugins,
+        help="refuse the pipeline file's own plugins = [...] instead of importing them (runs none of its code), "
+        "to validate or preview an untrusted pipeline; same as FLEXKIT_NO_PIPELINE_PLUGINS=1",
     )
 
 
@@ -165,6 +187,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FlexkitError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # a full or read-only disk, a folder that vanished: a message, not a traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -196,14 +222,16 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """``flexkit validate``: load each file; describe it or print its full error report."""
+    """``flexkit validate``: load each file and read every row of its tasksets; describe it or print its full
+    error report."""
     from flexkit.pipeline import load_pipeline
 
     status = 0
     for path in args.files:
         try:
             pipe = load_pipeline(path, plugins=args.plugin)
-            pipe.scheduler  # noqa: B018 - opens every taskset and builds every selector
+            sched = pipe.scheduler  # opens every taskset and builds every selector
+            rows = _check_every_row(sched, path)
         except ConfigError as exc:
             print(exc.report() if exc.source else exc.with_source(path).report(), file=sys.stderr)
             status = 1
@@ -211,7 +239,29 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"{path}: valid")
         for line in pipe.describe():
             print(f"  {line}")
+        print("  rows: every row read and parsed (" + ", ".join(f"{n}: {k}" for n, k in rows.items()) + ")")
     return status
+
+
+def _check_every_row(sched: object, source: str) -> dict[str, int]:
+    """Read every row of every taskset of a scheduler; a bad row is a :class:`ConfigError` naming the taskset's
+    position, its path and the row's line. Returns the rows checked per taskset."""
+    from flexkit.errors import ConfigIssue, TasksetError
+    from flexkit.tasksets.base import check_rows
+
+    issues: list[ConfigIssue] = []
+    checked: dict[str, int] = {}
+    for i, entry in enumerate(sched.entries):  # type: ignore[attr-defined]
+        try:
+            checked[entry.name] = check_rows(entry.taskset)
+        except TasksetError as exc:
+            issues.append(ConfigIssue(f"tasksets[{i}]", str(exc)))
+        except Exception as exc:  # a third-party storage's own error
+            issues.append(ConfigIssue(f"tasksets[{i}]", f"taskset {entry.name!r}: reading every row failed: "
+                                                        f"{type(exc).__name__}: {exc}"))
+    if issues:
+        raise ConfigError(issues, source)
+    return checked
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -80,6 +80,12 @@ class PluginError(FlexkitError):
     """A plugin failed to import or register, or two plugins claim the same component name."""
 
 
+class ComponentError(FlexkitError, ValueError):
+    """A component broke its contract: a factory built something that is not a component of its stage, or a
+    selector returned indices that do not fit the request. The message names the component, its plugin and its
+    distribution (see :func:`flexkit.contracts.describe_component`)."""
+
+
 class SampleError(FlexkitError, ValueError):
     """A rollout batch is unusable for the sample stage: a missing field, inconsistent shapes, bad scores."""
 

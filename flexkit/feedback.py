@@ -4,21 +4,22 @@ The payload shape follows Trinity-RFT's task-selection module::
 
     {SELECTOR_METRIC: {taskset_id: {"indices": [...], "values": [...]}}}
 
-The built-in ``pass_rate_calculator`` operator groups experiences by (taskset_id, index) and reports each
-task's mean reward. :func:`task_triples` reads ``(taskset_id, index, reward)`` from experiences (rows or
-columns) by the operator's rule, for code that handles experiences itself (e.g. the distributed pipeline).
+A feedback operator (:class:`FeedbackOperator`) turns experiences into that payload; the built-in
+``pass_rate_calculator`` groups experiences by (taskset_id, index) and reports each task's mean reward.
+:func:`task_triples` reads ``(taskset_id, index, reward)`` from experiences (rows or columns) by the operator's
+rule, for code that handles experiences itself (e.g. the distributed pipeline).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 import numpy as np
 
+from flexkit.configurable import Configurable
 from flexkit.errors import FeedbackError
-from flexkit.hookspecs import hookimpl
 
 #: The metrics key under which feedback for selectors travels (Trinity-RFT's name).
 SELECTOR_METRIC = "selector_metric"
@@ -58,6 +59,20 @@ def task_of(exp: Any) -> tuple[Any, Any, Any]:
         task = info["task_index"]
         return task["taskset_id"], task["index"], exp.reward
     return exp.taskset_id, exp.index, exp.reward
+
+
+@runtime_checkable
+class FeedbackOperator(Protocol):
+    """What a ``[feedback]`` operator is: built by its registered factory as ``factory(config)``.
+
+    It keeps no state a run depends on: a checkpoint does not hold it, and a resumed run rebuilds it from the
+    config. Subclass :class:`~flexkit.configurable.Configurable` too for the default config and the name.
+    """
+
+    def process(self, experiences: Iterable[Any] | Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """``(experiences, {SELECTOR_METRIC: {taskset_id: {"indices": [...], "values": [...]}}})``: the
+        experiences (passed on to the trainer) and the feedback for the selectors."""
+        ...
 
 
 #: The fields of columnar experiences (see :meth:`PassRateCalculator.process`).
@@ -152,11 +167,10 @@ class PassRateConfig:
     """``pass_rate_calculator`` takes no parameters."""
 
 
-class PassRateCalculator:
+class PassRateCalculator(Configurable, FeedbackOperator):
     """Mean reward per task, grouped by (taskset_id, index) (Trinity-RFT's ``pass_rate_calculator``)."""
 
-    def __init__(self, config: PassRateConfig | None = None) -> None:
-        self.config = config or PassRateConfig()
+    Config = PassRateConfig
 
     def process(self, experiences: Iterable[Any] | Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
         """Return ``(experiences, {SELECTOR_METRIC: {taskset_id: {"indices": [...], "values": [...]}}})``.
@@ -191,8 +205,3 @@ class PassRateCalculator:
             part["values"].append(float(means[k]))
         return exps, {SELECTOR_METRIC: metric}
 
-
-@hookimpl
-def flexkit_register_feedback(register: Any) -> None:
-    """Built-in feedback operators."""
-    register("pass_rate_calculator", PassRateCalculator, PassRateConfig)

@@ -9,7 +9,7 @@ hooks below. Registration hooks receive a ``register`` callback; calling it decl
     def flexkit_register_selectors(register):
         register("my_selector", MySelector, MySelectorConfig)
 
-``register(name, factory, config=None, *, description=None)``:
+``register(name, factory, config=None, *, description=None)`` (typed as :class:`Register`):
 
 - ``name``: the component's ``type`` in a pipeline TOML (lowercase letters, digits, ``_`` and ``-``);
 - ``factory``: a callable building the component, called as ``factory(config, **context)`` with the
@@ -21,11 +21,17 @@ hooks below. Registration hooks receive a ``register`` callback; calling it decl
 flexkit checks names, duplicates and config classes and reports problems with the plugin's name and
 distribution. Hooks are always called with keyword arguments; later versions may add arguments, never
 remove them, so implementations may accept only the ones they use.
+
+flexkit's own components are registered the same way, all in one module: :mod:`flexkit.builtins`. A component
+class follows one pattern (:mod:`flexkit.configurable`): it names its config class as ``Config`` (built with its
+defaults when the factory gets ``None``) and never repeats its registered name, which the plugin host sets on
+what it builds (``registered_name``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import pluggy
 
@@ -37,19 +43,47 @@ hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 
+class Register(Protocol):
+    """The ``register`` callback a registration hook receives; each call declares one component."""
+
+    def __call__(
+        self,
+        name: str,
+        factory: Callable[..., Any],
+        config: type | None = None,
+        *,
+        description: str | None = None,
+    ) -> None:
+        """Declare ``name`` (a pipeline's ``type``), built as ``factory(config, **context)`` from an instance of
+        the attrs class ``config`` (``None``: no parameters); ``description`` defaults to the factory's
+        docstring's first line."""
+
+
 @hookspec
-def flexkit_register_selectors(register: Any) -> None:
+def flexkit_register_selectors(register: Register) -> None:
     """Select stage: register selectors that pick task indices inside one taskset.
 
     Factory context: ``size`` (int, number of tasks), ``seed`` (int or ``numpy.random.SeedSequence``) and
     ``features`` (mapping of feature-column name to numpy array). The factory returns an object with
     ``get_indices(batch_size, return_extra_info=False)``, ``feedback(indices, values)``, ``state_dict()`` and
     ``load_state_dict(state)``; subclassing :class:`flexkit.selectors.Selector` provides most of it.
+
+    Conventions the pipeline and the scheduler rely on (:mod:`flexkit.selectors.base`):
+
+    - ``feature_keys``: the config field naming the taskset's feature columns the selector reads, in order; the
+      pipeline loads exactly those into ``features`` (a config without the field gets none);
+    - ``allows_repeats`` (class attribute, default false): whether one batch may hold an index twice; if not,
+      the scheduler refuses a batch share larger than the taskset, and a batch that repeats an index;
+    - ``repeats_across_epochs`` (class attribute, default false): a batch crossing the end of the selector's own
+      epoch may hold an index twice, once per epoch (``shuffle``);
+    - ``learns_from_feedback`` (class attribute, default false): whether feedback changes what it picks;
+    - ``_update(indices, values)``: the method a learning :class:`~flexkit.selectors.Selector` overrides;
+      ``feedback`` calls it with validated values (int64 indices without duplicates, float64 values in [0, 1]).
     """
 
 
 @hookspec
-def flexkit_register_scorers(register: Any) -> None:
+def flexkit_register_scorers(register: Register) -> None:
     """Score stage: register scorers that turn a rollout batch into scores.
 
     Factory context: none beyond the config. A scorer declares ``requires``, ``timing``, ``granularity`` and
@@ -58,7 +92,7 @@ def flexkit_register_scorers(register: Any) -> None:
 
 
 @hookspec
-def flexkit_register_actuators(register: Any) -> None:
+def flexkit_register_actuators(register: Register) -> None:
     """Act stage: register actuators that turn scores into an action.
 
     An action keeps some samples (select), weights them (reweight) or sets taskset proportions (mix).
@@ -67,16 +101,18 @@ def flexkit_register_actuators(register: Any) -> None:
 
 
 @hookspec
-def flexkit_register_feedback(register: Any) -> None:
+def flexkit_register_feedback(register: Register) -> None:
     """Feedback stage: register operators that turn experiences into selector feedback.
 
-    Factory context: none beyond the config. The operator's ``process(experiences)`` returns
-    ``(experiences, {flexkit.SELECTOR_METRIC: {taskset_id: {"indices": [...], "values": [...]}}})``.
+    Factory context: none beyond the config. The operator (:class:`flexkit.feedback.FeedbackOperator`) has
+    ``process(experiences)``, returning
+    ``(experiences, {flexkit.SELECTOR_METRIC: {taskset_id: {"indices": [...], "values": [...]}}})``; it is
+    rebuilt from the config on resume, so it keeps no state a run depends on.
     """
 
 
 @hookspec
-def flexkit_register_storages(register: Any) -> None:
+def flexkit_register_storages(register: Register) -> None:
     """Taskset storage: register the ``storage_type`` values a ``[[tasksets]]`` table can name.
 
     Factory context: ``name`` (the taskset's name) and ``base_dir`` (the directory relative paths are
@@ -86,7 +122,7 @@ def flexkit_register_storages(register: Any) -> None:
 
 
 @hookspec
-def flexkit_register_trainers(register: Any) -> None:
+def flexkit_register_trainers(register: Register) -> None:
     """Trainer backends that ``flexkit run`` drives (the ``[trainer]`` table's ``type``).
 
     Factory context: ``seed`` (a ``numpy.random.SeedSequence`` derived from the pipeline seed). The factory

@@ -11,17 +11,19 @@ from typing import Any
 import attrs
 import numpy as np
 
-from flexkit.checkpoint import CheckpointError, load_state, save_state
+from flexkit.checkpoint import CheckpointError, KeyPath, StateError, format_key_path, load_state, save_state
 from flexkit.config.converter import make_converter, structure
 from flexkit.config.loader import local_plugin_specs, read_toml_file, structure_pipeline
 from flexkit.config.models import PipelineConfig
 from flexkit.dynamic_sampling import check_refill_stage
-from flexkit.errors import ConfigError, ConfigIssue
+from flexkit.errors import ConfigError, ConfigIssue, FlexkitError
 from flexkit.plugins import PluginHost, get_plugins
 from flexkit.sample.actuator import Mix
 from flexkit.sample.batch import RolloutBatch
 from flexkit.sample.stage import SampleStage
 from flexkit.scheduler import TasksetEntry, TasksetScheduler
+from flexkit.selectors.base import FEATURE_KEYS, feature_keys_of
+from flexkit.state_checks import component_of, differences, fingerprint_hints, pipeline_state_problems
 from flexkit.tasksets import TasksetError, lazy_features
 
 
@@ -95,7 +97,9 @@ class Pipeline:
         return metrics
 
     def fingerprint(self) -> dict[str, Any]:
-        """What a checkpoint must match to be loaded: tasksets (names, sizes, selectors), batch size, seed."""
+        """What a checkpoint must match to be loaded: batch size, seed, sample stage, trainer, and for each taskset
+        its name, size, content digest (:meth:`~flexkit.tasksets.Taskset.content_id`), storage type and
+        parameters (the path as written included), weight, and selector type and parameters."""
         cfg = self.config
         trainer = None
         if cfg.trainer is not None:
@@ -111,8 +115,10 @@ class Pipeline:
             "sample": sample,
             "trainer": trainer,
             "tasksets": [
-                {"name": ts.name, "size": size, "selector": ts.selector.type, "params": _plain(ts.selector.config)}
-                for ts, size in zip(cfg.tasksets, self.scheduler.sizes, strict=True)
+                {"name": ts.name, "size": entry.size, "content": _content_id(entry.taskset),
+                 "storage": {"type": ts.storage.type, "params": _plain(ts.storage.config)},
+                 "weight": ts.weight, "selector": ts.selector.type, "params": _plain(ts.selector.config)}
+                for ts, entry in zip(cfg.tasksets, self.scheduler.entries, strict=True)
             ],
         }
 
@@ -124,35 +130,86 @@ class Pipeline:
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict`'s output."""
+        """Restore :meth:`state_dict`'s output, all or nothing: when a part fails to load, the whole pipeline is
+        left as it was and the error is raised."""
+        if self._sample_stage is None:
+            self.scheduler.load_state_dict(state["scheduler"])  # all or nothing by itself
+            return
+        if not isinstance(state.get("sample"), Mapping):
+            raise FlexkitError("the state has no 'sample' part, but this pipeline has a [sample] stage")
+        before = self.state_dict()
         self.scheduler.load_state_dict(state["scheduler"])
-        if self._sample_stage is not None:
-            self._sample_stage.load_state_dict(state.get("sample", {}))
+        try:
+            self._sample_stage.load_state_dict(state["sample"])
+        except BaseException:
+            self._sample_stage.load_state_dict(before["sample"])
+            self.scheduler.load_state_dict(before["scheduler"])
+            raise
 
     def save_checkpoint(self, directory: str | os.PathLike[str], *, extra: Mapping[str, Any] | None = None) -> Path:
         """Atomically save the whole pipeline state with its fingerprint to ``directory`` (see
         :mod:`flexkit.checkpoint`); ``extra`` (plain data, e.g. a trainer's state) is saved in the same commit.
-        Returns the path of the committed ``state.json``."""
+        Returns the path of the committed ``state.json``.
+
+        Every value is checked to load back equal before anything is written; one that cannot raises
+        :class:`~flexkit.errors.CheckpointError` naming the component (selector, scorer, actuator, trainer) and
+        the key path inside its state."""
         state = {"pipeline": self.state_dict(), "extra": dict(extra or {})}
-        return save_state(directory, state, meta={"fingerprint": self.fingerprint()})
+        try:
+            return save_state(directory, state, meta={"fingerprint": self.fingerprint()})
+        except StateError as exc:
+            component, rest = component_of(self, exc.key_path)
+            where = f" at {format_key_path(rest)}" if rest else ""
+            raise CheckpointError(f"cannot checkpoint the state of {component}{where}: {exc.reason} (nothing was "
+                                  "written)") from None
 
     def load_checkpoint(self, directory: str | os.PathLike[str]) -> dict[str, Any]:
-        """Load a checkpoint saved by :meth:`save_checkpoint` and return its ``extra``; refuses one from a
-        different pipeline, saying what differs."""
+        """Load a checkpoint saved by :meth:`save_checkpoint` and return its ``extra``.
+
+        Checks, before anything changes: the checksums, the fingerprint (a checkpoint of a different pipeline,
+        of edited taskset files or of other weights is refused, saying what differs), and the scheduler's and
+        sample stage's state (step, weights, mix, pending batch; each component checks its own state as it
+        loads). Any failure raises :class:`~flexkit.errors.CheckpointError` and leaves the pipeline as it was."""
         state, meta = load_state(directory)
         if not isinstance(meta, Mapping) or not isinstance(state, Mapping) or "pipeline" not in state:
             raise CheckpointError(f"checkpoint in {directory} is not a flexkit pipeline checkpoint")
         mine, theirs = self.fingerprint(), meta.get("fingerprint")
         if mine != theirs:
+            diffs = differences(theirs, mine)
             raise CheckpointError(f"checkpoint in {directory} is from a different pipeline: "
-                                  + "; ".join(_differences(theirs, mine)))
+                                  + "; ".join(diffs + fingerprint_hints(diffs)))
+        problems = pipeline_state_problems(self, state["pipeline"])
+        extra = state.get("extra", {})
+        if not isinstance(extra, Mapping):
+            problems.append(f"extra: expected a table, got {type(extra).__name__}")
+        if problems:
+            raise CheckpointError(f"checkpoint in {directory} holds an invalid state: " + "; ".join(problems))
         try:
             self.load_state_dict(state["pipeline"])
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
-            raise CheckpointError(f"checkpoint in {directory} does not fit this pipeline: "
+        except Exception as exc:  # a component refusing its state: whatever it raises, named
+            component = self._blame(state["pipeline"])
+            raise CheckpointError(f"checkpoint in {directory} does not fit this pipeline: {component}: "
                                   f"{type(exc).__name__}: {exc}") from None
-        extra = state.get("extra", {})
-        return dict(extra) if isinstance(extra, Mapping) else {}
+        return dict(extra)
+
+    def _blame(self, state: Mapping[str, Any]) -> str:
+        """The component whose part of ``state`` fails to load (tried one by one, each restored after)."""
+        parts: list[tuple[KeyPath, Any, Any]] = [
+            (("pipeline", "scheduler", "selectors", i), entry.selector, state["scheduler"]["selectors"][i])
+            for i, entry in enumerate(self.scheduler.entries)
+        ]
+        if self._sample_stage is not None:
+            parts += [(("pipeline", "sample", "scorer"), self._sample_stage.scorer, state["sample"]["scorer"]),
+                      (("pipeline", "sample", "actuator"), self._sample_stage.actuator, state["sample"]["actuator"])]
+        for path, component, part in parts:
+            before = component.state_dict()
+            try:
+                component.load_state_dict(part)
+            except Exception:
+                return component_of(self, path)[0]
+            finally:
+                component.load_state_dict(before)
+        return component_of(self, ("pipeline", "scheduler"))[0]
 
     def describe(self) -> list[str]:
         """Human-readable lines summarising the pipeline (used by ``flexkit validate``)."""
@@ -182,23 +239,15 @@ class Pipeline:
         return lines
 
 
+def _content_id(taskset: Any) -> str | None:
+    """A taskset's content digest for fingerprints (``None`` for storages that cannot tell)."""
+    content_id = getattr(taskset, "content_id", None)
+    return content_id() if callable(content_id) else None
+
+
 def _plain(config: Any) -> dict[str, Any]:
     """A config as JSON-like data (tuples become lists), for fingerprints."""
     return json.loads(json.dumps(_params(config)))
-
-
-def _differences(old: Any, new: Any, path: str = "") -> list[str]:
-    """Readable differences between two fingerprints (``tasksets[1].size: 100 in the checkpoint, 120 now``)."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        out = []
-        for key in sorted(set(old) | set(new)):
-            out += _differences(old.get(key), new.get(key), f"{path}.{key}" if path else key)
-        return out
-    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        return [d for i, (a, b) in enumerate(zip(old, new, strict=True)) for d in _differences(a, b, f"{path}[{i}]")]
-    if old != new:
-        return [f"{path or 'pipeline'}: {old!r} in the checkpoint, {new!r} now"]
-    return []
 
 
 def _params(config: Any) -> dict[str, Any]:
@@ -305,7 +354,7 @@ def build_scheduler(config: PipelineConfig, plugins: PluginHost, base_dir: Path)
             taskset = storage.build(ts.storage.config, name=ts.name, base_dir=base_dir)
             if len(taskset) == 0:
                 raise TasksetError("the taskset is empty", taskset=ts.name, path=getattr(taskset, "path", None))
-            keys = tuple(getattr(ts.selector.config, "feature_keys", ()) or ())
+            keys = feature_keys_of(ts.selector.config)
             selector = plugins.component("selector", ts.selector.type).build(
                 ts.selector.config, size=len(taskset), seed=selector_seed(config.run.seed, i),
                 features=lazy_features(taskset, keys),
@@ -346,10 +395,10 @@ def make_selector(
     """
     host = plugins or get_plugins()
     component = host.component("selector", name)
-    if features is not None and "feature_keys" not in params and any(
-        f.alias == "feature_keys" for f in attrs.fields(component.config_cls)
+    if features is not None and FEATURE_KEYS not in params and any(
+        f.alias == FEATURE_KEYS for f in attrs.fields(component.config_cls)
     ):
-        params["feature_keys"] = list(features)
+        params[FEATURE_KEYS] = list(features)
     config = structure(make_converter(host), params, component.config_cls)
     arrays = {k: np.asarray(v, dtype=np.float64) for k, v in (features or {}).items()}
     return component.build(config, size=size, seed=seed, features=arrays)

@@ -2,7 +2,8 @@
 
 Plugins come from three places, loaded in this order:
 
-1. flexkit's own built-in modules (:data:`BUILTIN_PLUGINS`), registered exactly like third-party ones;
+1. flexkit's built-ins (:data:`BUILTIN_PLUGINS`: the one module :mod:`flexkit.builtins`), registered exactly like
+   third-party ones;
 2. the ``flexkit`` entry-point group of installed distributions (``FLEXKIT_LOAD_PLUGINS`` restricts them:
    a comma-separated allow-list of entry-point or distribution names; an empty string loads none);
 3. a pipeline's own ``plugins = [...]`` (module names, or ``.py`` paths relative to the pipeline file) and
@@ -15,6 +16,7 @@ name is an error naming both; a pipeline naming that component is refused until 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib
@@ -23,8 +25,9 @@ import importlib.util
 import inspect
 import os
 import re
+import stat
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,21 +36,17 @@ import pluggy
 import structlog
 
 from flexkit import hookspecs
+from flexkit._files import NotRegularFileError, file_kind
 from flexkit._version import __version__
 from flexkit.config.components import STAGES
 from flexkit.config.converter import did_you_mean
+from flexkit.contracts import check_built
 from flexkit.errors import ConfigError, ConfigIssue, PluginError
 
 log = structlog.get_logger("flexkit.plugins")
 
-#: Modules holding flexkit's built-in components; each is registered as a default plugin.
-BUILTIN_PLUGINS: tuple[str, ...] = (
-    "flexkit.selectors",
-    "flexkit.tasksets",
-    "flexkit.feedback",
-    "flexkit.sample",
-    "flexkit.simulator",
-)
+#: The module registering flexkit's built-in components, loaded as a plugin through :meth:`PluginHost.add`.
+BUILTIN_PLUGINS: tuple[str, ...] = ("flexkit.builtins",)
 
 #: The registration hook of each stage.
 REGISTER_HOOKS: dict[str, str] = {
@@ -86,10 +85,24 @@ class Component:
     description: str
 
     def build(self, config: Any = None, **context: Any) -> Any:
-        """Call the factory with a validated config (default: the config class's defaults) and context."""
+        """Call the factory with a validated config (default: the config class's defaults) and context.
+
+        The built object's ``registered_name``, ``registered_plugin`` and ``registered_distribution``, when it has
+        those attributes (see :mod:`flexkit.configurable`), are set to this component's, for messages. What the
+        factory returned must be a component of this stage (:func:`flexkit.contracts.check_built`), else a
+        :class:`~flexkit.errors.ComponentError` names the component, its plugin and its distribution.
+        """
         if config is None:
             config = self.config_cls()
-        return self.factory(config, **context)
+        built = self.factory(config, **context)
+        check_built(self.stage, built, name=self.name, plugin=self.plugin, distribution=self.distribution,
+                    factory=self.factory)
+        for attr, value in (("registered_name", self.name), ("registered_plugin", self.plugin),
+                            ("registered_distribution", self.distribution)):
+            if hasattr(built, attr):
+                with contextlib.suppress(AttributeError, TypeError):  # frozen or slotted: keeps its class's value
+                    setattr(built, attr, value)
+        return built
 
 
 @attrs.frozen(kw_only=True)
@@ -179,7 +192,8 @@ class PluginHost:
             if self.pm.get_plugin(ep.name) is not None:
                 continue
             try:
-                plugin = ep.load()
+                with _exit_is_import_error():
+                    plugin = ep.load()
             except Exception as exc:
                 self._fail(PluginFailure(plugin=ep.name, distribution=dist_name, phase="import",
                                          error=f"{type(exc).__name__}: {exc}"))
@@ -238,7 +252,8 @@ class PluginHost:
                 hooks.append(hook_name)
                 register = _Registrar(stage, name, distribution, version, staged)
                 try:
-                    impl.function(**hook_arguments(impl.argnames, register=register))
+                    with _exit_is_import_error():
+                        impl.function(**hook_arguments(impl.argnames, register=register))
                 except Exception as exc:
                     self.pm.unregister(plugin)
                     self._fail(PluginFailure(plugin=name, distribution=distribution, phase="register",
@@ -292,6 +307,11 @@ class PluginHost:
         raise ConfigError(f"unknown {stage} {name!r}{did_you_mean(name, names)}; registered: "
                           f"{', '.join(names) or '(none)'}")
 
+    def name_of(self, factory: Any) -> str | None:
+        """The name ``factory`` (e.g. a component class) is registered under; ``None``: none, or several."""
+        names = {c.name for table in self.components.values() for c in table.values() if c.factory is factory}
+        return names.pop() if len(names) == 1 else None
+
     def names(self, stage: str) -> list[str]:
         """Registered component names of one stage, sorted."""
         return sorted(self.components[stage])
@@ -325,7 +345,8 @@ def _who(component: Component) -> str:
 
 @attrs.define
 class _Registrar:
-    """The ``register`` callback handed to one plugin's registration hook for one stage."""
+    """The ``register`` callback handed to one plugin's registration hook for one stage
+    (a :class:`~flexkit.hookspecs.Register`)."""
 
     stage: str
     plugin: str
@@ -362,17 +383,21 @@ class _Registrar:
 
 def load_local_module(spec: str, base_dir: str | os.PathLike[str] | None = None) -> Any:
     """Import a plugin given as a module name (``my_pkg.hooks``) or a ``.py`` path (relative paths are
-    resolved against ``base_dir``, default the current directory)."""
+    resolved against ``base_dir``, default the current directory).
+
+    A plugin that calls ``sys.exit()`` (or raises another ``BaseException`` but ``KeyboardInterrupt``) while
+    it is imported raises :class:`ImportError` saying so, so it is reported as a failed plugin instead of
+    ending the command. A module name that is not found gets a hint at the path form (``./my_hooks.py``).
+    """
     if not isinstance(spec, str) or not spec:
         raise ValueError("a plugin must be a module name or a path to a .py file")
     if not (spec.endswith(".py") or "/" in spec or os.sep in spec):
-        return importlib.import_module(spec)
+        return _import_by_name(spec, base_dir)
     path = Path(spec).expanduser()
     if not path.is_absolute():
         path = Path(base_dir or ".") / path
     path = path.resolve()
-    if not path.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
+    _check_plugin_file(path)
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
     module_name = f"flexkit_local_{re.sub(r'[^0-9a-zA-Z_]', '_', path.stem)}_{digest}"
     if module_name in sys.modules:
@@ -383,11 +408,61 @@ def load_local_module(spec: str, base_dir: str | os.PathLike[str] | None = None)
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[module_name] = module
     try:
-        module_spec.loader.exec_module(module)
+        with _exit_is_import_error():
+            module_spec.loader.exec_module(module)
     except BaseException:
         del sys.modules[module_name]
         raise
     return module
+
+
+def _check_plugin_file(path: Path) -> None:
+    """Refuse a plugin path that is missing or not a regular file, saying what it is."""
+    try:
+        mode = path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        raise FileNotFoundError(f"no such file: {path}") from None
+    if stat.S_ISDIR(mode):
+        if (path / "__init__.py").is_file():
+            raise IsADirectoryError(
+                f"{path} is a directory (a package), not a .py file; name the package as a module instead, "
+                f'plugins = ["{path.name}"] with {path.parent} on PYTHONPATH, or give the path of one of its .py files'
+            )
+        raise IsADirectoryError(f"{path} is a directory, not a .py file")
+    if not stat.S_ISREG(mode):
+        raise NotRegularFileError(f"{path} is {file_kind(mode)}, not a regular .py file")
+
+
+def _import_by_name(spec: str, base_dir: str | os.PathLike[str] | None) -> Any:
+    """``importlib.import_module(spec)``; when ``spec`` itself is not found, the error says how to name a file."""
+    try:
+        with _exit_is_import_error():
+            return importlib.import_module(spec)
+    except ModuleNotFoundError as exc:
+        if not exc.name or not (spec == exc.name or spec.startswith(exc.name + ".")):
+            raise  # the plugin was found, and it imports something missing
+        as_path = "./" + spec.replace(".", "/") + ".py"
+        near = Path(base_dir or ".") / as_path
+        found = f"; {near.resolve()} exists" if near.is_file() else ""
+        raise ModuleNotFoundError(
+            f"{exc} (a module name is imported from sys.path, not from the pipeline's folder{found}: for a file, "
+            f'write its path, plugins = ["{as_path}"])',
+            name=exc.name,
+        ) from None
+
+
+@contextlib.contextmanager
+def _exit_is_import_error() -> Iterator[None]:
+    """Turn ``sys.exit()`` (or any ``BaseException`` but ``KeyboardInterrupt``) raised by importing a plugin into
+    :class:`ImportError`, so it is reported as a plugin failure instead of ending the process silently."""
+    try:
+        yield
+    except (Exception, KeyboardInterrupt):
+        raise
+    except SystemExit as exc:
+        raise ImportError(f"the plugin called sys.exit({exc.code!r}) while it was imported") from None
+    except BaseException as exc:
+        raise ImportError(f"the plugin raised {type(exc).__name__} while it was imported: {exc}") from None
 
 
 @functools.lru_cache(maxsize=8)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import time
 from collections.abc import Mapping
@@ -27,12 +26,10 @@ from flexkit.dynamic_sampling import count_tokens, fill_batch
 from flexkit.errors import ConfigError, FlexkitError
 from flexkit.feedback import SELECTOR_METRIC
 from flexkit.pipeline import Pipeline
+from flexkit.run_folder import CHECKPOINT_DIR, METRICS_FILE, Resumed, resume_run_folder, start_run_folder
 from flexkit.sample.actuator import Keep, Mix
 
 log = structlog.get_logger("flexkit.runner")
-
-CHECKPOINT_DIR = "checkpoint"
-METRICS_FILE = "metrics.jsonl"
 
 
 @attrs.define
@@ -113,41 +110,26 @@ def run_pipeline(
     sched = pipe.scheduler
     trainer.setup(pipe)
     metrics_path = run_dir / METRICS_FILE
-    start, first_eval = 0, None
     counters = {"rollouts": 0, "generated_tokens": 0}
     if resume:
-        if not (run_dir / CHECKPOINT_DIR / "state.json").exists() and (run_dir / METRICS_FILE).exists():
-            raise FlexkitError(
-                f"{run_dir} has no checkpoint yet: the run stopped before its first one ([run] checkpoint_every = "
-                f"{cfg.run.checkpoint_every}); start it again without --resume (--out {run_dir} reuses the folder)")
-        extra = pipe.load_checkpoint(run_dir / CHECKPOINT_DIR)
-        trainer.load_state_dict(extra["trainer"])
-        start = int(extra["runner"]["step"])
-        first_eval = extra["runner"].get("first_eval")
-        kept = []
-        if metrics_path.exists():
-            kept = [line for line in metrics_path.read_text(encoding="utf-8").splitlines()
-                    if line.strip() and json.loads(line).get("step", -1) < start]
-        last_kept = json.loads(kept[-1]) if kept else {}
-        for key in counters:  # checkpoints from before the counters existed: the last kept record's totals
-            counters[key] = int(extra["runner"].get(key, last_kept.get(key) or 0))
-        tmp = metrics_path.with_name(metrics_path.name + ".tmp")
-        tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-        os.replace(tmp, metrics_path)  # a crash here leaves the old metrics, never a truncated file
+        resumed = resume_run_folder(pipe, trainer, run_dir, counters)
     else:
-        if (run_dir / CHECKPOINT_DIR).exists():
-            raise FlexkitError(f"{run_dir} already holds a run; pass --resume to continue it or choose --out")
-        run_dir.mkdir(parents=True, exist_ok=True)
-        if pipe.source and Path(pipe.source).is_file():
-            shutil.copyfile(pipe.source, run_dir / "pipeline.toml")
-        (run_dir / "resolved.json").write_text(json.dumps(attrs.asdict(pipe.config), indent=2, default=str) + "\n")
-        metrics_path.write_text("", encoding="utf-8")
-    last_eval: dict[str, float] = dict(first_eval or {})
+        start_run_folder(pipe, run_dir)
+        resumed = Resumed()
+    start, first_eval, last_eval = resumed.start, resumed.first_eval, resumed.last_eval
+    last: dict[str, Any] = {}
     try:
-        last, last_eval, first_eval = _loop(pipe, trainer, run_dir, metrics_path, start, first_eval, last_eval,
-                                            counters, progress)
+        if not resumed.finished:
+            last, last_eval, first_eval = _loop(pipe, trainer, run_dir, metrics_path, start, first_eval, last_eval,
+                                                counters, progress)
+    except OSError as exc:  # a full or read-only disk under the metrics file (checkpoint writes raise their own)
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise FlexkitError(f"cannot write the run folder {run_dir}: {exc.strerror or exc}{where}; the last "
+                           f"checkpoint is kept: make room (or the folder writable) and continue with --resume "
+                           f"{run_dir}") from None
     finally:
         sched.close()
+    last = last or resumed.last_record
     steps = int(last["step"]) + 1 if last else start
     return RunResult(run_dir=run_dir, steps=steps, first_eval=dict(first_eval or {}), last_eval=last_eval,
                      last_metrics=last)
@@ -189,7 +171,7 @@ def _loop(
             if (ckpt_every and (step + 1) % ckpt_every == 0) or done:
                 pipe.save_checkpoint(run_dir / CHECKPOINT_DIR, extra={
                     "trainer": trainer.state_dict(),
-                    "runner": {"step": step + 1, "first_eval": first_eval, **counters},
+                    "runner": {"step": step + 1, "first_eval": first_eval, "last_eval": last_eval, **counters},
                 })
             if done:
                 break

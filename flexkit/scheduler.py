@@ -18,17 +18,20 @@ holds of it. Where flexkit differs (on purpose):
 from __future__ import annotations
 
 import asyncio
+import copy
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NoReturn
 
 import attrs
 import numpy as np
 
-from flexkit.errors import FeedbackError, FlexkitError
+from flexkit.config.converter import did_you_mean
+from flexkit.contracts import check_selection, describe_component
+from flexkit.errors import ComponentError, FeedbackError, FlexkitError
 from flexkit.feedback import SELECTOR_METRIC
-from flexkit.selectors.base import OutOfRange, validate_feedback
+from flexkit.selectors.base import OutOfRange, Selector, validate_feedback
 
 #: Version of :meth:`TasksetScheduler.state_dict`'s layout.
 STATE_VERSION = 1
@@ -155,9 +158,10 @@ class TasksetScheduler:
         else:
             self.total_steps = (total_epochs or 1) * self.steps_per_epoch
         self.step = 0  # batches handed out so far
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # guards step, the pending batch, the mix and every selector
+        self._changed = threading.Condition(self._lock)  # a prefetch finished
         self._executor: ThreadPoolExecutor | None = None
-        self._pending: Future[tuple[int, list[np.ndarray]]] | None = None
+        self._pending: _Prefetch | None = None
         self._order_cache: tuple[int, np.ndarray] | None = None
         self._mix: list[float] | None = None
         self._mix_from = 0
@@ -237,6 +241,7 @@ class TasksetScheduler:
             if not np.isfinite(arr.sum()):  # finite proportions near the float maximum overflow the sum
                 arr = arr / arr.max()
         with self._lock:
+            self._await_prefetch()  # a running prefetch selects under the plan it started with, never this one
             self._mix = (arr / arr.sum()).tolist()
             self._mix_from = self.step + (1 if self._pending is not None else 0)
 
@@ -246,11 +251,21 @@ class TasksetScheduler:
     # -- reading ----------------------------------------------------------------------------------------
 
     def _select(self, step: int) -> list[np.ndarray]:
+        """Ask each taskset's selector for its share of batch ``step``; every answer is checked
+        (:func:`~flexkit.contracts.check_selection`) before it enters the scheduler."""
         plan = self.batch_plan(step)
-        return [
-            entry.selector.get_indices(int(n)) if n else np.empty(0, dtype=np.int64)
-            for entry, n in zip(self.entries, plan, strict=True)
-        ]
+        picked = []
+        for entry, n in zip(self.entries, plan.tolist(), strict=True):
+            if not n:
+                picked.append(np.empty(0, dtype=np.int64))
+                continue
+            picked.append(check_selection(
+                entry.selector.get_indices(int(n)), int(n), entry.size,
+                allows_repeats=bool(getattr(entry.selector, "allows_repeats", False)),
+                twice=bool(getattr(entry.selector, "repeats_across_epochs", False)),
+                who=lambda entry=entry: f"{describe_component(entry.selector, 'selector')} of taskset {entry.name!r}",
+            ))
+        return picked
 
     def _materialise(self, picked: Sequence[np.ndarray]) -> list[Task]:
         tasks: list[Task] = []
@@ -265,38 +280,89 @@ class TasksetScheduler:
         return tasks
 
     def _produce(self, step: int) -> tuple[int, list[np.ndarray], list[Task]]:
+        """Select batch ``step`` (under the lock) and read its rows; a failed read raises :class:`_RowsFailed`
+        carrying the selection, so that it is kept."""
         with self._lock:
             picked = self._select(step)
-        return step, picked, self._materialise(picked)
+        try:
+            tasks = self._materialise(picked)
+        except Exception as exc:
+            raise _RowsFailed(picked, exc) from exc
+        return step, picked, tasks
+
+    def _run_prefetch(self, job: _Prefetch) -> None:
+        """The prefetch thread's work: produce ``job``'s batch and record the outcome, errors included (they are
+        raised by the :meth:`read` that needs the batch, never by :meth:`feedback` or :meth:`state_dict`)."""
+        try:
+            _step, job.picked, job.tasks = self._produce(job.step)
+        except _RowsFailed as failed:
+            job.picked, job.error = failed.picked, failed.error
+        except BaseException as exc:  # noqa: BLE001 - handed to the reader, whatever it is
+            job.error = exc
+        with self._lock:
+            job.done = True
+            self._changed.notify_all()
 
     def _start_prefetch(self) -> None:
+        """Queue the next batch's prefetch (called with the lock held)."""
         if not self.prefetch or self.step >= self.total_steps:
             return
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flexkit-prefetch")
-        self._pending = self._executor.submit(self._produce, self.step)
+        job = _Prefetch(step=self.step)
+        self._pending = job
+        self._executor.submit(self._run_prefetch, job)
 
-    def _take_pending(self) -> tuple[int, list[np.ndarray], list[Task]] | None:
-        pending, self._pending = self._pending, None
-        return pending.result() if pending is not None else None
+    def _await_prefetch(self) -> None:
+        """Wait, with the lock held, until no prefetch is running. ``Condition.wait`` releases the lock meanwhile,
+        so the prefetch thread can take it to select (waiting on it while holding the lock would deadlock)."""
+        while self._pending is not None and not self._pending.done:
+            self._changed.wait()
 
     def read(self, *, beyond_end: bool = False) -> list[Task]:
         """The next batch, grouped by taskset; raises ``StopIteration`` when the run is over.
 
         ``beyond_end`` reads past ``total_steps``: dynamic sampling (:mod:`flexkit.dynamic_sampling`) draws
         more batches than the run has training steps, and the trainer decides when to stop.
+
+        An error raised while the batch was prefetched is raised here. When its selection failed, no batch is
+        pending and the step is unchanged; when reading its rows failed, the selection stays pending (it is in
+        :meth:`state_dict`) and the next call reads the rows again.
         """
-        if self.step >= self.total_steps and not beyond_end:
-            raise StopIteration
-        produced = self._take_pending()
-        if produced is None:
-            produced = self._produce(self.step)
-        step, _picked, tasks = produced
-        self.step = step + 1
-        if self.hooks is not None:
-            self.hooks.flexkit_on_select(step=step, tasks=tasks)
-        self._start_prefetch()
-        return tasks
+        with self._lock:
+            self._await_prefetch()
+            if self.step >= self.total_steps and not beyond_end:
+                raise StopIteration
+            job, step = self._pending, self.step
+            if job is None:
+                job = self._produce_now(step)
+            elif job.picked is None:  # the prefetch's selection failed: nothing is pending
+                self._pending = None
+                raise _reraise(job)
+            elif job.tasks is None:
+                if job.error is not None:
+                    raise _reraise(job)
+                job.tasks = self._materialise(job.picked)  # a second try at the rows; an error keeps the batch
+            self._pending = None
+            self.step = step + 1
+            tasks = job.tasks
+            if self.hooks is not None:
+                self.hooks.flexkit_on_select(step=step, tasks=tasks)
+            self._start_prefetch()
+            return tasks
+
+    def _produce_now(self, step: int) -> _Prefetch:
+        """Produce batch ``step`` in the calling thread (the lock held). When its rows cannot be read, the
+        selection is kept as the pending batch (the next :meth:`read` reads the rows again) and the error raised."""
+        job = _Prefetch(step=step, done=True)
+        try:
+            _step, job.picked, job.tasks = self._produce(step)
+        except _RowsFailed as failed:
+            job.picked, job.error = failed.picked, failed.error
+        if job.error is not None:
+            self._pending = job
+            raise _reraise(job)
+        return job
 
     async def aread(self) -> list[Task]:
         """:meth:`read` for asyncio code; raises ``StopAsyncIteration`` when the run is over."""
@@ -320,9 +386,9 @@ class TasksetScheduler:
 
     def close(self) -> None:
         """Stop the prefetch thread (a pending batch is kept in the state until the next read)."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)
 
     # -- feedback ---------------------------------------------------------------------------------------
 
@@ -337,9 +403,14 @@ class TasksetScheduler:
     def check_feedback(self, metrics: Mapping[str, Any]) -> list[tuple[int, np.ndarray, np.ndarray]]:
         """Validate a feedback payload as :meth:`feedback` does, changing nothing: ``(taskset id, int64
         indices, float64 values)`` per taskset, values clipped by ``out_of_range``. Raises
-        :class:`~flexkit.errors.FeedbackError` naming the first problem."""
+        :class:`~flexkit.errors.FeedbackError` naming the first problem, also for a top-level key that looks
+        like a misspelt ``selector_metric`` (other top-level keys are left alone)."""
         if not isinstance(metrics, Mapping):
             raise FeedbackError(f"feedback must be a mapping, got {type(metrics).__name__}")
+        for key in metrics:
+            if key != SELECTOR_METRIC and isinstance(key, str) and did_you_mean(key, [SELECTOR_METRIC]):
+                raise FeedbackError(f"unknown feedback key {key!r}{did_you_mean(key, [SELECTOR_METRIC])}: selector "
+                                    f"feedback travels under {SELECTOR_METRIC!r}, so this payload would be ignored")
         payload = metrics.get(SELECTOR_METRIC, {})
         if not isinstance(payload, Mapping):
             raise FeedbackError(f"{SELECTOR_METRIC} must map taskset ids to {{'indices', 'values'}}")
@@ -363,38 +434,34 @@ class TasksetScheduler:
     def feedback(self, metrics: Mapping[str, Any]) -> None:
         """Route ``metrics[SELECTOR_METRIC]`` (``{taskset_id or name: {"indices", "values"}}``) to selectors.
 
-        Feedback for batches several steps old is fine. The whole payload is validated first
-        (:meth:`check_feedback`); if any part is invalid a :class:`~flexkit.errors.FeedbackError` is raised and
-        no selector changes.
+        Feedback for batches several steps old is fine. The payload is applied whole or not at all: it is
+        validated whole first (:meth:`check_feedback`), and when a selector still raises while taking its part,
+        the selectors already changed are restored (:func:`apply_feedback`); a
+        :class:`~flexkit.errors.FeedbackError` (or :class:`~flexkit.errors.ComponentError` for a selector that
+        failed) is raised and no selector has changed.
         """
         checked = self.check_feedback(metrics)
         payload = metrics.get(SELECTOR_METRIC, {})
-        if self._pending is not None:
-            self._pending.result()  # the prefetched selection precedes this feedback, always
         with self._lock:
-            for tid, idx, vals in checked:
-                if idx.size:
-                    self.entries[tid].selector.feedback(idx, vals)
+            self._await_prefetch()  # the prefetched selection precedes this feedback, always
+            apply_feedback(self.entries, checked)
         if self.hooks is not None:
             self.hooks.flexkit_on_feedback(step=self.step, metrics=payload)
 
     # -- state ------------------------------------------------------------------------------------------
 
-    def _wait_for_prefetch(self) -> None:
-        """Let a pending prefetch finish; called *before* taking the lock, which the prefetch thread needs to
-        select (waiting for it while holding the lock deadlocks)."""
-        pending = self._pending
-        if pending is not None:
-            pending.result()
-
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue exactly: step, every selector's full state, and a prefetched batch."""
-        self._wait_for_prefetch()
+        """Everything needed to continue exactly: step, every selector's full state, and a prefetched batch.
+
+        Safe from any thread while another reads and feeds back: it waits for a running prefetch. A prefetch
+        whose selection failed leaves no pending batch; one whose rows could not be read keeps its selection.
+        """
         with self._lock:
+            self._await_prefetch()
+            job = self._pending
             pending = None
-            if self._pending is not None:
-                step, picked, _tasks = self._pending.result()
-                pending = {"step": step, "indices": [p.copy() for p in picked]}
+            if job is not None and job.picked is not None:
+                pending = {"step": job.step, "indices": [p.copy() for p in job.picked]}
             return {
                 "version": STATE_VERSION,
                 "step": self.step,
@@ -414,13 +481,14 @@ class TasksetScheduler:
         theirs = [{"name": t["name"], "size": int(t["size"])} for t in state["tasksets"]]
         if mine != theirs:
             raise FlexkitError(f"scheduler state is for tasksets {theirs}, but this pipeline has {mine}")
-        self._wait_for_prefetch()
-        before = self.state_dict()
-        try:
-            self._load(state)
-        except Exception:
-            self._load(before)  # all or nothing: a state that fails part-way leaves the scheduler as it was
-            raise
+        with self._lock:
+            self._await_prefetch()
+            before = self.state_dict()
+            try:
+                self._load(state)
+            except Exception:
+                self._load(before)  # all or nothing: a state that fails part-way leaves the scheduler as it was
+                raise
 
     def _load(self, state: Mapping[str, Any]) -> None:
         with self._lock:
@@ -437,6 +505,96 @@ class TasksetScheduler:
             pending = state.get("pending")
             if pending is not None:
                 picked = [np.asarray(p, dtype=np.int64) for p in pending["indices"]]
-                done: Future[tuple[int, list[np.ndarray], list[Task]]] = Future()
-                done.set_result((int(pending["step"]), picked, self._materialise(picked)))
-                self._pending = done
+                self._pending = _Prefetch(step=int(pending["step"]), picked=picked, tasks=self._materialise(picked),
+                                          done=True)
+
+
+@attrs.define(kw_only=True)
+class _Prefetch:
+    """A batch being (or already) produced ahead of its :meth:`TasksetScheduler.read`.
+
+    ``picked`` is None until the selection is made (and stays None when it failed); ``tasks`` is None until its
+    rows are read; ``error`` is what failed, for the read to raise; ``done`` is set (under the scheduler's lock)
+    when the producing thread is finished with it.
+    """
+
+    step: int
+    picked: list[np.ndarray] | None = None
+    tasks: list[Task] | None = None
+    error: BaseException | None = None
+    done: bool = False
+
+
+class _RowsFailed(Exception):
+    """Reading a selected batch's rows failed: carries the selection (kept) and the error (raised by read)."""
+
+    def __init__(self, picked: list[np.ndarray], error: Exception) -> None:
+        super().__init__(str(error))
+        self.picked, self.error = picked, error
+
+
+def _reraise(job: _Prefetch) -> BaseException:
+    """``job``'s error, cleared from it (so the next read tries again)."""
+    error, job.error = job.error, None
+    assert error is not None
+    return error
+
+
+def apply_feedback(entries: Sequence[TasksetEntry], checked: Sequence[tuple[int, np.ndarray, np.ndarray]]) -> None:
+    """Give each selector its part of a validated payload, all or nothing.
+
+    A selector whose feedback code is flexkit's own (:func:`_atomic_feedback`) changes nothing until its input is
+    valid, and the input was validated, so it cannot fail part-way; any other selector's state is copied before
+    its part, and those parts go first. When a selector raises, every copied state is restored and a
+    :class:`~flexkit.errors.FeedbackError` (the selector refused its part) or
+    :class:`~flexkit.errors.ComponentError` (it failed) names it. Copying costs one copy of a plugin selector's
+    state per feedback; flexkit's own selectors cost nothing.
+    """
+    parts = [part for part in checked if part[1].size]
+    parts.sort(key=lambda part: _atomic_feedback(entries[part[0]].selector))  # copied ones first (stable)
+    saved: dict[int, Any] = {}
+    applied: list[int] = []
+    for tid, idx, vals in parts:
+        selector = entries[tid].selector
+        try:
+            if not _atomic_feedback(selector):
+                saved[tid] = copy.deepcopy(selector.state_dict())
+            selector.feedback(idx, vals)
+        except Exception as exc:
+            _restore(entries, saved, applied, tid, exc)
+        applied.append(tid)
+
+
+def _restore(entries: Sequence[TasksetEntry], saved: Mapping[int, Any], applied: Sequence[int], failed: int,
+             exc: Exception) -> NoReturn:
+    """Undo the parts of a payload already applied (their saved states), then raise about ``failed``'s error."""
+    entry = entries[failed]
+    for tid, state in saved.items():
+        entries[tid].selector.load_state_dict(state)
+    unsaved = [entries[tid].name for tid in applied if tid not in saved]
+    where = f"taskset {entry.name!r}"
+    if unsaved:  # only a built-in selector failing after another built-in one took its part can get here
+        raise FlexkitError(f"{where}: {describe_component(entry.selector, 'selector')} raised "
+                           f"{type(exc).__name__}: {exc} while taking feedback, after taskset(s) "
+                           f"{', '.join(map(repr, unsaved))} had taken theirs; the scheduler's state is no longer "
+                           "consistent, load the last checkpoint") from exc
+    if isinstance(exc, FeedbackError):
+        raise FeedbackError(f"{where}: {exc} (no selector changed)") from exc
+    raise ComponentError(f"{where}: {describe_component(entry.selector, 'selector')} raised {type(exc).__name__}: "
+                         f"{exc} while taking feedback; the payload was not applied (no selector changed)") from exc
+
+
+_ATOMIC: dict[type, bool] = {}
+
+
+def _atomic_feedback(selector: Any) -> bool:
+    """Whether ``selector``'s feedback is flexkit's own code: :meth:`Selector.feedback` (validate, then
+    ``_update``) with an ``_update`` defined in :mod:`flexkit.selectors`. Cached per class."""
+    cls = type(selector)
+    known = _ATOMIC.get(cls)
+    if known is None:
+        update = getattr(cls, "_update", None)
+        known = (isinstance(selector, Selector) and getattr(cls, "feedback", None) is Selector.feedback
+                 and getattr(update, "__module__", "").startswith("flexkit.selectors."))
+        _ATOMIC[cls] = known
+    return known

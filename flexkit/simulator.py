@@ -30,7 +30,6 @@ import numpy as np
 
 from flexkit.config import field
 from flexkit.errors import ConfigError, ConfigIssue
-from flexkit.hookspecs import hookimpl
 from flexkit.tasksets import InMemoryTaskset
 from flexkit.trainer import Rollout, Trainer
 
@@ -109,8 +108,11 @@ class SimulatorConfig:
 class SimulatorTrainer(Trainer):
     """The analytical learner of this module's docstring, as a ``flexkit run`` backend."""
 
-    def __init__(self, config: SimulatorConfig, *, seed: int | np.random.SeedSequence = 0) -> None:
-        self.config = config
+    Config = SimulatorConfig
+
+    def __init__(self, config: SimulatorConfig | None = None, *, seed: int | np.random.SeedSequence = 0) -> None:
+        super().__init__(config)
+        config = self.config
         self.rng = np.random.default_rng(seed)
         self.skill = float(config.initial_skill)
         self._memo: list[np.ndarray] = []
@@ -206,14 +208,3 @@ class SimulatorTrainer(Trainer):
         self._memo = [np.array(m, dtype=np.float64) for m in state["memo"]]
         self.rng.bit_generator.state = state["rng"]
 
-
-@hookimpl
-def flexkit_register_storages(register: Any) -> None:
-    """The ``simulated`` storage."""
-    register("simulated", make_simulated_taskset, SimulatedTasksConfig)
-
-
-@hookimpl
-def flexkit_register_trainers(register: Any) -> None:
-    """The ``simulator`` trainer."""
-    register("simulator", SimulatorTrainer, SimulatorConfig)

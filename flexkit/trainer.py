@@ -24,6 +24,8 @@ from typing import Any
 
 import attrs
 
+from flexkit.configurable import Configurable
+
 
 @attrs.frozen(kw_only=True)
 class Rollout:
@@ -42,17 +44,21 @@ class Rollout:
     payload: Any = None
 
 
-class Trainer(abc.ABC):
-    """Base class of trainer backends (see the module docstring for the step they take part in)."""
+class Trainer(Configurable, abc.ABC):
+    """Base class of trainer backends (see the module docstring for the step they take part in).
 
-    def setup(self, pipeline: Any) -> None:  # noqa: B027 - optional hook
+    Built by its registered factory as ``factory(config, seed=...)``; a subclass sets :attr:`Config` and calls
+    ``super().__init__(config)`` (``None``: ``Config()``, its defaults) before reading ``self.config``.
+    """
+
+    def setup(self, pipeline: Any) -> None:
         """Called once before the first step (and before a checkpoint is loaded): build models, warm up."""
 
     @abc.abstractmethod
     def rollout(self, tasks: Sequence[Any], *, step: int) -> Rollout:
         """Generate responses for ``tasks`` (a list of :class:`~flexkit.scheduler.Task`) and score them."""
 
-    def compute_advantages(self, batch: Any, *, step: int) -> None:  # noqa: B027 - optional hook
+    def compute_advantages(self, batch: Any, *, step: int) -> None:
         """Add ``advantages`` to ``batch`` (e.g. GRPO's group-relative ones)."""
 
     @abc.abstractmethod
@@ -67,5 +73,5 @@ class Trainer(abc.ABC):
         """Plain-data state (JSON values and numpy arrays) to continue exactly."""
         return {}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:  # noqa: B027 - stateless default
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`'s output."""

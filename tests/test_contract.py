@@ -9,7 +9,10 @@ covered without editing this file, and fails the suite when it cannot
    on, it produces what the uninterrupted run produces;
 4. appear in the generated JSON schema with every key of its config;
 5. be documented: its stage's registration hook in ``flexkit/hookspecs.py``, and its own description;
-6. refuse a bad table: an unknown key, and a table where a scalar belongs, each reported at its key path.
+6. refuse a bad table: an unknown key, and a table where a scalar belongs, each reported at its key path;
+7. follow the component pattern (:mod:`flexkit.configurable`) when its class uses it: ``Config`` is the
+   registered config class, the built object knows its registered name, and a selector says whether it learns
+   from feedback exactly when it overrides the learning hook; a feedback operator is a ``FeedbackOperator``.
 
 A component that cannot be built generically goes in :data:`NOT_BUILDABLE` with the reason.
 """
@@ -30,8 +33,11 @@ from flexkit import hookspecs
 from flexkit.config.components import STAGES
 from flexkit.config.converter import make_converter, structure
 from flexkit.config.schema import pipeline_schema
+from flexkit.configurable import Configurable
 from flexkit.errors import ConfigError
+from flexkit.feedback import FeedbackOperator
 from flexkit.plugins import REGISTER_HOOKS, Component
+from flexkit.selectors import Selector
 from tests.registry import (
     build,
     checkpoint_round_trip,
@@ -164,3 +170,20 @@ def test_a_bad_table_is_refused_at_its_key_path(component: Component, tmp_path: 
         with pytest.raises(ConfigError) as error:
             structure(converter, {**table, key: value}, spec)
         assert key in [issue.path for issue in error.value.issues], str(error.value)
+
+
+@pytest.mark.parametrize("component", components())
+def test_follows_the_component_pattern(component: Component, tmp_path: Path) -> None:
+    built = build(component, tmp_path)
+    if component.stage == "feedback":
+        assert isinstance(built, FeedbackOperator)
+    if not isinstance(built, Configurable):
+        return
+    if type(built).Config is not None:
+        assert type(built).Config is component.config_cls, "Config differs from the registered config class"
+    assert built.registered_name == component.name
+    if isinstance(built, Selector):
+        overrides_update = type(built)._update is not Selector._update
+        assert type(built).learns_from_feedback == overrides_update, (
+            f"learns_from_feedback = {type(built).learns_from_feedback} but _update is "
+            f"{'' if overrides_update else 'not '}overridden")

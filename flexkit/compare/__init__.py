@@ -48,7 +48,7 @@ from flexkit.compare.overrides import (
     parse_value,
 )
 from flexkit.compare.report import render_markdown, render_table, summary_rows, write_plot
-from flexkit.compare.results import Comparison, RunOutcome, SettingResult
+from flexkit.compare.results import Comparison, ReportInfo, RunOutcome, SettingResult
 from flexkit.compare.run import compare
 from flexkit.compare.statistics import TARGET_FRACTION, mean_curve, mean_interval, steps_to, t_quantile
 
@@ -56,6 +56,7 @@ __all__ = [
     "TARGET_FRACTION",
     "Comparison",
     "Override",
+    "ReportInfo",
     "RunOutcome",
     "Setting",
     "SettingResult",

@@ -9,7 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from flexkit.compare.results import SettingResult
+import attrs
+
+from flexkit.compare.results import ReportInfo, SettingResult
 from flexkit.compare.statistics import interpolated_curve, mean_curve, mean_interval
 
 __all__ = ["render_markdown", "render_table", "say", "summary_rows", "write_plot", "write_reports"]
@@ -72,28 +74,17 @@ def render_table(results: Sequence[SettingResult]) -> str:
     return "\n".join(lines)
 
 
-def render_markdown(
-    results: Sequence[SettingResult],
-    *,
-    target: float,
-    rule: str,
-    budget: int,
-    budget_rule: str,
-    command: str,
-    path: str,
-    seeds: Sequence[int],
-    plot: Path | None,
-    seconds: float,
-) -> str:
+def render_markdown(results: Sequence[SettingResult], info: ReportInfo, *, plot: Path | None) -> str:
     """``results.md``: command, pipeline, seeds, target, the table, the settings' overrides and the plot."""
-    n = len(seeds)
+    n = len(info.seeds)
     lines = [
-        f"# flexkit compare: {Path(path).name}", "",
-        "```sh", command, "```", "",
-        f"- pipeline: `{path}`",
-        f"- seeds: {', '.join(map(str, seeds))} ({n} per setting; {len(results) * n} runs, {seconds:.0f} s)",
-        f"- target eval accuracy: {rule}",
-        f"- rollout budget: {budget_rule}",
+        f"# flexkit compare: {Path(info.path).name}", "",
+        "```sh", info.command, "```", "",
+        f"- pipeline: `{info.path}`",
+        f"- seeds: {', '.join(map(str, info.seeds))} ({n} per setting; {len(results) * n} runs, "
+        f"{info.seconds:.0f} s)",
+        f"- target eval accuracy: {info.rule}",
+        f"- rollout budget: {info.budget_rule}",
         "- cells: mean ± half-width of the 95% Student-t interval over seeds" + (" (one seed: no interval)"
                                                                                   if n == 1 else ""),
         "- rollouts: responses generated, refills included, counted by the run (`rollouts` in metrics.jsonl); "
@@ -124,8 +115,9 @@ def _toml(value: Any) -> str:
     return str(value)
 
 
-def _json_results(results: Sequence[SettingResult], **meta: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {**meta, "settings": []}
+def _json_results(results: Sequence[SettingResult], info: ReportInfo) -> dict[str, Any]:
+    out: dict[str, Any] = {**attrs.asdict(info), "settings": []}
+
     def summary(values: Sequence[float]) -> dict[str, Any] | None:
         if not values:
             return None
@@ -154,7 +146,6 @@ def _json_results(results: Sequence[SettingResult], **meta: Any) -> dict[str, An
                       "rollout_curve": r.rollout_curve} for r in res.runs],
         })
     return out
-
 
 
 def write_plot(
@@ -201,27 +192,13 @@ def _band(ax: Any, xs: Sequence[float], means: Sequence[float], halves: Sequence
 
 
 def write_reports(
-    results: Sequence[SettingResult],
-    out_dir: Path,
-    *,
-    target: float,
-    rule: str,
-    budget: int,
-    budget_rule: str,
-    command: str,
-    path: str,
-    seeds: Sequence[int],
-    seconds: float,
-    progress: IO[str] | None,
+    results: Sequence[SettingResult], out_dir: Path, info: ReportInfo, *, progress: IO[str] | None
 ) -> tuple[str, Path | None]:
     """Write ``accuracy.png``, ``results.md`` and ``results.json`` into ``out_dir``; return the markdown and the
     plot's path (``None`` without matplotlib)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    plot = write_plot(results, target, out_dir / "accuracy.png", title=Path(path).name, progress=progress)
-    markdown = render_markdown(results, target=target, rule=rule, budget=budget, budget_rule=budget_rule,
-                               command=command, path=path, seeds=seeds, plot=plot, seconds=seconds)
+    plot = write_plot(results, info.target, out_dir / "accuracy.png", title=Path(info.path).name, progress=progress)
+    markdown = render_markdown(results, info, plot=plot)
     (out_dir / "results.md").write_text(markdown, encoding="utf-8")
-    (out_dir / "results.json").write_text(json.dumps(
-        _json_results(results, target=target, rule=rule, budget=budget, budget_rule=budget_rule, command=command,
-                      path=path, seeds=seeds, seconds=seconds), indent=2) + "\n", encoding="utf-8")
+    (out_dir / "results.json").write_text(json.dumps(_json_results(results, info), indent=2) + "\n", encoding="utf-8")
     return markdown, plot

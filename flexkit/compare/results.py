@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
 
 from flexkit.compare.overrides import Setting
 
-__all__ = ["Comparison", "RunOutcome", "SettingResult"]
+__all__ = ["Comparison", "ReportInfo", "RunOutcome", "SettingResult"]
 
 
 @attrs.define
@@ -42,6 +43,20 @@ class SettingResult:
     setting: Setting
     rollouts_per_step: int
     runs: list[RunOutcome] = attrs.field(factory=list)
+
+
+@attrs.frozen(kw_only=True)
+class ReportInfo:
+    """How a comparison was run, as its reports state it beside the results (the keys of ``results.json``)."""
+
+    target: float
+    rule: str
+    budget: int
+    budget_rule: str
+    command: str
+    path: str
+    seeds: Sequence[int]
+    seconds: float
 
 
 @attrs.define

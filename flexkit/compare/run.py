@@ -15,7 +15,7 @@ import attrs
 
 from flexkit.compare.overrides import Setting, apply_overrides, command_line
 from flexkit.compare.report import say, write_reports
-from flexkit.compare.results import Comparison, RunOutcome, SettingResult
+from flexkit.compare.results import Comparison, ReportInfo, RunOutcome, SettingResult
 from flexkit.compare.statistics import accuracy_at, default_budget, default_target, steps_to
 from flexkit.config.loader import read_toml_file
 from flexkit.errors import ConfigError, ConfigIssue, FlexkitError
@@ -72,9 +72,9 @@ def compare(
     elapsed = time.monotonic() - started
     command = command or command_line(path, settings, seeds, plan.out_dir, target_accuracy, plugins,
                                       requested_budget)
-    markdown, plot = write_reports(results, plan.out_dir, target=target, rule=rule, budget=budget,
-                                   budget_rule=budget_rule, command=command, path=str(path), seeds=seeds,
-                                   seconds=elapsed, progress=progress)
+    info = ReportInfo(target=target, rule=rule, budget=budget, budget_rule=budget_rule, command=command,
+                      path=str(path), seeds=seeds, seconds=elapsed)
+    markdown, plot = write_reports(results, plan.out_dir, info, progress=progress)
     say(progress, f"compare: {total} runs in {elapsed:.1f}s; results in {plan.out_dir / 'results.md'}")
     return Comparison(out_dir=plan.out_dir, target=target, target_rule=rule, budget=budget, budget_rule=budget_rule,
                       results=results, markdown=markdown, plot=plot)

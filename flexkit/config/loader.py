@@ -104,9 +104,28 @@ def structure_pipeline(data: dict[str, Any], components: Any, source: str | None
         raise exc.with_source(source) if source else exc from None
 
 
+#: Set (``1``, ``true``, ``yes``, ``on``) to refuse a pipeline's own ``plugins = [...]`` instead of importing them.
+ENV_NO_PIPELINE_PLUGINS = "FLEXKIT_NO_PIPELINE_PLUGINS"
+
+
+def pipeline_plugins_refused() -> bool:
+    """Whether :data:`ENV_NO_PIPELINE_PLUGINS` (the CLI's ``--no-pipeline-plugins``) is set."""
+    return os.environ.get(ENV_NO_PIPELINE_PLUGINS, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def local_plugin_specs(data: dict[str, Any], source: str | None = None) -> tuple[str, ...]:
-    """The ``plugins`` list of a parsed pipeline, checked (it is needed before the rest can be read)."""
+    """The ``plugins`` list of a parsed pipeline, checked (it is needed before the rest can be read).
+
+    Under :data:`ENV_NO_PIPELINE_PLUGINS` a non-empty list is refused before anything is imported, so an
+    untrusted pipeline file can be validated or previewed without running code it names.
+    """
     plugins = data.get("plugins", [])
     if not isinstance(plugins, list) or not all(isinstance(p, str) and p for p in plugins):
         raise ConfigError([ConfigIssue("plugins", "expected an array of module names or .py paths")], source)
+    if plugins and pipeline_plugins_refused():
+        named = ", ".join(repr(p) for p in plugins)
+        raise ConfigError([ConfigIssue("plugins", (
+            f"not imported: {ENV_NO_PIPELINE_PLUGINS} is set (--no-pipeline-plugins), and this pipeline names "
+            f"its own plugins ({named}), which would run their code; read that code, then load the pipeline "
+            "without the switch, or pass the plugins you trust with --plugin"))], source)
     return tuple(plugins)

@@ -6,7 +6,8 @@ worker's name, an attempt number and the tasks. Workers send feedback back tagge
 
 - feedback for a batch already received is a **duplicate**: counted and ignored (resending is always safe);
 - feedback for a batch id never handed out is refused (:class:`~flexkit.FeedbackError`), as is an invalid
-  payload; the lease stays open so the worker can send a corrected one;
+  payload, or one naming a task that was not in that batch's lease (another batch's feedback sent under this
+  id); the lease stays open so the worker can send a corrected one;
 - a lease not fed back within ``lease_timeout`` seconds **expires** (a dead or stuck worker). With
   ``on_expiry="requeue"`` the same batch (same id and tasks) goes to the next worker asking, before any new
   batch, up to ``max_attempts`` hand-outs; then, or with ``on_expiry="drop"``, the batch is **abandoned**: its
@@ -129,6 +130,7 @@ class BatchLedger:
         self._watermark = self.scheduler.step  # every batch id below is received or abandoned
         self._received: set[int] = set()  # received ids at or above the watermark
         self._abandoned: set[int] = set()  # abandoned ids never fed back (any position)
+        self._abandoned_pairs: dict[int, list[tuple[int, int]]] = {}  # their tasks, to check late feedback
         self._buffer: dict[int, Payload] = {}  # in-order mode: received, not yet applied
         self._next_apply = self.scheduler.step  # in-order mode: the next batch id to apply
         self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
@@ -226,6 +228,7 @@ class BatchLedger:
             return
         del self._open[batch_id]
         self._abandoned.add(batch_id)
+        self._abandoned_pairs[batch_id] = record.pairs
         self.counters["abandoned"] += 1
         self._advance_watermark()
         if self.ordered:
@@ -236,14 +239,15 @@ class BatchLedger:
     def feedback(self, batch_id: int, metrics: Mapping[str, Any]) -> Status:
         """Record batch ``batch_id``'s feedback (``{SELECTOR_METRIC: ...}``); returns what happened to it.
 
-        Raises :class:`~flexkit.FeedbackError` for an invalid payload or a batch id never handed out (nothing
-        changes, the lease stays open)."""
+        Raises :class:`~flexkit.FeedbackError` for an invalid payload, a batch id never handed out, or a payload
+        naming a task that was not in the batch's lease (nothing changes, the lease stays open)."""
         self._expire()
         batch_id = self._check_id(batch_id)
         if self._is_received(batch_id):
             self.counters["duplicates"] += 1
             return "duplicate"
         payload = normalize(self.scheduler, metrics)
+        self._check_tasks(batch_id, payload)
         self.counters["received"] += 1
         if batch_id in self._abandoned:
             return self._late(batch_id, payload)
@@ -272,6 +276,20 @@ class BatchLedger:
             raise FeedbackError(f"batch {batch_id} was never handed out ({self.scheduler.step} so far)")
         return batch_id
 
+    def _check_tasks(self, batch_id: int, payload: Payload) -> None:
+        """Refuse ``payload`` when it names a task that was not in batch ``batch_id``'s lease."""
+        record = self._open.get(batch_id)
+        pairs = record.pairs if record is not None else self._abandoned_pairs.get(batch_id)
+        if pairs is None:
+            return  # an abandoned batch from a checkpoint that did not record its tasks
+        leased = set(pairs)
+        foreign = [(tid, i) for tid, (idx, _vals) in payload.items() for i in idx if (tid, i) not in leased]
+        if foreign:
+            tid, index = foreign[0]
+            raise FeedbackError(f"feedback for batch {batch_id} names {len(foreign)} task(s) that were not in its "
+                                f"lease, such as task {index} of taskset {self.scheduler.names[tid]!r}; nothing "
+                                "was applied (the lease stays open)")
+
     def _is_received(self, batch_id: int) -> bool:
         if batch_id in self._abandoned:
             return False
@@ -290,6 +308,7 @@ class BatchLedger:
     def _late(self, batch_id: int, payload: Payload) -> Status:
         self.counters["late"] += 1
         self._abandoned.discard(batch_id)
+        self._abandoned_pairs.pop(batch_id, None)
         self._mark_received(batch_id)
         if self.ordered and batch_id >= self._next_apply:  # its turn has not come yet: it takes its place
             self._buffer[batch_id] = payload
@@ -338,6 +357,8 @@ class BatchLedger:
             "watermark": self._watermark,
             "received": sorted(self._received),
             "abandoned": sorted(self._abandoned),
+            "abandoned_pairs": [{"batch_id": b, "pairs": [list(p) for p in self._abandoned_pairs[b]]}
+                                for b in sorted(self._abandoned_pairs)],
             "next_apply": self._next_apply,
             "requeue": [b for b in self._requeue if b in self._open and self._open[b].worker is None],
             "open": [{"batch_id": b, "attempt": r.attempt, "worker": r.worker, "pairs": [list(p) for p in r.pairs]}
@@ -359,6 +380,8 @@ class BatchLedger:
         self._watermark = int(ledger["watermark"])
         self._received = {int(b) for b in ledger["received"]}
         self._abandoned = {int(b) for b in ledger["abandoned"]}
+        self._abandoned_pairs = {int(item["batch_id"]): [(int(t), int(i)) for t, i in item["pairs"]]
+                                 for item in ledger.get("abandoned_pairs", [])}  # absent from older checkpoints
         self._next_apply = int(ledger["next_apply"])
         self._open = {}
         for item in ledger["open"]:

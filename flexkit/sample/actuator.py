@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 import numpy as np
 
+from flexkit.configurable import Configurable, display_name
 from flexkit.sample.batch import RolloutBatch, SampleError
 from flexkit.sample.scorer import GRANULARITIES, MECHANISMS
 
@@ -101,19 +102,19 @@ Action = Keep | Weights | Mix
 ACTION_OF: dict[str, type] = {"select": Keep, "reweight": Weights, "mix": Mix}
 
 
-class Actuator(abc.ABC):
-    """Base class of actuators: declare ``mechanism`` and ``accepts``, implement :meth:`act`.
+class Actuator(Configurable, abc.ABC):
+    """Base class of actuators: set :attr:`Config`, declare ``mechanism`` and ``accepts``, implement :meth:`act`.
 
-    Built by its registered factory as ``factory(config)``. Stateful actuators extend :meth:`state_dict` /
-    :meth:`load_state_dict` (plain data). Invalid declarations fail when the subclass is defined.
+    Built by its registered factory as ``factory(config)`` (``None``: ``Config()``, its defaults). Messages
+    name it by its registered name (:func:`flexkit.configurable.display_name`). Stateful actuators extend
+    :meth:`state_dict` / :meth:`load_state_dict` (plain data). Invalid declarations fail when the subclass is
+    defined.
     """
 
     #: One of :data:`~flexkit.sample.scorer.MECHANISMS`.
     mechanism: ClassVar[str] = "select"
     #: The score granularities this actuator understands.
     accepts: ClassVar[tuple[str, ...]] = ("prompt", "response")
-    #: The registered name, for messages (default: the class name).
-    name: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -128,21 +129,18 @@ class Actuator(abc.ABC):
                             f"of: {', '.join(GRANULARITIES)}")
         cls.accepts = tuple(accepts)
 
-    def __init__(self, config: Any = None) -> None:
-        self.config = config
-
     @classmethod
     def display_name(cls) -> str:
-        """``'name' (ClassName)`` for messages."""
-        return f"{cls.name!r} ({cls.__name__})" if cls.name else cls.__name__
+        """``'name' (ClassName)`` for messages: the name the class is registered under, if any."""
+        return display_name(cls)
 
     def __call__(self, scores: Any, batch: RolloutBatch, *, step: int) -> Action:
         """Check the scores are finite, act, and check the action's type matches :attr:`mechanism`."""
-        check_finite(scores, batch, who=f"actuator {self.display_name()}")
+        check_finite(scores, batch, who=f"actuator {display_name(self)}")
         action = self.act(scores, batch, step=step)
         expected = ACTION_OF[self.mechanism]
         if not isinstance(action, expected):
-            raise SampleError(f"actuator {self.display_name()} is a {self.mechanism!r} actuator and must return "
+            raise SampleError(f"actuator {display_name(self)} is a {self.mechanism!r} actuator and must return "
                               f"{expected.__name__}, got {type(action).__name__}")
         return action
 
@@ -150,14 +148,14 @@ class Actuator(abc.ABC):
     def act(self, scores: Any, batch: RolloutBatch, *, step: int) -> Action:
         """The action for ``scores`` of ``batch`` at training step ``step``."""
 
-    def bind(self, taskset_names: Sequence[str]) -> None:  # noqa: B027 - optional hook
+    def bind(self, taskset_names: Sequence[str]) -> None:
         """Learn the pipeline's taskset names, by id (mix actuators use it; the pipeline calls it once)."""
 
     def state_dict(self) -> dict[str, Any]:
         """Plain-data state for checkpoints (stateless actuators: ``{}``)."""
         return {}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:  # noqa: B027 - stateless default
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` output."""
 
 

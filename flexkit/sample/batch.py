@@ -265,13 +265,12 @@ class RolloutBatch:
         scores = self._fields[key]
         if not _is_tensor(scores):
             scores = torch.as_tensor(np.asarray(scores, dtype=np.float64))
-        dtype = torch.promote_types(scores.dtype, torch.float32)
         if scores.ndim == 1:
-            result = scores.detach().to(dtype)
+            result = as_float(scores)
         elif scores.ndim == 2:
             self.require(["response_mask"], who=f"sequence_rewards from token-level {key!r}")
             mask = self._fields["response_mask"]
-            result = masked_sum(scores.detach().to(dtype), mask)
+            result = masked_sum(as_float(scores), mask)
         else:
             raise SampleError(f"reward field {key!r} must be (B,) or (B, T), got shape {tuple(scores.shape)}")
         self._cache[("sequence_rewards", key)] = result
@@ -280,6 +279,15 @@ class RolloutBatch:
 
 #: Elements per block of :func:`masked_sum` on CPU (1 MiB of float32: a block stays in cache).
 MASKED_SUM_BLOCK = 1 << 18
+
+
+def as_float(values: torch.Tensor) -> torch.Tensor:
+    """``values`` detached from autograd, as floating point of at least float32 precision (float64 stays
+    float64; integers, bools and half precisions become float32): how scorers and actuators compute."""
+    import torch
+
+    values = values.detach()
+    return values.to(torch.promote_types(values.dtype, torch.float32))
 
 
 def masked_sum(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

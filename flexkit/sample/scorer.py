@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from flexkit.config.converter import did_you_mean
+from flexkit.configurable import Configurable, display_name
 from flexkit.errors import ConfigError, ConfigIssue, join_path
 from flexkit.sample.batch import RolloutBatch, SampleError
 
@@ -78,11 +79,12 @@ def _check_requires(cls: type) -> tuple[str, ...]:
     return tuple(value)
 
 
-class Scorer(abc.ABC):
-    """Base class of scorers: declare the class attributes, implement :meth:`score`.
+class Scorer(Configurable, abc.ABC):
+    """Base class of scorers: set :attr:`Config` and the class attributes below, implement :meth:`score`.
 
-    Built by its registered factory as ``factory(config)``. Stateful scorers extend :meth:`state_dict` and
-    :meth:`load_state_dict` (plain data only).
+    Built by its registered factory as ``factory(config)`` (``None``: ``Config()``, its defaults). Messages
+    name it by its registered name (:func:`flexkit.configurable.display_name`). Stateful scorers extend
+    :meth:`state_dict` and :meth:`load_state_dict` (plain data only).
     """
 
     #: Batch fields read by :meth:`score` (``"a|b"``: either).
@@ -93,8 +95,6 @@ class Scorer(abc.ABC):
     granularity: ClassVar[str] = "response"
     #: Whether the scores need groups of responses per prompt (rejects non-group estimators).
     needs_groups: ClassVar[bool] = False
-    #: The registered name, for messages (default: the class name).
-    name: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -103,24 +103,20 @@ class Scorer(abc.ABC):
         _check_choice(cls, "granularity", GRANULARITIES)
         if not isinstance(cls.needs_groups, bool):
             raise TypeError(f"{cls.__qualname__}.needs_groups = {cls.needs_groups!r} is invalid; it must be a bool")
-        if cls.name is not None and not isinstance(cls.name, str):
-            raise TypeError(f"{cls.__qualname__}.name = {cls.name!r} is invalid; it must be a string or None")
         if cls.needs_groups and "uid" not in requires:
             requires = (*requires, "uid")
         cls.requires = requires
 
-    def __init__(self, config: Any = None) -> None:
-        self.config = config
-
     @classmethod
     def display_name(cls) -> str:
-        """``'name' (ClassName)`` for messages."""
-        return f"{cls.name!r} ({cls.__name__})" if cls.name else cls.__name__
+        """``'name' (ClassName)`` for messages: the name the class is registered under, if any."""
+        return display_name(cls)
 
     def __call__(self, batch: RolloutBatch, *, step: int) -> torch.Tensor | dict[int, float]:
         """Check ``requires``, score the batch and check the scores' shape (scores are detached)."""
-        batch.require(self.requires, who=f"scorer {self.display_name()}")
-        return check_scores(self.score(batch, step=step), batch, self.granularity, who=self.display_name())
+        if batch.missing(self.requires):
+            batch.require(self.requires, who=f"scorer {display_name(self)}")
+        return check_scores(self.score(batch, step=step), batch, self.granularity, who=display_name(self))
 
     @abc.abstractmethod
     def score(self, batch: RolloutBatch, *, step: int) -> torch.Tensor | dict[int, float]:
@@ -130,7 +126,7 @@ class Scorer(abc.ABC):
         """Plain-data state for checkpoints (stateless scorers: ``{}``)."""
         return {}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:  # noqa: B027 - stateless default
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` output."""
 
 
@@ -182,8 +178,7 @@ def check_compatible(
     paths under ``path`` (``sample.estimator``, ``sample.actuator``, ``sample.mechanism``).
     """
     scorer, actuator = _cls(scorer_cls), _cls(actuator_cls)
-    s_name = scorer.display_name() if hasattr(scorer, "display_name") else scorer.__name__
-    a_name = actuator.display_name() if hasattr(actuator, "display_name") else actuator.__name__
+    s_name, a_name = display_name(scorer_cls), display_name(actuator_cls)
     issues: list[ConfigIssue] = []
     if mechanism not in MECHANISMS:
         issues.append(ConfigIssue(join_path(path, "mechanism"),

@@ -17,6 +17,7 @@ import numpy as np
 
 from flexkit.sample.actuator import Action, Actuator, Keep, Mix, Weights
 from flexkit.sample.batch import RolloutBatch, SampleError
+from flexkit.sample.output_checks import check_action_output, check_score_output
 from flexkit.sample.scorer import Scorer, check_compatible, timing_index
 from flexkit.sample.weights import combine, to_token_weights
 
@@ -65,6 +66,7 @@ class SampleStage:
         #: Mean weight of the latest select / reweight run (over samples; over response tokens for token weights).
         self.mean_weight: float | None = None
         self._proportions: dict[int, float] | None = None
+        self._num_tasksets: int | None = None  # known once bound
         self._ran_for: tuple[int, int] | None = None
         self._token_weights: tuple[tuple[int, int], torch.Tensor] | None = None
 
@@ -82,6 +84,7 @@ class SampleStage:
 
     def bind(self, taskset_names: Sequence[str]) -> None:
         """Tell the actuator (and scorer, if it wants them) the pipeline's taskset names, in id order."""
+        self._num_tasksets = len(taskset_names)
         for part in (self.scorer, self.actuator):
             bind = getattr(part, "bind", None)
             if callable(bind):
@@ -90,12 +93,18 @@ class SampleStage:
     # -- running ----------------------------------------------------------------------------------------
 
     def run(self, batch: RolloutBatch, *, step: int) -> Action:
-        """Score ``batch`` and act on the scores; record the result for :meth:`token_weights` and logging."""
+        """Score ``batch`` and act on the scores; record the result for :meth:`token_weights` and logging.
+
+        The scores and the action are checked where they enter (:mod:`flexkit.sample.output_checks`): a wrong
+        shape or dtype, a non-finite score, a kept index outside the batch or a proportion for an unknown taskset
+        raises :class:`~flexkit.sample.batch.SampleError` naming the scorer or actuator and its distribution.
+        """
         if not isinstance(batch, RolloutBatch):
             raise SampleError(f"the sample stage needs a RolloutBatch, got {type(batch).__name__} "
                               "(build one with RolloutBatch.from_dict)")
-        scores = self.scorer(batch, step=step)
-        action = self.actuator(scores, batch, step=step)
+        scores = check_score_output(self.scorer(batch, step=step), batch, self.scorer)
+        action = check_action_output(self.actuator(scores, batch, step=step), batch, self.actuator, self.mechanism,
+                                     self._num_tasksets)
         self.last_scores, self.last_action, self.last_step = scores, action, int(step)
         self._ran_for = (int(step), batch.serial)
         self._token_weights = None

@@ -64,6 +64,52 @@ class PooledRate:
         self.value, self.seen = value, bool(state["seen"])
 
 
+class GroupRates:
+    """Exponential moving averages of the mean feedback value per group of tasks (e.g. per level).
+
+    When each task is seen only a few times, a per-task estimate is mostly its prior; the mean pass rate of the
+    task's group (a level, a source, a length bucket), learned online from every feedback batch, is a far better
+    prior than the pool's. A group with no feedback yet has no value (``NaN``); callers fall back to the pool.
+    ``group`` maps each task to its group id (``0 .. groups-1``).
+    """
+
+    def __init__(self, group: np.ndarray, groups: int, rate: float) -> None:
+        self.group = group
+        self.rate = float(rate)
+        self.values = np.full(groups, np.nan)
+
+    @classmethod
+    def from_column(cls, column: np.ndarray, rate: float) -> GroupRates:
+        """Groups from a feature column: one per distinct value (in sorted order)."""
+        uniques, inverse = np.unique(np.asarray(column), return_inverse=True)
+        return cls(inverse.reshape(-1).astype(np.int32), len(uniques), rate)
+
+    def of(self, indices: np.ndarray | slice, fallback: float) -> np.ndarray:
+        """The group rate of each task of ``indices`` (``fallback`` where its group has no feedback yet)."""
+        values = self.values[self.group[indices]]
+        return np.where(np.isnan(values), fallback, values)
+
+    def update(self, indices: np.ndarray, values: np.ndarray) -> None:
+        """Fold each group's mean of one feedback batch into its rate (the first batch is taken as is)."""
+        gids = self.group[indices]
+        counts = np.bincount(gids, minlength=len(self.values))
+        present = np.flatnonzero(counts)
+        means = np.bincount(gids, weights=values, minlength=len(self.values))[present] / counts[present]
+        old = self.values[present]
+        self.values[present] = np.where(np.isnan(old), means, (1.0 - self.rate) * old + self.rate * means)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The group rates (``NaN`` for groups without feedback is stored as -1)."""
+        return {"values": np.where(np.isnan(self.values), -1.0, self.values)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` output (checked: same number of groups, values in [0, 1] or -1)."""
+        values = load_array(state, "values", len(self.values), np.float64, low=-1.0, high=1.0)
+        if ((values < 0) & (values != -1.0)).any():
+            raise ValueError("saved group rates must lie in [0, 1] (or be -1: no feedback yet)")
+        self.values = np.where(values < 0, np.nan, values)
+
+
 def load_array(state: Mapping[str, Any], key: str, size: int, dtype: Any, *, low: float | None = None,
                high: float | None = None) -> np.ndarray:
     """``state[key]`` as a fresh array of ``dtype`` and shape ``(size,)``; ``ValueError`` on a wrong shape,

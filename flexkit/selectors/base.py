@@ -3,34 +3,59 @@
 Names follow Trinity-RFT's task-selection module (``get_indices``, ``feedback``, ``state_dict``,
 ``load_state_dict``). A selector is built by its registered factory as
 ``factory(config, size=..., seed=..., features=...)``; subclass :class:`Selector` to get argument checks,
-feedback validation and RNG state handling for free.
+feedback validation, RNG state handling and the default config for free.
+
+The conventions a pipeline relies on (also listed under ``flexkit_register_selectors`` in
+:mod:`flexkit.hookspecs`):
+
+- a config field named :data:`FEATURE_KEYS` (``feature_keys``) lists the taskset's feature columns the selector
+  reads; the pipeline loads exactly those (:func:`feature_keys_of`) and passes them as ``features``;
+- :attr:`Selector.allows_repeats`: whether one batch may hold an index twice (else the scheduler refuses a
+  batch share larger than the taskset, and refuses a batch that repeats an index);
+- :attr:`Selector.repeats_across_epochs`: whether a batch crossing the end of the selector's own epoch may hold
+  an index twice, once per epoch (``shuffle``); the scheduler then refuses only an index three times;
+- :attr:`Selector.learns_from_feedback`: whether the selector learns from feedback, which reaches it through
+  :meth:`Selector._update`, the method learning selectors override.
 """
 
 from __future__ import annotations
 
 import abc
+import itertools
+import operator
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from flexkit.errors import FeedbackError
+from flexkit.configurable import Configurable, display_name
+from flexkit.errors import ComponentError, FeedbackError
 
 #: What to do with a feedback value outside [0, 1]: clip it into range, or reject the payload.
 OutOfRange = Literal["clip", "error"]
 
 Seed = int | np.random.SeedSequence
 
+#: The config field naming the feature columns a selector reads (in order).
+FEATURE_KEYS = "feature_keys"
 
-class Selector(abc.ABC):
+
+def feature_keys_of(config: Any) -> tuple[str, ...]:
+    """The feature columns a selector config names in its :data:`FEATURE_KEYS` field (none without one)."""
+    return tuple(getattr(config, FEATURE_KEYS, ()) or ())
+
+
+class Selector(Configurable, abc.ABC):
     """Base class of selectors.
 
-    Subclasses implement :meth:`_select` (and :meth:`_update` if they learn from feedback) and extend
+    Subclasses set :attr:`Config` (their attrs config class), implement :meth:`_select`, set up their own
+    state in :meth:`_init_state` (not ``__init__``), and, if they learn from feedback, set
+    :attr:`learns_from_feedback` and override :meth:`_update`; they extend
     :meth:`state_dict` / :meth:`load_state_dict` with their own state (calling ``super()``). State is plain
     data: JSON-serialisable values and numpy arrays, never pickled objects.
 
     Args:
-        config: the selector's attrs config instance (validated).
+        config: the selector's attrs config instance (validated); ``None``: ``Config()``, its defaults.
         size: number of tasks in the taskset (indices are ``0 .. size-1``).
         seed: an int or a ``numpy.random.SeedSequence``; the selector's random stream derives from it only.
         features: feature columns by name (numpy arrays of length ``size``), in the order the config names
@@ -38,11 +63,15 @@ class Selector(abc.ABC):
     """
 
     #: Whether :meth:`get_indices` can return the same index twice in one batch.
-    allows_repeats: bool = False
+    allows_repeats: ClassVar[bool] = False
+    #: Whether a batch crossing the end of the selector's own epoch may hold an index twice (once per epoch).
+    repeats_across_epochs: ClassVar[bool] = False
+    #: Whether feedback changes what the selector picks (it overrides :meth:`_update`).
+    learns_from_feedback: ClassVar[bool] = False
 
     def __init__(
         self,
-        config: Any,
+        config: Any = None,
         *,
         size: int,
         seed: Seed = 0,
@@ -50,10 +79,11 @@ class Selector(abc.ABC):
     ) -> None:
         if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
             raise ValueError(f"a selector needs a taskset with at least one task, got size={size!r}")
-        self.config = config
+        super().__init__(config)
         self.size = int(size)
         self.rng = np.random.default_rng(seed)
         self.features: Mapping[str, np.ndarray] = features if features is not None else {}
+        self._init_state()
 
     # -- the protocol -------------------------------------------------------------------------------------
 
@@ -73,7 +103,13 @@ class Selector(abc.ABC):
                 f"cannot exceed the taskset size ({self.size})"
             )
         indices, info = self._select(int(batch_size), return_extra_info)
-        indices = np.asarray(indices, dtype=np.int64)
+        indices = np.asarray(indices)
+        if indices.dtype != np.int64:
+            if indices.size and (indices.dtype == bool or not np.issubdtype(indices.dtype, np.integer)):
+                raise ComponentError(f"{display_name(self)}._select returned {indices.dtype} indices (such as "
+                                     f"{indices.reshape(-1)[0]!r}); indices must be integers (a float index would "
+                                     "be truncated)")
+            indices = indices.astype(np.int64)
         return (indices, info) if return_extra_info else indices
 
     def feedback(
@@ -101,12 +137,23 @@ class Selector(abc.ABC):
 
     # -- for subclasses ---------------------------------------------------------------------------------
 
+    def _init_state(self) -> None:
+        """Set up the selector's own state; :meth:`__init__` calls it last, so subclasses need no ``__init__``.
+
+        ``self.config`` (defaults filled in), ``self.size``, ``self.rng`` and ``self.features`` are set by then.
+        Raise ``ValueError`` for features the selector cannot use. The default sets up nothing.
+        """
+
     @abc.abstractmethod
     def _select(self, batch_size: int, return_extra_info: bool) -> tuple[np.ndarray, dict[str, Any]]:
         """Pick ``batch_size`` indices; return them with an info dict (may be empty when not asked for)."""
 
-    def _update(self, indices: np.ndarray, values: np.ndarray) -> None:  # noqa: B027 - optional hook
-        """Learn from validated feedback (int64 indices without duplicates, float64 values in [0, 1])."""
+    def _update(self, indices: np.ndarray, values: np.ndarray) -> None:
+        """The learning hook: learning selectors override it (and set :attr:`learns_from_feedback`).
+
+        :meth:`feedback` calls it with validated, non-empty feedback: int64 indices without duplicates and
+        float64 values in [0, 1]. The default ignores feedback.
+        """
 
 
 def validate_feedback(
@@ -122,6 +169,8 @@ def validate_feedback(
     duplicate indices, non-numeric, NaN or infinite values. Values outside [0, 1] are clipped into range
     (``out_of_range="clip"``, the default) or rejected (``"error"``).
     """
+    _check_list_types("indices", indices, _INDEX_TYPES)
+    _check_list_types("values", values, _VALUE_TYPES)
     try:
         idx = np.asarray(indices)
         vals = np.asarray(values)
@@ -129,10 +178,6 @@ def validate_feedback(
         raise FeedbackError(f"feedback indices/values are not arrays: {exc}") from None
     if idx.ndim != 1 or vals.ndim != 1:
         raise FeedbackError(f"feedback indices and values must be flat lists, got shapes {idx.shape} and {vals.shape}")
-    for name, given in (("indices", indices), ("values", values)):
-        # numpy turns a bool inside a list of numbers into 0/1: refuse it as it refuses an array of bools
-        if isinstance(given, (list, tuple)) and any(isinstance(x, (bool, np.bool_)) for x in given):
-            raise FeedbackError(f"feedback {name} must be numbers, not booleans")
     if len(idx) != len(vals):
         raise FeedbackError(f"feedback has {len(idx)} indices but {len(vals)} values")
     if idx.size == 0:
@@ -148,9 +193,10 @@ def validate_feedback(
     vals = vals.astype(np.float64)
     if not np.isfinite(vals).all():
         raise FeedbackError(f"feedback values must be finite, got {vals[~np.isfinite(vals)][0]!r}")
-    if np.unique(idx).size != idx.size:
-        uniq, counts = np.unique(idx, return_counts=True)
-        raise FeedbackError(f"feedback repeats index {int(uniq[counts > 1][0])}; aggregate per task first")
+    ordered = np.sort(idx)  # not np.unique: numpy 2.4's takes ~12 s on 10^7 indices, sorting ~0.3 s
+    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+    if repeated.size:
+        raise FeedbackError(f"feedback repeats index {int(repeated[0])}; aggregate per task first")
     outside = (vals < 0.0) | (vals > 1.0)
     if outside.any():
         if out_of_range == "error":
@@ -159,6 +205,39 @@ def validate_feedback(
             )
         vals = np.clip(vals, 0.0, 1.0)
     return idx, vals
+
+
+#: Element types of a feedback list that numpy turns into numbers without surprises.
+_INDEX_TYPES: tuple[type, ...] = (int, np.integer)
+_VALUE_TYPES: tuple[type, ...] = (int, float, np.integer, np.floating)
+#: Element types that can never be feedback numbers: refused before numpy converts the whole list.
+_NEVER_NUMBERS: tuple[type, ...] = (bool, np.bool_, str, bytes, np.str_, np.bytes_, type(None))
+
+
+def _check_list_types(name: str, given: Any, numbers: tuple[type, ...]) -> None:
+    """Refuse a feedback list holding booleans, strings, bytes or None, in time and memory bounded by the list.
+
+    One pass collects the element *types* (no object is built per element); only a list with a type that is
+    neither a number nor surely wrong goes on to numpy's own inference. Without this, numpy turned 10^7 numbers
+    ending in one string into 10^7 strings before the payload could be refused, and a bool inside a list of
+    numbers silently became 0 or 1.
+    """
+    if not isinstance(given, (list, tuple)):
+        return
+    types = set(map(type, given))
+    if all(issubclass(t, numbers) and not issubclass(t, (bool, np.bool_)) for t in types):
+        return
+    wrong = tuple(t for t in types if issubclass(t, _NEVER_NUMBERS))
+    if not wrong:
+        return  # e.g. 0-d arrays or tensors: numpy decides
+    position = operator.indexOf(map(isinstance, given, itertools.repeat(wrong)), True)  # C loop, no object per entry
+    example = given[position]
+    kind = "integers" if name == "indices" else "numbers"
+    if isinstance(example, (bool, np.bool_)):
+        raise FeedbackError(f"feedback {name} must be {kind}, not booleans ({example!r} at position {position})")
+    shown = repr(example) if len(repr(example)) <= 40 else repr(example)[:37] + "..."
+    raise FeedbackError(f"feedback {name} must be {kind}, got {type(example).__name__} {shown} at position "
+                        f"{position} of {len(given)}")
 
 
 def read_feature_columns(

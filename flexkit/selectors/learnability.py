@@ -10,10 +10,15 @@ spent on the filter):
 - estimates shrunk toward the pooled pass rate ``p̄`` (an EMA of every feedback batch's mean) with ``κ``
   pseudo-observations: ``p̂_i = (S_i + κ·p̄) / (n_i + κ)``. An unseen task gets ``p̄``; one lucky
   observation moves a task only part of the way, so the selector does not chase a few lucky tasks;
+- with ``feature_keys = ["level"]`` (any one column that groups tasks), ``p̄`` is the task's **group** pass
+  rate instead, an EMA of each feedback batch's per-group mean (the pool's until the group is observed).
+  When the pool is large and each task is seen about twice, per-task estimates stay at their prior, and the
+  group rate is what tells a solved level from the frontier and from hopeless ones;
 - each batch: ``K = ceil(candidates · B)`` tasks drawn uniformly, then the ``B`` with the highest
   ``p̂(1 − p̂)`` (``tau = 0``) or ``B`` drawn without replacement with probability ∝ ``(p̂(1 − p̂))^(1/tau)``.
 
-Cost per step: O(K) to select, O(feedback) to update. State: ``S``, ``n`` (two floats per task), ``p̄``, RNG.
+Cost per step: O(K) to select, O(feedback) to update. State: ``S``, ``n`` (two floats per task), ``p̄``, RNG,
+and with a grouping column one rate per group (plus a 4-byte group id per task, derived from the column).
 """
 
 from __future__ import annotations
@@ -25,8 +30,15 @@ import attrs
 import numpy as np
 
 from flexkit.config import field
-from flexkit.selectors._estimates import PooledRate, candidate_count, draw_candidates, gumbel_top_k, load_array
-from flexkit.selectors.base import Seed, Selector
+from flexkit.selectors._estimates import (
+    GroupRates,
+    PooledRate,
+    candidate_count,
+    draw_candidates,
+    gumbel_top_k,
+    load_array,
+)
+from flexkit.selectors.base import Selector
 
 
 @attrs.frozen(kw_only=True)
@@ -48,30 +60,41 @@ class LearnabilityConfig:
     pool_rate: float = field(
         default=0.1, gt=0, le=1, doc="EMA weight of each feedback batch's mean in the pooled pass rate."
     )
+    feature_keys: tuple[str, ...] = field(
+        factory=tuple,
+        doc="Optional: one feature column that groups tasks (e.g. level); estimates then shrink toward the "
+        "group's pass rate, learned online, instead of the pool's. Empty: one pool.",
+    )
+    group_rate: float = field(
+        default=0.2, gt=0, le=1, doc="EMA weight of each feedback batch's group mean in the group pass rates."
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if len(self.feature_keys) > 1:
+            raise ValueError(f"feature_keys names at most one grouping column, got {list(self.feature_keys)}")
 
 
 class LearnabilitySelector(Selector):
     """Pick the most learnable of a uniform candidate pool by shrunk pass-rate estimates (module docstring)."""
 
-    def __init__(
-        self,
-        config: LearnabilityConfig | None = None,
-        *,
-        size: int,
-        seed: Seed = 0,
-        features: Mapping[str, np.ndarray] | None = None,
-    ) -> None:
-        config = config if config is not None else LearnabilityConfig()
-        super().__init__(config, size=size, seed=seed, features=features)
+    Config = LearnabilityConfig
+    learns_from_feedback = True
+
+    def _init_state(self) -> None:
+        config = self.config
         self.sums = np.zeros(self.size)
         self.counts = np.zeros(self.size)
         self.pool = PooledRate(config.pool_rate)
+        self.groups: GroupRates | None = None
+        if config.feature_keys:
+            self.groups = GroupRates.from_column(self.features[config.feature_keys[0]], config.group_rate)
 
     def estimates(self, indices: np.ndarray | None = None) -> np.ndarray:
         """Shrunk pass-rate estimates ``p̂`` of ``indices`` (all tasks when ``None``)."""
         sel = slice(None) if indices is None else indices
         kappa = self.config.prior_strength
-        return (self.sums[sel] + kappa * self.pool.value) / (self.counts[sel] + kappa)
+        prior = self.pool.value if self.groups is None else self.groups.of(sel, self.pool.value)
+        return (self.sums[sel] + kappa * prior) / (self.counts[sel] + kappa)
 
     def _select(self, batch_size: int, return_extra_info: bool) -> tuple[np.ndarray, dict[str, Any]]:
         cand = draw_candidates(self.rng, self.size, candidate_count(batch_size, self.config.candidates, self.size))
@@ -89,11 +112,16 @@ class LearnabilitySelector(Selector):
         self.sums[indices] = gamma * self.sums[indices] + values
         self.counts[indices] = gamma * self.counts[indices] + 1.0
         self.pool.update(values)
+        if self.groups is not None:
+            self.groups.update(indices, values)
 
     def state_dict(self) -> dict[str, Any]:
-        """RNG, per-task discounted sums and counts, pooled pass rate."""
-        return {**super().state_dict(), "sums": self.sums.copy(), "counts": self.counts.copy(),
-                "pool": self.pool.state_dict()}
+        """RNG, per-task discounted sums and counts, pooled pass rate (and group rates)."""
+        state = {**super().state_dict(), "sums": self.sums.copy(), "counts": self.counts.copy(),
+                 "pool": self.pool.state_dict()}
+        if self.groups is not None:
+            state["groups"] = self.groups.state_dict()
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` output (checked first: nothing changes when it is invalid)."""
@@ -103,5 +131,9 @@ class LearnabilitySelector(Selector):
             raise ValueError("saved learnability sums exceed their counts")
         pool = PooledRate(self.config.pool_rate)
         pool.load_state_dict(state["pool"])
+        groups = None
+        if self.groups is not None:
+            groups = GroupRates(self.groups.group, len(self.groups.values), self.config.group_rate)
+            groups.load_state_dict(state["groups"])
         super().load_state_dict(state)
-        self.sums, self.counts, self.pool = sums, counts, pool
+        self.sums, self.counts, self.pool, self.groups = sums, counts, pool, groups

@@ -6,14 +6,13 @@ easier ones first, progressing to harder ones").
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import attrs
 import numpy as np
 
 from flexkit.config import field
-from flexkit.selectors.base import Seed, read_feature_columns
+from flexkit.selectors.base import read_feature_columns
 from flexkit.selectors.sequential import SequentialSelector
 
 
@@ -43,21 +42,16 @@ class OfflineEasy2HardSelector(SequentialSelector):
     ignored. State: the position in the order (the order itself is rebuilt from the features).
     """
 
-    def __init__(
-        self,
-        config: OfflineEasy2HardConfig,
-        *,
-        size: int,
-        seed: Seed = 0,
-        features: Mapping[str, np.ndarray] | None = None,
-    ) -> None:
-        super().__init__(config, size=size, seed=seed, features=features)
-        keys = config.feature_keys
+    Config = OfflineEasy2HardConfig
+
+    def _init_state(self) -> None:
+        super()._init_state()
+        keys = self.config.feature_keys
         columns = read_feature_columns(self.features, keys, self.size, owner="offline_easy2hard")
         self._columns = dict(zip(keys, columns, strict=True))
         # np.lexsort sorts by its *last* key first and is stable (ties keep index order).
         order = np.lexsort(columns[::-1]).astype(np.int64, copy=False)
-        if config.order == "descending":
+        if self.config.order == "descending":
             order = order[::-1].copy()
         self.order: np.ndarray = order
 

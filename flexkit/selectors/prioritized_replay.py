@@ -29,7 +29,7 @@ import numpy as np
 
 from flexkit.config import field
 from flexkit.selectors._estimates import PooledRate, gumbel_top_k
-from flexkit.selectors.base import Seed, Selector
+from flexkit.selectors.base import Selector
 
 
 @attrs.frozen(kw_only=True)
@@ -50,24 +50,18 @@ class PrioritizedReplayConfig:
 class PrioritizedReplaySelector(Selector):
     """PLR's rank + staleness replay over a bounded buffer of seen tasks (module docstring)."""
 
-    def __init__(
-        self,
-        config: PrioritizedReplayConfig | None = None,
-        *,
-        size: int,
-        seed: Seed = 0,
-        features: Mapping[str, np.ndarray] | None = None,
-    ) -> None:
-        config = config if config is not None else PrioritizedReplayConfig()
-        super().__init__(config, size=size, seed=seed, features=features)
-        self.capacity = min(config.buffer_size, self.size)
+    Config = PrioritizedReplayConfig
+    learns_from_feedback = True
+
+    def _init_state(self) -> None:
+        self.capacity = min(self.config.buffer_size, self.size)
         self._index = np.zeros(self.capacity, dtype=np.int64)  # preallocated; the first `count` are in use
         self._score = np.zeros(self.capacity)
         self._last = np.zeros(self.capacity, dtype=np.int64)
         self.count = 0
         self.slot = np.full(self.size, -1, dtype=np.int64)  # slot of each task in the buffer, -1: unseen
         self.clock = 0
-        self.pool = PooledRate(config.pool_rate)
+        self.pool = PooledRate(self.config.pool_rate)
 
     @property
     def buf_index(self) -> np.ndarray:

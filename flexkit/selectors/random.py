@@ -6,13 +6,12 @@ across batches.").
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import attrs
 import numpy as np
 
-from flexkit.selectors.base import Seed, Selector
+from flexkit.selectors.base import Selector
 
 
 @attrs.frozen(kw_only=True)
@@ -28,16 +27,7 @@ class RandomSelector(Selector):
     the RNG.
     """
 
-    def __init__(
-        self,
-        config: RandomConfig | None = None,
-        *,
-        size: int,
-        seed: Seed = 0,
-        features: Mapping[str, np.ndarray] | None = None,
-    ) -> None:
-        config = config if config is not None else RandomConfig()
-        super().__init__(config, size=size, seed=seed, features=features)
+    Config = RandomConfig
 
     def _select(self, batch_size: int, return_extra_info: bool) -> tuple[np.ndarray, dict[str, Any]]:
         indices = self.rng.choice(self.size, size=batch_size, replace=False).astype(np.int64, copy=False)

@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from flexkit.selectors.base import Seed, Selector
+from flexkit.selectors.base import Selector
 
 
 @attrs.frozen(kw_only=True)
@@ -27,16 +27,9 @@ class SequentialSelector(Selector):
     position of the next task.
     """
 
-    def __init__(
-        self,
-        config: SequentialConfig | None = None,
-        *,
-        size: int,
-        seed: Seed = 0,
-        features: Mapping[str, np.ndarray] | None = None,
-    ) -> None:
-        config = config if config is not None else SequentialConfig()
-        super().__init__(config, size=size, seed=seed, features=features)
+    Config = SequentialConfig
+
+    def _init_state(self) -> None:
         self.position = 0
 
     def _select(self, batch_size: int, return_extra_info: bool) -> tuple[np.ndarray, dict[str, Any]]:

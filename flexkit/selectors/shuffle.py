@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from flexkit.selectors.base import Seed, Selector
+from flexkit.selectors.base import Selector
 
 
 @attrs.frozen(kw_only=True)
@@ -34,16 +34,10 @@ class ShuffleSelector(Selector):
     resumed run continues exactly.
     """
 
-    def __init__(
-        self,
-        config: ShuffleConfig | None = None,
-        *,
-        size: int,
-        seed: Seed = 0,
-        features: Mapping[str, np.ndarray] | None = None,
-    ) -> None:
-        config = config if config is not None else ShuffleConfig()
-        super().__init__(config, size=size, seed=seed, features=features)
+    Config = ShuffleConfig
+    repeats_across_epochs = True  # a batch crossing the end of an epoch may hold an index once per epoch
+
+    def _init_state(self) -> None:
         self.epoch = -1  # no epoch started yet
         self.position = 0
         self.permutation: np.ndarray | None = None

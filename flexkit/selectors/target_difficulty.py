@@ -24,7 +24,7 @@ import numpy as np
 
 from flexkit.config import field
 from flexkit.selectors._estimates import candidate_count
-from flexkit.selectors.base import Seed, Selector, read_feature_columns
+from flexkit.selectors.base import Selector, read_feature_columns
 
 
 @attrs.frozen(kw_only=True)
@@ -56,15 +56,11 @@ class TargetDifficultyConfig:
 class TargetDifficultySelector(Selector):
     """Nearest-to-target tasks on a static difficulty column, the target driven by the reward (module docstring)."""
 
-    def __init__(
-        self,
-        config: TargetDifficultyConfig,
-        *,
-        size: int,
-        seed: Seed = 0,
-        features: Mapping[str, np.ndarray] | None = None,
-    ) -> None:
-        super().__init__(config, size=size, seed=seed, features=features)
+    Config = TargetDifficultyConfig
+    learns_from_feedback = True
+
+    def _init_state(self) -> None:
+        config = self.config
         keys = list(config.feature_keys)
         (column,) = read_feature_columns(self.features, keys, self.size, owner="target_difficulty")
         column = column.astype(np.float64)

@@ -28,7 +28,7 @@ import numpy as np
 
 from flexkit.config import field
 from flexkit.selectors._estimates import candidate_count, draw_candidates, load_array, top_k
-from flexkit.selectors.base import Seed, Selector
+from flexkit.selectors.base import Selector
 
 
 @attrs.frozen(kw_only=True)
@@ -50,18 +50,12 @@ class ThompsonTargetConfig:
 class ThompsonTargetSelector(Selector):
     """Thompson draws per candidate, the ``B`` nearest the target are served (module docstring)."""
 
-    def __init__(
-        self,
-        config: ThompsonTargetConfig | None = None,
-        *,
-        size: int,
-        seed: Seed = 0,
-        features: Mapping[str, np.ndarray] | None = None,
-    ) -> None:
-        config = config if config is not None else ThompsonTargetConfig()
-        super().__init__(config, size=size, seed=seed, features=features)
-        self.alpha = np.full(self.size, float(config.alpha0))
-        self.beta = np.full(self.size, float(config.beta0))
+    Config = ThompsonTargetConfig
+    learns_from_feedback = True
+
+    def _init_state(self) -> None:
+        self.alpha = np.full(self.size, float(self.config.alpha0))
+        self.beta = np.full(self.size, float(self.config.beta0))
 
     def posterior_mean(self) -> np.ndarray:
         """``α / (α + β)`` per task."""

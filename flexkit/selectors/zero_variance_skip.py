@@ -27,7 +27,7 @@ import numpy as np
 
 from flexkit.config import field
 from flexkit.selectors._estimates import candidate_count, draw_candidates, load_array, top_k
-from flexkit.selectors.base import Seed, Selector
+from flexkit.selectors.base import Selector
 
 #: Kinds of a zero-variance streak.
 NONE, EASY, HARD = 0, 1, 2
@@ -54,16 +54,11 @@ class ZeroVarianceSkipConfig:
 class ZeroVarianceSkipSelector(Selector):
     """Uniform candidates, each skipped with probability ``1 − max(p^z, min_prob)`` (module docstring)."""
 
-    def __init__(
-        self,
-        config: ZeroVarianceSkipConfig | None = None,
-        *,
-        size: int,
-        seed: Seed = 0,
-        features: Mapping[str, np.ndarray] | None = None,
-    ) -> None:
-        config = config if config is not None else ZeroVarianceSkipConfig()
-        super().__init__(config, size=size, seed=seed, features=features)
+    Config = ZeroVarianceSkipConfig
+    learns_from_feedback = True
+
+    def _init_state(self) -> None:
+        config = self.config
         self.streak = np.zeros(self.size, dtype=np.int64)
         self.kind = np.zeros(self.size, dtype=np.int8)
         self.p_easy = max(float(config.p_easy), config.min_prob)

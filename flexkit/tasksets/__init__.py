@@ -16,7 +16,7 @@ The built-in ``file`` storage (``storage_type = "file"`` in a ``[[tasksets]]`` t
 Modules, by reader: :mod:`~flexkit.tasksets.base` (the :class:`Taskset` protocol and feature mappings),
 :mod:`~flexkit.tasksets.jsonl`, :mod:`~flexkit.tasksets.json_file`, :mod:`~flexkit.tasksets.parquet`,
 :mod:`~flexkit.tasksets.memory` (one per format) and :mod:`~flexkit.tasksets.storage` (the ``file`` storage).
-This package is also the plugin that registers the ``file`` storage (its hook is re-exported here).
+:mod:`flexkit.builtins` registers the ``file`` storage.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from flexkit.tasksets.parquet import ParquetTaskset
 from flexkit.tasksets.storage import (
     FORMATS,
     FileStorageConfig,
-    flexkit_register_storages,
     open_file_taskset,
     resolve_format,
 )
@@ -44,7 +43,6 @@ __all__ = [
     "ParquetTaskset",
     "Taskset",
     "TasksetError",
-    "flexkit_register_storages",
     "lazy_features",
     "open_file_taskset",
     "resolve_format",

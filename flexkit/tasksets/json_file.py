@@ -6,11 +6,13 @@ JSON cannot be indexed without parsing it; use JSON Lines for large tasksets.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from flexkit._files import NotRegularFileError, open_regular
 from flexkit.tasksets.base import Taskset, _column_from_rows
 
 __all__ = ["JsonTaskset"]
@@ -37,12 +39,15 @@ class JsonTaskset(Taskset):
         self.path = path
         self._columns: dict[str, np.ndarray] = {}
         try:
-            with open(path, "rb") as f:
+            fd, _ = open_regular(path)  # a FIFO is refused, not waited on
+            with os.fdopen(fd, "rb") as f:
                 data = json.load(f)
         except FileNotFoundError:
             raise self._error("no such file") from None
         except IsADirectoryError:
             raise self._error("is a directory, not a file") from None
+        except NotRegularFileError as exc:
+            raise self._error(str(exc.strerror)) from None
         except json.JSONDecodeError as exc:
             raise self._error(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
         except ValueError as exc:  # UnicodeDecodeError
@@ -72,6 +77,10 @@ class JsonTaskset(Taskset):
 
     def _first_keys(self) -> list[str]:
         return list(self._rows[0])
+
+    def check_rows(self) -> int:
+        """Nothing left to check: the file was parsed whole when it was opened; returns the number of rows."""
+        return len(self)
 
     def column(self, key: str) -> np.ndarray:
         """The feature ``key`` of every row (cached)."""

@@ -4,12 +4,21 @@ generated tasksets)."""
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from flexkit.tasksets.base import Taskset, _column_from_rows, _missing_key_message, _readonly, _value_error
+from flexkit.tasksets.base import (
+    _NOT_COMPUTED,
+    Taskset,
+    _column_from_rows,
+    _missing_key_message,
+    _readonly,
+    _value_error,
+)
 
 __all__ = ["InMemoryTaskset"]
 
@@ -86,3 +95,39 @@ class InMemoryTaskset(Taskset):
                 raise self._error(_missing_key_message(key, list(self._columns)))
             self._columns[key] = _column_from_rows(self, self._rows, key, "row {i}")
         return self._columns[key]
+
+    def content_id(self) -> str | None:
+        """The SHA-256 of the rows (canonical JSON, in order) when the taskset has rows, else of the columns
+        (names, dtypes and bytes); ``None`` when a row holds something JSON cannot write. Cached."""
+        cached = self.__dict__.get("_content_id_cache", _NOT_COMPUTED)
+        if cached is _NOT_COMPUTED:
+            cached = _content_digest(self._rows, self._columns, self._size)
+            self.__dict__["_content_id_cache"] = cached
+        return cached
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray) and not value.dtype.hasobject:
+        return value.tolist()
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
+def _content_digest(
+    rows: Sequence[Mapping[str, Any]] | None, columns: Mapping[str, np.ndarray], size: int
+) -> str | None:
+    digest = hashlib.sha256(f"{size}\n".encode())
+    if rows is not None:
+        try:
+            for row in rows:
+                digest.update(json.dumps(dict(row), sort_keys=True, default=_json_default).encode())
+                digest.update(b"\n")
+        except (TypeError, ValueError):
+            return None
+        return f"sha256:{digest.hexdigest()} ({size} rows)"
+    for key in sorted(columns):
+        array = np.ascontiguousarray(columns[key])
+        digest.update(f"{key}:{array.dtype.str}\n".encode())
+        digest.update(array.tobytes())
+    return f"sha256:{digest.hexdigest()} ({size} rows)"

@@ -1,22 +1,23 @@
-"""The built-in ``file`` storage: its config, the format resolution from a file's suffix, opening a taskset
-file, and the plugin hook that registers the storage."""
+"""The built-in ``file`` storage: its config, the format resolution from a file's suffix, and opening a taskset
+file (:mod:`flexkit.builtins` registers it)."""
 
 from __future__ import annotations
 
 import os
+import stat
 from typing import Any
 
 import attrs
 
+from flexkit._files import file_kind, resolve_path
 from flexkit.config.fields import field
 from flexkit.errors import TasksetError
-from flexkit.hookspecs import hookimpl
 from flexkit.tasksets.base import Taskset
 from flexkit.tasksets.json_file import JsonTaskset
 from flexkit.tasksets.jsonl import JsonlTaskset
 from flexkit.tasksets.parquet import ParquetTaskset
 
-__all__ = ["FORMATS", "FileStorageConfig", "flexkit_register_storages", "open_file_taskset", "resolve_format"]
+__all__ = ["FORMATS", "FileStorageConfig", "open_file_taskset", "resolve_format"]
 
 #: File formats the ``file`` storage reads; ``auto`` picks one from the file's suffix.
 FORMATS: tuple[str, ...] = ("auto", "jsonl", "json", "parquet")
@@ -66,7 +67,9 @@ def open_file_taskset(
     """Open a taskset file (JSON Lines, JSON or Parquet).
 
     ``config.path`` is resolved against ``base_dir`` (default: the working directory) unless it is absolute;
-    ``~`` is expanded first.
+    ``~`` is expanded first. Symbolic links in its directories are followed in order, as the operating
+    system does (the file's own name is kept, so its suffix tells the format). Anything but a regular file
+    (a directory, a FIFO, a device) is refused before it is opened.
     """
     raw = os.fspath(config.path)
     if not raw:
@@ -74,15 +77,18 @@ def open_file_taskset(
     expanded = os.path.expanduser(raw)
     relative = not os.path.isabs(expanded)
     base = os.fspath(base_dir) if base_dir is not None else os.getcwd()
-    path = os.path.normpath(os.path.abspath(os.path.join(base, expanded) if relative else expanded))
-    if not os.path.exists(path):
+    path = resolve_path(os.path.join(base, expanded))  # as the OS does: `link/..` is the link target's parent
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
         hint = f" ({raw!r} resolved against {base})" if relative else ""
-        raise TasksetError(f"no such file{hint}", taskset=name, path=path)
+        raise TasksetError(f"no such file{hint}", taskset=name, path=path) from None
+    except OSError as exc:
+        raise TasksetError(f"cannot open: {exc.strerror or exc}", taskset=name, path=path) from None
+    if stat.S_ISDIR(mode):
+        raise TasksetError("is a directory, not a file", taskset=name, path=path)
+    if not stat.S_ISREG(mode):  # a FIFO would block the open forever
+        raise TasksetError(f"is {file_kind(mode)}, not a regular file", taskset=name, path=path)
     fmt = resolve_format(path, config.format, name=name)
     return _READERS[fmt](path, name=name)
 
-
-@hookimpl
-def flexkit_register_storages(register: Any) -> None:
-    """Register the built-in ``file`` storage."""
-    register("file", open_file_taskset, FileStorageConfig)

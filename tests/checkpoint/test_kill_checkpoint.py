@@ -20,6 +20,7 @@ uninterrupted run's final state too. ``FLEXKIT_SLOW=1`` runs a 500-kill campaign
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -596,6 +597,13 @@ def test_concurrent_writers_and_a_reader_never_see_a_broken_checkpoint(tmp_path:
     assert not stale_files(ckpt)
 
 
+def signed(body: dict[str, Any]) -> bytes:
+    """``state.json`` bytes for a hand-edited ``body`` with a valid checksum: a hostile file rather than a damaged
+    one, so that the checks after the checksum are reached."""
+    rest = json.dumps({k: v for k, v in body.items() if k not in ("format_version", "sha256")})[1:].encode()
+    return b'{"format_version": 2, "sha256": "' + hashlib.sha256(rest).hexdigest().encode() + b'", ' + rest
+
+
 def _corrupt(body: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
     if value is KeyError:
         body.pop(key)
@@ -621,7 +629,7 @@ def test_malformed_checkpoints_fail_with_a_checkpoint_error(tmp_path: Path, key:
     save_state(ckpt, _states(1), meta={})
     np.savez(tmp_path / "outside.npz", x=np.zeros(3))
     body = json.loads((ckpt / STATE_FILE).read_text())
-    (ckpt / STATE_FILE).write_text(json.dumps(_corrupt(body, key, value)))
+    (ckpt / STATE_FILE).write_bytes(signed(_corrupt(body, key, value)))
     with pytest.raises(CheckpointError, match=match):
         load_state(ckpt)
 

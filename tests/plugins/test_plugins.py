@@ -10,7 +10,7 @@ import pluggy
 import pytest
 
 import flexkit
-from flexkit import ConfigError, PluginError, hookimpl, hookspecs
+from flexkit import ComponentError, ConfigError, PluginError, hookimpl, hookspecs
 from flexkit.pipeline import pipeline_from_dict
 from flexkit.plugins import BUILTIN_PLUGINS, REGISTER_HOOKS, PluginHost, get_plugins, load_local_module
 
@@ -235,7 +235,9 @@ def test_every_registration_hook_reaches_its_stage(tmp_path: Path) -> None:
                         ("storage", "st1"), ("trainer", "tr1")]:
         comp = host.component(stage, name)
         assert comp.plugin == "all_hooks.py" and comp.distribution is None
-        assert comp.build() == comp.config_cls()
+        assert comp.factory(comp.config_cls()) == comp.config_cls()
+        with pytest.raises(ComponentError, match=f"{stage} {name!r} .*not .*it lacks"):
+            comp.build()  # the factory returns its config, which is no component: refused when built
     info = next(p for p in host.plugins if p.name == "all_hooks.py")
     assert set(info.hooks) == {"flexkit_register_selectors", "flexkit_register_scorers",
                                "flexkit_register_actuators", "flexkit_register_feedback",

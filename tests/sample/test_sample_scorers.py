@@ -214,14 +214,15 @@ def test_granularity_and_mechanism_mismatches_are_reported_together() -> None:
 
 
 def test_builtins_register_through_the_hooks() -> None:
-    import flexkit.sample
+    import flexkit.builtins
 
     host = PluginHost()
-    assert host.add(flexkit.sample, name="flexkit.sample", distribution="flexkit")
+    assert host.add(flexkit.builtins, name="flexkit.builtins", distribution="flexkit")
     assert host.names("scorer") == ["advantage_magnitude", "group_reward_range", "group_reward_std",
                                     "group_solve_rate", "reward", "token_prob"]
-    assert host.names("actuator") == ["category_bandit", "difficulty_band", "exp3", "pass_rate_band",
-                                      "reward_gap", "softmax", "static", "threshold_band", "topk_fraction",
+    assert host.names("actuator") == ["advantage_reweight", "category_bandit", "difficulty_band", "dump_ucb",
+                                      "exp3", "gfpo", "max_variance", "pass_rate_band", "per_advantage",
+                                      "reward_gap", "softmax", "static", "threshold_band", "topk_fraction", "tscl",
                                       "zero_variance_filter"]
     scorer = host.component("scorer", "group_solve_rate").build()
     assert isinstance(scorer, GroupSolveRateScorer) and scorer.config.success_threshold == 0.5

@@ -247,8 +247,8 @@ def payloads(draw: st.DrawFn) -> tuple[Any, str]:
         return draw(st.sampled_from([None, [], "selector_metric", 3, [(SELECTOR_METRIC, {})]])), INVALID
     if shape == "metric_not_mapping":
         return {SELECTOR_METRIC: draw(st.sampled_from([None, [], 3, "x", [{"indices": [0]}]]))}, INVALID
-    if shape == "no_metric":
-        return draw(st.sampled_from([{}, {"other": 1}, {"selector_metrics": {0: None}}])), VALID
+    if shape == "no_metric":  # a misspelt selector_metric is refused with a did-you-mean, other keys are left alone
+        return draw(st.sampled_from([({}, VALID), ({"other": 1}, VALID), ({"selector_metrics": {0: None}}, INVALID)]))
     tids = draw(st.lists(st.integers(0, len(NAMES) - 1), unique=True, max_size=len(NAMES)))
     payload: dict[Any, Any] = {}
     verdicts: list[str] = []

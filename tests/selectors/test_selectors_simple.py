@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 import pytest
 
+from flexkit.builtins import flexkit_register_selectors
 from flexkit.selectors import (
     DifficultyBasedConfig,
     DifficultyBasedSelector,
@@ -20,7 +21,6 @@ from flexkit.selectors import (
     SequentialSelector,
     ShuffleConfig,
     ShuffleSelector,
-    flexkit_register_selectors,
 )
 
 
@@ -48,6 +48,15 @@ def test_builtin_hook_registers_the_seed_selectors_with_their_config_classes() -
         "offline_easy2hard": (OfflineEasy2HardSelector, OfflineEasy2HardConfig),
         "difficulty_based": (DifficultyBasedSelector, DifficultyBasedConfig),
     }
+
+
+def test_the_builtins_that_learn_from_feedback_say_so() -> None:
+    seen: dict[str, type] = {}
+    flexkit_register_selectors(register=lambda name, factory, config, **_: seen.__setitem__(name, factory))
+    learners = {name for name, factory in seen.items() if factory.learns_from_feedback}
+    assert learners == {"difficulty_based", "learnability", "thompson_target", "zero_variance_skip",
+                        "target_difficulty", "prioritized_replay"}
+    assert not any(factory.allows_repeats for factory in seen.values())
 
 
 def test_factories_accept_the_registered_calling_convention() -> None:

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flexkit import tasksets
+from flexkit.builtins import flexkit_register_storages
 from flexkit.errors import FlexkitError
 from flexkit.tasksets import (
     FileStorageConfig,
@@ -26,7 +27,6 @@ from flexkit.tasksets import (
     LazyFeatures,
     Taskset,
     TasksetError,
-    flexkit_register_storages,
     lazy_features,
     open_file_taskset,
     resolve_format,
@@ -286,7 +286,7 @@ def test_config_validation() -> None:
 def test_plugin_registers_the_file_storage() -> None:
     registered: list[tuple[Any, ...]] = []
     flexkit_register_storages(register=lambda *args, **kwargs: registered.append(args))
-    assert registered == [("file", open_file_taskset, FileStorageConfig)]
+    assert [args for args in registered if args[0] == "file"] == [("file", open_file_taskset, FileStorageConfig)]
 
 
 def test_factory_accepts_future_context(jsonl: Path) -> None:

@@ -37,10 +37,7 @@ class CategoryBanditConfig:
 class CategoryBandit(BanditMixer):
     """SEC's TD(0) bandit over tasksets with Boltzmann proportions (module docstring)."""
 
-    name = "category_bandit"
-
-    def __init__(self, config: CategoryBanditConfig | None = None) -> None:
-        super().__init__(config if config is not None else CategoryBanditConfig())
+    Config = CategoryBanditConfig
 
     def current_proportions(self) -> dict[int, float]:
         """``floor/K + (1 − floor)·softmax(Q/τ)`` keyed by taskset id."""

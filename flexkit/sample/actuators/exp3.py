@@ -59,10 +59,10 @@ def exploration(k: int, t: int) -> float:
 class Exp3Mixer(BanditMixer):
     """ODM's EXP3 mix over tasksets (module docstring)."""
 
-    name = "exp3"
+    Config = Exp3Config
 
     def __init__(self, config: Exp3Config | None = None) -> None:
-        super().__init__(config if config is not None else Exp3Config())
+        super().__init__(config)
         self.t = 0
         self.policy = np.zeros(0)
 

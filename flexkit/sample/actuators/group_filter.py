@@ -62,7 +62,7 @@ class GroupFilter(Actuator):
     #: Reports the groups a step still needs, so ``[sample.refill]`` (dynamic sampling) can drive it.
     refills = True
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: Any = None) -> None:
         super().__init__(config)
         self._step: int | None = None
         self._target = 0

@@ -35,10 +35,7 @@ class PassRateBandConfig:
 class PassRateBand(GroupFilter):
     """Keep groups with a pass rate inside ``[low, high]``; count what the step still needs."""
 
-    name = "pass_rate_band"
-
-    def __init__(self, config: PassRateBandConfig | None = None) -> None:
-        super().__init__(config if config is not None else PassRateBandConfig())
+    Config = PassRateBandConfig
 
     def keep_mask(self, scores: np.ndarray) -> np.ndarray:
         """Samples whose group pass rate lies in the band."""

@@ -18,13 +18,12 @@ steps, so the window covers the same span of training whatever the batch size.
 A taskset with no sample in the window gets the mean of the others' ``r_d`` (neither favoured nor starved);
 with no data at all the mix is uniform. The number of tasksets comes from :meth:`RewardGapMixer.bind` (the
 pipeline calls it); unbound, it is one more than the largest taskset id seen. Proportions are keyed by
-taskset id. The whole window is in :meth:`~RewardGapMixer.state_dict`.
+taskset id. The window is the statistics every windowed mixer shares
+(:class:`~flexkit.sample.actuators.taskset_mixer.WindowMixer`); it is all of the state.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -32,7 +31,7 @@ import numpy as np
 
 from flexkit.config import field
 from flexkit.sample.actuator import Mix
-from flexkit.sample.actuators.taskset_mixer import TasksetMixer
+from flexkit.sample.actuators.taskset_mixer import WindowMixer, softmax, with_floor
 from flexkit.sample.batch import RolloutBatch, SampleError
 
 
@@ -49,36 +48,14 @@ class RewardGapConfig:
     )
 
 
-class RewardGapMixer(TasksetMixer):
+class RewardGapMixer(WindowMixer):
     """Taskset proportions from per-taskset score gaps over a window of steps (see the module docstring)."""
 
-    name = "reward_gap"
-
-    def __init__(self, config: RewardGapConfig | None = None) -> None:
-        super().__init__(config if config is not None else RewardGapConfig())
-        self._window: deque[tuple[int, np.ndarray, np.ndarray]] = deque()
-        self._last_step: int | None = None
-
-    # -- statistics -------------------------------------------------------------------------------------
-
-    def _record(self, step: int, sums: np.ndarray, counts: np.ndarray) -> None:
-        if self._window and self._window[-1][0] == step:
-            _, old_sums, old_counts = self._window.pop()
-            sums, counts = _pad(old_sums, len(sums)) + sums, _pad(old_counts, len(counts)) + counts
-        self._window.append((step, sums, counts))
-        self._last_step = step
-        while self._window and self._window[0][0] <= step - self.config.window:
-            self._window.popleft()
+    Config = RewardGapConfig
 
     def taskset_scores(self) -> np.ndarray:
         """Window-mean score per taskset id (NaN for tasksets without data in the window)."""
-        k = self.num_tasksets
-        sums, counts = np.zeros(k), np.zeros(k)
-        for _, s, c in self._window:
-            sums += _pad(s, k)
-            counts += _pad(c, k)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(counts > 0, sums / np.where(counts > 0, counts, 1.0), np.nan)
+        return self.recent.means(self.num_tasksets)
 
     def current_proportions(self) -> dict[int, float]:
         """The mix from the current window, keyed by taskset id (uniform without data)."""
@@ -90,52 +67,10 @@ class RewardGapMixer(TasksetMixer):
         if not seen.any():
             return {i: 1.0 / k for i in range(k)}
         r = np.where(seen, r, r[seen].mean())
-        logits = (r.max() - r) / self.config.temperature
-        soft = np.exp(logits - logits.max())
-        soft /= soft.sum()
-        floor = self.config.floor
-        p = floor / k + (1.0 - floor) * soft
+        p = with_floor(softmax((r.max() - r) / self.config.temperature), self.config.floor)
         return {i: float(v) for i, v in enumerate(p)}
-
-    # -- actuator ---------------------------------------------------------------------------------------
 
     def act(self, scores: Any, batch: RolloutBatch, *, step: int) -> Mix:
         """Record this step's per-taskset statistics, drop steps outside the window, return the new mix."""
-        step = int(step)
-        if self._last_step is not None and step < self._last_step:
-            raise SampleError(f"steps must not go backwards: got step {step} after step {self._last_step}")
-        sums, counts = self.stats(scores, batch)
-        self._record(step, sums, counts)
+        self.observe(scores, batch, step)
         return Mix(self.current_proportions())
-
-    def state_dict(self) -> dict[str, Any]:
-        """The window (plain lists), the number of tasksets and the last step."""
-        return {
-            "num_tasksets": self.num_tasksets,
-            "last_step": self._last_step,
-            "window": [{"step": s, "sums": sums.tolist(), "counts": counts.tolist()}
-                       for s, sums, counts in self._window],
-        }
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict` output (checked first: nothing changes when it is invalid)."""
-        k = int(state["num_tasksets"])
-        if self._bound is not None and k > self._bound:
-            raise ValueError(f"saved state has {k} tasksets but the pipeline has {self._bound}")
-        window = deque()
-        for entry in state["window"]:
-            sums = np.asarray(entry["sums"], dtype=np.float64)
-            counts = np.asarray(entry["counts"], dtype=np.float64)
-            if sums.shape != counts.shape or sums.ndim != 1 or len(sums) > k:
-                raise ValueError("saved mixer window has inconsistent shapes")
-            if not (np.isfinite(sums).all() and np.isfinite(counts).all() and (counts >= 0).all()):
-                raise ValueError("saved mixer window holds invalid values")
-            window.append((int(entry["step"]), sums, counts))
-        last = state["last_step"]
-        self._num_tasksets = max(k, self._bound or 0)
-        self._window = window
-        self._last_step = None if last is None else int(last)
-
-
-def _pad(a: np.ndarray, k: int) -> np.ndarray:
-    return a if len(a) >= k else np.concatenate([a, np.zeros(k - len(a))])

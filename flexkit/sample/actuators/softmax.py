@@ -4,6 +4,10 @@ Source: DataFlex-RL's softmax reweighter (normalised to mean 1). For (B,)
 scores ``w_b = B · exp(s_b/τ) / Σ_c exp(s_c/τ)``; for token scores the softmax runs over the response tokens
 (``response_mask``) of the whole batch and the mean over those tokens is 1. ``temperature < 0`` is not
 allowed; to favour *low* scores, use a scorer whose score is high for what you want, or ``negate = true``.
+
+The softmax and its normalising sum run in float64 (:mod:`~flexkit.sample.actuators.mean_one`) and the weights
+come back in the scores' dtype (at least float32): their mean is 1 within 1e-6 at B = 65,536, where a float32
+softmax times ``B`` drifts by up to ~2e-5 (DataFlex-RL then divides by the mean again).
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import attrs
 
 from flexkit.config import field
 from flexkit.sample.actuator import Actuator, Weights
-from flexkit.sample.batch import RolloutBatch
+from flexkit.sample.actuators.mean_one import mean_one
+from flexkit.sample.batch import RolloutBatch, as_float
 
 
 @attrs.frozen(kw_only=True)
@@ -28,26 +33,22 @@ class SoftmaxConfig:
 class SoftmaxReweighter(Actuator):
     """Mean-1 softmax weights over the batch (per sample, or per response token for token scores)."""
 
-    name = "softmax"
+    Config = SoftmaxConfig
     mechanism = "reweight"
     accepts = ("prompt", "response", "token")
-
-    def __init__(self, config: SoftmaxConfig | None = None) -> None:
-        super().__init__(config if config is not None else SoftmaxConfig())
 
     def act(self, scores: Any, batch: RolloutBatch, *, step: int) -> Weights:
         """``count · softmax(±score/τ)`` over samples or response tokens."""
         import torch
 
-        s = scores.detach()
-        s = s.to(torch.promote_types(s.dtype, torch.float32))
-        logits = (-s if self.config.negate else s) / self.config.temperature
+        s = as_float(scores)
+        logits = (-s.double() if self.config.negate else s.double()) / self.config.temperature
+        mask = None
         if s.ndim == 2:
             mask = batch["response_mask"].to(device=s.device, dtype=torch.bool)
-            logits = logits.masked_fill(~mask, float("-inf"))
-            count = mask.sum()
-            if int(count) == 0:
+            if int(mask.sum()) == 0:
                 return Weights(torch.zeros_like(s))
-            w = torch.softmax(logits.reshape(-1), dim=0).reshape(s.shape) * count.to(s.dtype)
-            return Weights(w)
-        return Weights(torch.softmax(logits, dim=0) * s.shape[0])
+            logits = logits.masked_fill(~mask, float("-inf"))
+        if logits.numel() == 0:
+            return Weights(torch.zeros_like(s))
+        return Weights(mean_one(torch.exp(logits - logits.max()), mask, s.dtype))

@@ -46,11 +46,11 @@ class StaticConfig:
 class StaticMixer(Actuator):
     """The configured proportions, every step (scores are ignored)."""
 
-    name = "static"
+    Config = StaticConfig
     mechanism = "mix"
     accepts = ("domain", "prompt", "response", "token")
 
-    def __init__(self, config: StaticConfig) -> None:
+    def __init__(self, config: StaticConfig | None = None) -> None:
         super().__init__(config)
         self._by_id: dict[int, float] | None = None
 

@@ -1,17 +1,20 @@
-"""Bases of the mix actuators that keep per-taskset statistics, and the statistics of one call.
+"""Bases of the mix actuators that keep per-taskset statistics, and the statistics they share.
 
 :class:`TasksetMixer` holds the number of tasksets (fixed by :meth:`~TasksetMixer.bind`, else grown as ids
-appear) and sums scores per taskset (:func:`taskset_sums`); :class:`BanditMixer` adds one value per taskset.
-Plugins writing a mixer can subclass either.
+appear) and sums scores per taskset (:func:`taskset_sums`); :class:`BanditMixer` adds one value per taskset;
+:class:`WindowMixer` keeps those per-call sums for the last ``window`` training steps (:class:`StepWindow`), the
+statistics of ``reward_gap``, ``dump_ucb`` and ``tscl``. Plugins writing a mixer can subclass any of them.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from flexkit.configurable import display_name
 from flexkit.sample.actuator import Actuator
 from flexkit.sample.batch import RolloutBatch, SampleError
 
@@ -51,7 +54,7 @@ class TasksetMixer(Actuator):
     mechanism = "mix"
     accepts = ("domain", "prompt", "response")
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: Any = None) -> None:
         super().__init__(config)
         self._bound: int | None = None
         self._num_tasksets = 0
@@ -77,7 +80,7 @@ class TasksetMixer(Actuator):
 
     def stats(self, scores: Any, batch: RolloutBatch) -> tuple[np.ndarray, np.ndarray]:
         """This call's per-taskset ``(sum, count)``, padded to :attr:`num_tasksets` (which grows to fit)."""
-        sums, counts = taskset_sums(scores, batch, who=f"mix actuator {self.display_name()}", bound=self._bound)
+        sums, counts = taskset_sums(scores, batch, who=f"mix actuator {display_name(self)}", bound=self._bound)
         self._grow(len(sums))
         k = self.num_tasksets
         return np.pad(sums, (0, k - len(sums))), np.pad(counts, (0, k - len(counts)))
@@ -86,7 +89,7 @@ class TasksetMixer(Actuator):
 class BanditMixer(TasksetMixer):
     """Base of mixers that keep one value per taskset (``self.values``), grown as tasksets appear."""
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: Any = None) -> None:
         super().__init__(config)
         self.values = np.zeros(0)
 
@@ -114,7 +117,131 @@ class BanditMixer(TasksetMixer):
         return arr
 
 
+class StepWindow:
+    """Per-taskset ``(sum, count)`` of each of the last ``size`` training steps.
+
+    A step ``s`` leaves the window once a step ``>= s + size`` is recorded; several records for one step add up.
+    Arrays are float64, indexed by taskset id, and may be shorter than the number of tasksets (missing ids: 0).
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = int(size)
+        self.entries: deque[tuple[int, np.ndarray, np.ndarray]] = deque()
+        self.last_step: int | None = None
+
+    def check_step(self, step: int) -> None:
+        """Raise :class:`SampleError` when ``step`` is before the last recorded step."""
+        if self.last_step is not None and step < self.last_step:
+            raise SampleError(f"steps must not go backwards: got step {step} after step {self.last_step}")
+
+    def record(self, step: int, sums: np.ndarray, counts: np.ndarray) -> None:
+        """Add one call's statistics at ``step`` and drop the steps that left the window."""
+        if self.entries and self.entries[-1][0] == step:
+            _, old_sums, old_counts = self.entries.pop()
+            sums, counts = pad(old_sums, len(sums)) + pad(sums, len(old_sums)), \
+                pad(old_counts, len(counts)) + pad(counts, len(old_counts))
+        self.entries.append((step, sums, counts))
+        self.last_step = step
+        while self.entries and self.entries[0][0] <= step - self.size:
+            self.entries.popleft()
+
+    def series(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(steps (S,), sums (S, k), counts (S, k))`` of the steps in the window, oldest first."""
+        steps = np.array([s for s, _, _ in self.entries], dtype=np.float64)
+        sums = np.array([pad(v, k)[:k] for _, v, _ in self.entries]).reshape(len(steps), k)
+        counts = np.array([pad(c, k)[:k] for _, _, c in self.entries]).reshape(len(steps), k)
+        return steps, sums, counts
+
+    def totals(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(sum, count)`` per taskset over the window, length ``k`` (added step by step, oldest first)."""
+        sums, counts = np.zeros(k), np.zeros(k)
+        for _, v, c in self.entries:
+            sums += pad(v, k)[:k]
+            counts += pad(c, k)[:k]
+        return sums, counts
+
+    def means(self, k: int) -> np.ndarray:
+        """Window mean per taskset (a mean over samples, not of step means); NaN without data in the window."""
+        sums, counts = self.totals(k)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(counts > 0, sums / np.where(counts > 0, counts, 1.0), np.nan)
+
+    def state(self) -> dict[str, Any]:
+        """``last_step`` and the window as plain lists."""
+        return {"last_step": self.last_step,
+                "window": [{"step": s, "sums": v.tolist(), "counts": c.tolist()} for s, v, c in self.entries]}
+
+    @classmethod
+    def from_state(cls, size: int, state: Mapping[str, Any], k: int) -> StepWindow:
+        """A window restored from :meth:`state` output with at most ``k`` tasksets (``ValueError`` if invalid)."""
+        out = cls(size)
+        for entry in state["window"]:
+            sums = np.asarray(entry["sums"], dtype=np.float64)
+            counts = np.asarray(entry["counts"], dtype=np.float64)
+            if sums.shape != counts.shape or sums.ndim != 1 or len(sums) > k:
+                raise ValueError("saved mixer window has inconsistent shapes")
+            if not (np.isfinite(sums).all() and np.isfinite(counts).all() and (counts >= 0).all()):
+                raise ValueError("saved mixer window holds invalid values")
+            out.entries.append((int(entry["step"]), sums, counts))
+        steps = [s for s, _, _ in out.entries]
+        if steps != sorted(set(steps)):
+            raise ValueError("saved mixer window steps must be strictly increasing")
+        last = state["last_step"]
+        out.last_step = None if last is None else int(last)
+        if steps and (out.last_step is None or out.last_step < steps[-1]):
+            raise ValueError("saved mixer window is newer than its last step")
+        return out
+
+
+class WindowMixer(TasksetMixer):
+    """Base of mixers whose statistics are the per-taskset sums of the last ``config.window`` steps.
+
+    :meth:`observe` checks the step, sums this call's scores per taskset and records them in
+    :attr:`recent` (a :class:`StepWindow`). The window is in :meth:`state_dict` (subclasses add their own keys).
+    """
+
+    def __init__(self, config: Any = None) -> None:
+        super().__init__(config)
+        self.recent = StepWindow(self.config.window)
+
+    def observe(self, scores: Any, batch: RolloutBatch, step: int) -> tuple[np.ndarray, np.ndarray]:
+        """Record this call's per-taskset ``(sum, count)`` at ``step`` (steps never go backwards); return them."""
+        step = int(step)
+        self.recent.check_step(step)
+        sums, counts = self.stats(scores, batch)
+        self.recent.record(step, sums, counts)
+        return sums, counts
+
+    def state_dict(self) -> dict[str, Any]:
+        """The number of tasksets, the last step and the window (plain lists)."""
+        return {"num_tasksets": self.num_tasksets, **self.recent.state()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` output (checked first: nothing changes when it is invalid)."""
+        k = self.check_num_tasksets(state)
+        recent = StepWindow.from_state(self.config.window, state, k)
+        self._num_tasksets = max(k, self._bound or 0)
+        self.recent = recent
+
+    def check_num_tasksets(self, state: Mapping[str, Any]) -> int:
+        """The saved number of tasksets, checked against the bound (``ValueError`` when it does not fit)."""
+        k = int(state["num_tasksets"])
+        if k < 0 or (self._bound is not None and k > self._bound):
+            raise ValueError(f"saved state has {k} tasksets but the pipeline has {self._bound}")
+        return k
+
+
+def pad(a: np.ndarray, k: int) -> np.ndarray:
+    """``a`` extended with zeros to length ``k`` (unchanged when already that long)."""
+    return a if len(a) >= k else np.concatenate([a, np.zeros(k - len(a))])
+
+
 def softmax(logits: np.ndarray) -> np.ndarray:
     """A numerically stable softmax."""
     z = np.exp(logits - logits.max())
     return z / z.sum()
+
+
+def with_floor(soft: np.ndarray, floor: float) -> np.ndarray:
+    """``floor/K + (1 − floor)·soft``: a share ``floor`` spread uniformly over the ``K`` tasksets."""
+    return floor / len(soft) + (1.0 - floor) * soft

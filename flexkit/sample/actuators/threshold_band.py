@@ -31,12 +31,9 @@ class ThresholdBandConfig:
 class ThresholdBandSelector(Actuator):
     """Keep samples with ``low < score < high`` (possibly none: every weight is then 0)."""
 
-    name = "threshold_band"
+    Config = ThresholdBandConfig
     mechanism = "select"
     accepts = ("prompt", "response")
-
-    def __init__(self, config: ThresholdBandConfig | None = None) -> None:
-        super().__init__(config if config is not None else ThresholdBandConfig())
 
     def act(self, scores: Any, batch: RolloutBatch, *, step: int) -> Keep:
         """The indices with a score strictly inside the band."""

@@ -34,12 +34,9 @@ def keep_count(fraction: float, batch_size: int) -> int:
 class TopkFractionSelector(Actuator):
     """Keep the ``ceil(fraction·B)`` best-scoring samples; equal scores are taken in index order."""
 
-    name = "topk_fraction"
+    Config = TopkFractionConfig
     mechanism = "select"
     accepts = ("prompt", "response")
-
-    def __init__(self, config: TopkFractionConfig | None = None) -> None:
-        super().__init__(config if config is not None else TopkFractionConfig())
 
     def act(self, scores: Any, batch: RolloutBatch, *, step: int) -> Keep:
         """The indices of the top ``k`` scores (a stable sort, so ties go to the lower index)."""

@@ -30,10 +30,7 @@ class ZeroVarianceFilterConfig:
 class ZeroVarianceFilter(GroupFilter):
     """Keep groups with a reward spread above ``min_spread``; count what the step still needs."""
 
-    name = "zero_variance_filter"
-
-    def __init__(self, config: ZeroVarianceFilterConfig | None = None) -> None:
-        super().__init__(config if config is not None else ZeroVarianceFilterConfig())
+    Config = ZeroVarianceFilterConfig
 
     def keep_mask(self, scores: np.ndarray) -> np.ndarray:
         """Samples whose group spread is strictly above ``min_spread``."""

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 import attrs
 
 from flexkit.config import field
-from flexkit.sample.batch import RolloutBatch, masked_sum
+from flexkit.sample.batch import RolloutBatch, as_float, masked_sum
 from flexkit.sample.scorer import Scorer
 
 if TYPE_CHECKING:
@@ -33,21 +33,17 @@ class AdvantageMagnitudeConfig:
 class AdvantageMagnitudeScorer(Scorer):
     """``|advantages|`` reduced over each response's tokens (``response_mask``), (B,)."""
 
-    name = "advantage_magnitude"
+    Config = AdvantageMagnitudeConfig
     requires = ("advantages", "response_mask")
     timing = "post_advantage"
     granularity = "response"
     needs_groups = False
 
-    def __init__(self, config: AdvantageMagnitudeConfig | None = None) -> None:
-        super().__init__(config if config is not None else AdvantageMagnitudeConfig())
-
     def score(self, batch: RolloutBatch, *, step: int) -> torch.Tensor:
         """Reduced |advantage| per response, (B,)."""
         import torch
 
-        adv = batch["advantages"].detach()
-        magnitude = adv.abs().to(torch.promote_types(adv.dtype, torch.float32))
+        magnitude = as_float(batch["advantages"]).abs()
         mask = batch["response_mask"].to(device=magnitude.device)
         if self.config.reduce == "max":
             return torch.where(mask.bool(), magnitude, torch.zeros((), dtype=magnitude.dtype,

@@ -12,9 +12,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from flexkit.sample.batch import RolloutBatch
-from flexkit.sample.scorer import Scorer
-from flexkit.sample.scorers._common import group_ids, reward_key_field, reward_requires
+from flexkit.sample.scorers._common import GroupRewardScorer, reward_key_field
 
 if TYPE_CHECKING:
     import torch
@@ -27,27 +25,16 @@ class GroupRewardRangeConfig:
     reward_key: str | None = reward_key_field()
 
 
-class GroupRewardRangeScorer(Scorer):
+class GroupRewardRangeScorer(GroupRewardScorer):
     """``max − min`` of the summed rewards within each group, broadcast to its members, (B,)."""
 
-    name = "group_reward_range"
-    requires = (*reward_requires(None), "uid")
-    timing = "post_reward"
-    granularity = "prompt"
-    needs_groups = True
+    Config = GroupRewardRangeConfig
 
-    def __init__(self, config: GroupRewardRangeConfig | None = None) -> None:
-        config = config if config is not None else GroupRewardRangeConfig()
-        super().__init__(config)
-        self.requires = (*reward_requires(config.reward_key), "uid")
-
-    def score(self, batch: RolloutBatch, *, step: int) -> torch.Tensor:
-        """Within-group reward range per response, (B,)."""
+    def per_group(self, rewards: torch.Tensor, gid: torch.Tensor, num_groups: int) -> torch.Tensor:
+        """``max − min`` of the rewards per group, (G,)."""
         import torch
 
-        rewards = batch.sequence_rewards(self.config.reward_key)
-        gid, num_groups = group_ids(batch, rewards.device)
         empty = torch.zeros(num_groups, dtype=rewards.dtype, device=rewards.device)
         high = empty.scatter_reduce(0, gid, rewards, "amax", include_self=False)
         low = empty.scatter_reduce(0, gid, rewards, "amin", include_self=False)
-        return (high - low)[gid]
+        return high - low

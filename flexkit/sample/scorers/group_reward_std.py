@@ -12,9 +12,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from flexkit.sample.batch import RolloutBatch
-from flexkit.sample.scorer import Scorer
-from flexkit.sample.scorers._common import group_ids, group_mean, reward_key_field, reward_requires
+from flexkit.sample.scorers._common import GroupRewardScorer, group_mean, reward_key_field
 
 if TYPE_CHECKING:
     import torch
@@ -27,23 +25,12 @@ class GroupRewardStdConfig:
     reward_key: str | None = reward_key_field()
 
 
-class GroupRewardStdScorer(Scorer):
+class GroupRewardStdScorer(GroupRewardScorer):
     """Population std of the summed rewards within each group, broadcast to its members, (B,)."""
 
-    name = "group_reward_std"
-    requires = (*reward_requires(None), "uid")
-    timing = "post_reward"
-    granularity = "prompt"
-    needs_groups = True
+    Config = GroupRewardStdConfig
 
-    def __init__(self, config: GroupRewardStdConfig | None = None) -> None:
-        config = config if config is not None else GroupRewardStdConfig()
-        super().__init__(config)
-        self.requires = (*reward_requires(config.reward_key), "uid")
-
-    def score(self, batch: RolloutBatch, *, step: int) -> torch.Tensor:
-        """Within-group reward std per response, (B,)."""
-        rewards = batch.sequence_rewards(self.config.reward_key)
-        gid, num_groups = group_ids(batch, rewards.device)
+    def per_group(self, rewards: torch.Tensor, gid: torch.Tensor, num_groups: int) -> torch.Tensor:
+        """Population std of the rewards per group, (G,)."""
         deviation = rewards - group_mean(rewards, gid, num_groups)[gid]
-        return group_mean(deviation * deviation, gid, num_groups).sqrt()[gid]
+        return group_mean(deviation * deviation, gid, num_groups).sqrt()

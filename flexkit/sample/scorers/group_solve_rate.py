@@ -17,9 +17,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from flexkit.config import field
-from flexkit.sample.batch import RolloutBatch
-from flexkit.sample.scorer import Scorer
-from flexkit.sample.scorers._common import group_ids, group_mean, reward_key_field, reward_requires
+from flexkit.sample.scorers._common import GroupRewardScorer, group_mean, reward_key_field
 
 if TYPE_CHECKING:
     import torch
@@ -35,23 +33,12 @@ class GroupSolveRateConfig:
     reward_key: str | None = reward_key_field()
 
 
-class GroupSolveRateScorer(Scorer):
+class GroupSolveRateScorer(GroupRewardScorer):
     """The solve rate of each response's group (equal within a group; in [0, 1])."""
 
-    name = "group_solve_rate"
-    requires = (*reward_requires(None), "uid")
-    timing = "post_reward"
-    granularity = "prompt"
-    needs_groups = True
+    Config = GroupSolveRateConfig
 
-    def __init__(self, config: GroupSolveRateConfig | None = None) -> None:
-        config = config if config is not None else GroupSolveRateConfig()
-        super().__init__(config)
-        self.requires = (*reward_requires(config.reward_key), "uid")
-
-    def score(self, batch: RolloutBatch, *, step: int) -> torch.Tensor:
-        """Group success fraction per response, (B,)."""
-        rewards = batch.sequence_rewards(self.config.reward_key)
+    def per_group(self, rewards: torch.Tensor, gid: torch.Tensor, num_groups: int) -> torch.Tensor:
+        """Fraction of responses per group whose reward is above ``success_threshold``, (G,)."""
         success = (rewards > self.config.success_threshold).to(rewards.dtype)
-        gid, num_groups = group_ids(batch, rewards.device)
-        return group_mean(success, gid, num_groups)[gid]
+        return group_mean(success, gid, num_groups)

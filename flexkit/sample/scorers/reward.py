@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from flexkit.sample.batch import RolloutBatch
-from flexkit.sample.scorer import Scorer
-from flexkit.sample.scorers._common import reward_key_field, reward_requires
+from flexkit.sample.scorers._common import RewardFieldScorer, reward_key_field
 
 if TYPE_CHECKING:
     import torch
@@ -25,19 +24,13 @@ class RewardConfig:
     reward_key: str | None = reward_key_field()
 
 
-class RewardScorer(Scorer):
+class RewardScorer(RewardFieldScorer):
     """The summed (masked) reward of each response, (B,)."""
 
-    name = "reward"
-    requires = reward_requires(None)
+    Config = RewardConfig
     timing = "post_reward"
     granularity = "response"
     needs_groups = False
-
-    def __init__(self, config: RewardConfig | None = None) -> None:
-        config = config if config is not None else RewardConfig()
-        super().__init__(config)
-        self.requires = reward_requires(config.reward_key)
 
     def score(self, batch: RolloutBatch, *, step: int) -> torch.Tensor:
         """Per-response outcome, (B,)."""

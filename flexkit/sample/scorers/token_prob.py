@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from flexkit.sample.batch import RolloutBatch
+from flexkit.sample.batch import RolloutBatch, as_float
 from flexkit.sample.scorer import Scorer
 
 if TYPE_CHECKING:
@@ -32,18 +32,12 @@ class TokenProbConfig:
 class TokenProbScorer(Scorer):
     """``exp(old_log_probs)`` per token, (B, T) (positions outside ``response_mask`` are left as computed)."""
 
-    name = "token_prob"
+    Config = TokenProbConfig
     requires = ("old_log_probs", "response_mask")
     timing = "post_advantage"
     granularity = "token"
     needs_groups = False
 
-    def __init__(self, config: TokenProbConfig | None = None) -> None:
-        super().__init__(config if config is not None else TokenProbConfig())
-
     def score(self, batch: RolloutBatch, *, step: int) -> torch.Tensor:
         """Token probabilities under the behaviour policy, (B, T)."""
-        import torch
-
-        lp = batch["old_log_probs"].detach()
-        return torch.exp(lp.to(torch.promote_types(lp.dtype, torch.float32)))
+        return as_float(batch["old_log_probs"]).exp()

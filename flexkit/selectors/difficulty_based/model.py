@@ -54,7 +54,7 @@ import attrs
 import numpy as np
 
 from flexkit.config import field
-from flexkit.selectors.base import Seed, Selector, read_feature_columns
+from flexkit.selectors.base import Selector, read_feature_columns
 from flexkit.selectors.difficulty_based import tuning
 from flexkit.selectors.difficulty_based.costs import FastPassMixin
 from flexkit.selectors.difficulty_based.index import GreedyIndexMixin
@@ -128,19 +128,14 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
     arrive late or for tasks that were not just selected. :meth:`posterior` gives the current Beta parameters.
     """
 
+    Config = DifficultyBasedConfig
+    learns_from_feedback = True
+
     #: The transform is folded into the arrays when its scale drops below this.
     fold_below: float = 1e-30
 
-    def __init__(
-        self,
-        config: DifficultyBasedConfig | None = None,
-        *,
-        size: int,
-        seed: Seed = 0,
-        features: Mapping[str, np.ndarray] | None = None,
-    ) -> None:
-        config = config if config is not None else DifficultyBasedConfig()
-        super().__init__(config, size=size, seed=seed, features=features)
+    def _init_state(self) -> None:
+        config = self.config
         cols = read_feature_columns(self.features, config.feature_keys, self.size, owner="difficulty_based")
         checked = []
         for key, col in zip(config.feature_keys, cols, strict=True):
@@ -343,7 +338,14 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
         transform = {k: float(state["transform"][k]) for k in ("a", "b", "b_beta", "p", "q")}
         if not transform["a"] > 0:
             raise ValueError(f"saved transform scale must be positive, got {transform['a']!r}")
-        capability = state["capability"]
+        capability, rho = state["capability"], float(state["rho"])
+        if capability is not None and not 0.0 <= float(capability) <= 1.0:  # NaN fails too
+            raise ValueError(f"saved capability must be null or in [0, 1], got {capability!r}")
+        if not 0.0 <= rho <= float(self.config.rho):  # adaptive_rho only halves it
+            raise ValueError(f"saved rho must be in [0, {self.config.rho}] (the configured rho), got {rho!r}")
+        counters = {k: state[k] for k in ("num_feedback", "num_selected", "num_folds")}
+        if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 for v in counters.values()):
+            raise ValueError(f"saved counters must be ints >= 0, got {counters!r}")
         model = state.get("model")  # absent from older checkpoints: the index is slow until the next fold
         model = (1.0, 0.0, 0.0, 2.0) if model is None else tuple(float(model[k]) for k in ("m0", "mp", "mq", "ms"))
         if not all(math.isfinite(v) for v in model):
@@ -353,7 +355,7 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
         self._a, self._b, self._b_beta = transform["a"], transform["b"], transform["b_beta"]
         self._p, self._q = transform["p"], transform["q"]
         self.capability = None if capability is None else float(capability)
-        self.rho = float(state["rho"])
+        self.rho = rho
         self.num_feedback = int(state["num_feedback"])
         self.num_selected = int(state["num_selected"])
         self.num_folds = int(state["num_folds"])

@@ -1,0 +1,187 @@
+"""The run folder of ``flexkit run``: starting one, resuming one, and reading its metrics file.
+
+Every state a crash (even a SIGKILL) can leave a run folder in continues from the command line:
+
+* no committed ``checkpoint/state.json`` (the run died before, or during, its first checkpoint): ``--resume``
+  says so and ``--out`` on the same folder starts it again (leftovers of the interrupted save are removed by
+  the next save);
+* a committed checkpoint: ``--resume`` continues from it; ``metrics.jsonl`` is cut back to the checkpoint's
+  step (a line torn by the crash, or by a full disk, is dropped), so the run ends with exactly the metrics of
+  an uninterrupted one;
+* a finished run: ``--resume`` trains nothing and prints the same summary as the run did.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import structlog
+
+from flexkit.checkpoint import STATE_FILE
+from flexkit.errors import CheckpointError, FlexkitError
+from flexkit.pipeline import Pipeline
+from flexkit.state_checks import is_count
+
+log = structlog.get_logger("flexkit.runner")
+
+CHECKPOINT_DIR = "checkpoint"
+METRICS_FILE = "metrics.jsonl"
+
+__all__ = ["CHECKPOINT_DIR", "METRICS_FILE", "Resumed", "read_metrics", "resume_run_folder", "start_run_folder"]
+
+
+@attrs.define
+class Resumed:
+    """Where a run continues: the next step, the evaluations so far, the last metrics record, and whether the
+    run had already finished (all steps done, or ``[run] max_rollouts`` spent)."""
+
+    start: int = 0
+    first_eval: dict[str, float] | None = None
+    last_eval: dict[str, float] = attrs.field(factory=dict)
+    last_record: dict[str, Any] = attrs.field(factory=dict)
+    finished: bool = False
+
+
+def _reason(exc: OSError) -> str:
+    where = f" ({exc.filename})" if exc.filename else ""
+    return f"{exc.strerror or exc}{where}"
+
+
+def start_run_folder(pipe: Pipeline, run_dir: Path) -> None:
+    """Create (or reuse) ``run_dir`` for a new run: copy the pipeline file, write ``resolved.json`` and an empty
+    ``metrics.jsonl``. Refuses a folder that holds a committed checkpoint."""
+    if (run_dir / CHECKPOINT_DIR / STATE_FILE).exists():
+        raise FlexkitError(f"{run_dir} already holds a run; pass --resume to continue it or choose --out")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if pipe.source and Path(pipe.source).is_file():
+            shutil.copyfile(pipe.source, run_dir / "pipeline.toml")
+        resolved = json.dumps(attrs.asdict(pipe.config), indent=2, default=str) + "\n"
+        (run_dir / "resolved.json").write_text(resolved)
+        (run_dir / METRICS_FILE).write_text("", encoding="utf-8")
+    except OSError as exc:
+        raise FlexkitError(f"cannot write the run folder {run_dir}: {_reason(exc)}") from None
+
+
+def read_metrics(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    """The records of a ``metrics.jsonl`` file as ``(line, record)`` pairs (none when the file is missing).
+
+    A last line that is not a JSON object (a write cut short by a crash or a full disk) is dropped with a
+    warning; a damaged line before it raises :class:`~flexkit.errors.FlexkitError` with its line number.
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise FlexkitError(f"cannot read {path}: {_reason(exc)}") from None
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    out: list[tuple[str, dict[str, Any]]] = []
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+            text = raw.decode("utf-8")
+        except ValueError as exc:
+            record, text, why = None, "", str(exc)
+        else:
+            why = f"a JSON {type(record).__name__}, not an object"
+        if not isinstance(record, dict) or not is_count(record.get("step")):
+            if number == len(lines):
+                log.warning("dropping a torn last line of the metrics file", path=str(path), line=number)
+                continue
+            why = why if not isinstance(record, dict) else "no step number"
+            raise FlexkitError(f"{path} line {number} is damaged ({why}); the checkpoint is not affected: repair "
+                               "or remove that line, or move the file away to resume with metrics from the "
+                               "checkpoint's step only")
+        out.append((text, record))
+    return out
+
+
+def _is_eval(value: Any) -> bool:
+    return value is None or (isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in value.items()))
+
+
+def _runner_state(pipe: Pipeline, extra: Mapping[str, Any], ckpt: Path, counters: Mapping[str, int]) -> dict:
+    """The checkpoint's ``extra["runner"]`` after checking it and the trainer state's presence."""
+    problems = []
+    if not isinstance(extra.get("trainer"), Mapping):
+        problems.append("extra.trainer: missing, or not a table")
+    runner = extra.get("runner")
+    if not isinstance(runner, Mapping):
+        problems.append("extra.runner: missing, or not a table")
+        runner = {}
+    step = runner.get("step")
+    if not is_count(step):
+        problems.append(f"extra.runner.step: expected a step number >= 0, got {step!r}")
+    for key in ("first_eval", "last_eval"):
+        if not _is_eval(runner.get(key)):
+            problems.append(f"extra.runner.{key}: expected null or a table of numbers, got {runner.get(key)!r}")
+    for key in counters:
+        if runner.get(key) is not None and not is_count(runner[key]):
+            problems.append(f"extra.runner.{key}: expected a count >= 0, got {runner[key]!r}")
+    refill = pipe.config.sample is not None and pipe.config.sample.refill is not None
+    if is_count(step) and not refill and step != pipe.scheduler.step:  # one read per step without refill
+        problems.append(f"extra.runner.step: {step}, but the scheduler has handed out {pipe.scheduler.step} batches")
+    if problems:
+        raise CheckpointError(f"checkpoint in {ckpt} holds an invalid state: " + "; ".join(problems))
+    return dict(runner)
+
+
+def resume_run_folder(pipe: Pipeline, trainer: Any, run_dir: Path, counters: dict[str, int]) -> Resumed:
+    """Load ``run_dir``'s checkpoint into ``pipe`` and ``trainer``, restore ``counters``, the evaluations and
+    the last record, and cut ``metrics.jsonl`` back to the checkpoint's step."""
+    cfg = pipe.config
+    ckpt = run_dir / CHECKPOINT_DIR
+    if not run_dir.is_dir():
+        raise FlexkitError(f"no run folder {run_dir} to resume")
+    if not (ckpt / STATE_FILE).exists():
+        raise FlexkitError(
+            f"{run_dir} has no checkpoint yet: the run stopped before its first one ([run] checkpoint_every = "
+            f"{cfg.run.checkpoint_every}); start it again without --resume (--out {run_dir} reuses the folder)")
+    extra = pipe.load_checkpoint(ckpt)
+    runner = _runner_state(pipe, extra, ckpt, counters)
+    try:
+        trainer.load_state_dict(extra["trainer"])
+    except Exception as exc:  # the trainer refusing its state: whatever it raises, named
+        kind = cfg.trainer.type if cfg.trainer is not None else "?"
+        raise CheckpointError(f"checkpoint in {ckpt}: the state of trainer {kind!r} does not fit: "
+                              f"{type(exc).__name__}: {exc}") from None
+    start, total = int(runner["step"]), pipe.scheduler.total_steps
+    if start > total:
+        raise FlexkitError(
+            f"the checkpoint in {ckpt} is at step {start}, past the {total} steps this pipeline now runs "
+            f"([run] total_steps / total_epochs): set at least {start} to resume, or start a new run with --out")
+    metrics_path = run_dir / METRICS_FILE
+    kept = [(line, record) for line, record in read_metrics(metrics_path) if record["step"] < start]
+    if [record["step"] for _line, record in kept] != list(range(start)):
+        log.warning("the metrics file lacks records before the checkpoint's step", path=str(metrics_path),
+                    step=start, records=len(kept))
+    last_record = dict(kept[-1][1]) if kept else {}
+    for key in counters:  # checkpoints from before the counters existed: the last kept record's totals
+        counters[key] = int(runner.get(key, last_record.get(key) or 0) or 0)
+    first_eval = runner.get("first_eval")
+    last_eval = runner.get("last_eval")
+    if last_eval is None:  # checkpoints from before last_eval was saved: the last evaluation record's
+        evals = [r for _line, r in kept if "eval_accuracy" in r]
+        last_eval = {k: v for k, v in evals[-1].items() if k.startswith("eval_")} if evals else first_eval
+    tmp = metrics_path.with_name(metrics_path.name + ".tmp")
+    try:
+        tmp.write_text("".join(line + "\n" for line, _record in kept), encoding="utf-8")
+        os.replace(tmp, metrics_path)  # a crash here leaves the old metrics, never a truncated file
+    except OSError as exc:
+        raise FlexkitError(f"cannot rewrite {metrics_path}: {_reason(exc)}; nothing else was changed") from None
+    budget = cfg.run.max_rollouts
+    finished = start >= total or (budget is not None and counters["rollouts"] >= budget)
+    return Resumed(start=start, first_eval=dict(first_eval) if first_eval is not None else None,
+                   last_eval=dict(last_eval or {}), last_record=last_record, finished=finished)
