@@ -16,6 +16,18 @@ from flexkit.log import configure_cli_logging
 
 DEFAULT_SCHEMA_PATH = Path("schemas") / "pipeline.schema.json"
 
+#: Exit status after the reader of our output went away (``flexkit plugins | head``): a SIGPIPE death's.
+EXIT_OUTPUT_CUT = 128 + 13
+
+_OVERRIDES_HELP = """\
+  KEY    a dotted path into the TOML: run.total_steps, tasksets.0.selector.tau (numbers index
+         arrays; tasksets[0] works too); missing tables are created
+  VALUE  a TOML value: 0.5, true, "text", [1, 2] (a bare word such as random is a string), or
+         an inline table, which replaces the whole table: tasksets.0.selector={type="random"}
+  Setting a component's type to another one (tasksets.0.selector.type=random) drops the old
+  component's parameters from its table, except the keys the same setting gives; for
+  storage_type, which shares the [[tasksets]] table, replace the whole taskset table."""
+
 
 class _RefusePipelinePlugins(argparse.Action):
     """``--no-pipeline-plugins``: sets ``FLEXKIT_NO_PIPELINE_PLUGINS=1`` for this process (and the runs it
@@ -32,14 +44,18 @@ class _RefusePipelinePlugins(argparse.Action):
         setattr(namespace, self.dest, True)
 
 
-def _add_plugin_option(parser: argparse.ArgumentParser) -> None:
+def _add_plugin_option(parser: argparse.ArgumentParser, *, pipelines: bool = True) -> None:
+    """``--plugin`` (every command that loads plugins) and, for commands that load pipelines,
+    ``--no-pipeline-plugins``."""
     parser.add_argument(
         "--plugin",
         action="append",
         default=[],
         metavar="MODULE_OR_PATH",
-        help="load an extra plugin for this run: a module name or a .py path (repeatable)",
+        help="load an extra plugin for this command: a module name or a .py path (repeatable)",
     )
+    if not pipelines:
+        return
     parser.add_argument(
         "--no-pipeline-plugins",
         action=_RefusePipelinePlugins,
@@ -63,9 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plugins", help="list registered components and the plugins providing them",
                        description="List every registered component (selectors, scorers, actuators, feedback "
-                       "operators, storages) with the plugin and distribution that provides it, and report "
-                       "plugins that failed to load.")
+                       "operators, storages, trainers) with the plugin and distribution that provides it, and "
+                       "report plugins that failed to load on stderr. Exit status: 0 when every plugin loaded, 1 "
+                       "when one failed (the list still shows the others' components).")
     p.add_argument("--json", action="store_true", help="print a JSON list of objects instead of a table")
+    _add_plugin_option(p, pipelines=False)
     p.set_defaults(func=cmd_plugins)
 
     p = sub.add_parser("validate", help="check pipeline files and describe them",
@@ -76,10 +94,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("run", help="run a pipeline end to end with its [trainer] backend",
-                       description="Run a pipeline with the trainer its [trainer] table names: select tasks, roll "
-                       "out, feed rewards back, apply the sample stage, update. Writes a run folder with the "
-                       "resolved config, metrics.jsonl and checkpoints, and prints accuracy before and after.")
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Run a pipeline with the trainer its [trainer] table names: select tasks, roll\n"
+                       "out, feed rewards back, apply the sample stage, update. Writes a run folder with the\n"
+                       "resolved config, metrics.jsonl and checkpoints, and prints accuracy before and after.",
+                       epilog=f"""overrides (the same syntax as flexkit compare, without NAME:):
+{_OVERRIDES_HELP}
+  All --set options form one setting, applied in order. With --resume, give the same FILE and
+  --set options (a larger run.total_steps extends a finished run).
+
+example:
+  flexkit run examples/quickstart.toml --set run.total_steps=100,run.eval_every=25 \\
+      --set tasksets.0.selector.type=random""")
     p.add_argument("file", metavar="FILE", help="pipeline TOML file")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE,...",
+                   help="override keys of FILE for this run (repeatable; see below)")
     p.add_argument("--out", metavar="DIR", help="run folder (default: a fresh dated folder under runs/)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
     p.add_argument("--quiet", action="store_true", help="no progress display")
@@ -110,15 +139,14 @@ def build_parser() -> argparse.ArgumentParser:
                        "report final eval accuracy and steps/rollouts to a target accuracy as mean ± 95% Student-t\n"
                        "interval over seeds. Writes OUT/<setting>/seed<k>/ run folders, OUT/results.md,\n"
                        "OUT/results.json and OUT/accuracy.png (needs matplotlib: pip install \"flexkit[plot]\").",
-                       epilog="""settings:
-  --set NAME:KEY=VALUE[,KEY=VALUE...]   KEY: dotted path into the TOML (tasksets.0.selector.tau;
-                                        numbers index arrays); VALUE: a TOML value (0.5, true, "text",
-                                        [1, 2]) or an inline table, which replaces the whole table
+                       epilog=f"""settings:
+  --set NAME:KEY=VALUE[,KEY=VALUE...]   a named setting (NAME names its folder)
   --set NAME:                           no overrides (the file as it is)
+{_OVERRIDES_HELP}
 
 example:
   flexkit compare examples/simulated.toml --seeds 5 \\
-      --set 'random:tasksets.0.selector={type="random"}' \\
+      --set random:tasksets.0.selector.type=random \\
       --set 'difficulty:tasksets.0.selector.target_reward=0.5'
 
 The default target is initial + 90% of the way to the best setting's mean final accuracy.""")
@@ -140,6 +168,17 @@ The default target is initial + 90% of the way to the best setting's mean final 
                    help="runs in parallel, each in its own process with cpu_count/N threads (default 1)")
     _add_plugin_option(p)
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("plot", help="draw a run's metrics: accuracy per level, task mix, pass rates, filtering",
+                       description="Write PNG plots of a flexkit run folder's metrics.jsonl into RUN_DIR/plots/ "
+                       "(or --out): overview.png, accuracy.png (held-out accuracy per level against steps and "
+                       "rollouts), mix.png (taskset and level mix of the drawn tasks), pass_rates.png (the "
+                       "selectors' predicted pass rates of the drawn tasks against the pool's) and filtering.png "
+                       "(kept fraction, filter rounds). Needs matplotlib: pip install \"flexkit[plot]\".")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder written by flexkit run (or by compare)")
+    p.add_argument("--out", metavar="DIR", help="where to write the PNGs (default RUN_DIR/plots)")
+    p.add_argument("--dpi", type=int, default=100, help="resolution of the PNGs (default 100)")
+    p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("preview", help="show what a pipeline would draw, step by step",
                        description="Run a pipeline's scheduler without a trainer and print each step's taskset "
@@ -163,6 +202,7 @@ The default target is initial + 90% of the way to the best setting's mean final 
                       help=f"exit non-zero if the file (--output, default {DEFAULT_SCHEMA_PATH}) is out of date")
     p.add_argument("--output", "-o", metavar="PATH", help="write the schema to PATH instead of stdout")
     p.add_argument("--all-plugins", action="store_true", help="include components of installed plugins")
+    _add_plugin_option(p, pipelines=False)
     p.add_argument("--distribution", action="append", default=[], metavar="NAME",
                    help="also include the components of this installed distribution (repeatable), e.g. "
                    "flexkit-toyrl for schemas/toyrl.schema.json")
@@ -171,7 +211,39 @@ The default target is initial + 90% of the way to the best setting's mean final 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``flexkit`` command; returns the exit status."""
+    """Entry point of the ``flexkit`` command; returns the exit status.
+
+    When the reader of the output goes away (``flexkit plugins | head``), the command stops quietly with status
+    141, as a tool killed by SIGPIPE does, instead of ending in a ``BrokenPipeError`` traceback.
+    """
+    try:
+        try:
+            status = _main(argv)
+        finally:  # also after --help or a usage error (SystemExit): flush here, where a cut pipe is handled
+            sys.stdout.flush()
+    except BrokenPipeError:
+        return _output_cut()
+    return status
+
+
+def _output_cut() -> int:
+    """Point stdout and stderr at /dev/null, so that nothing more (not even the interpreter's last flush) fails
+    on the cut pipe; the exit status of a tool killed by SIGPIPE."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            fd = stream.fileno()
+        except (AttributeError, OSError, ValueError):  # replaced by a test or an embedding application
+            continue
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, fd)
+        finally:
+            os.close(devnull)
+    return EXIT_OUTPUT_CUT
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    """Parse the arguments and run the command, with errors as messages."""
     parser = build_parser()
     args = parser.parse_args(argv)
     level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
@@ -187,6 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FlexkitError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        raise  # the output was cut: main() ends quietly
     except OSError as exc:  # a full or read-only disk, a folder that vanished: a message, not a traceback
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
@@ -196,11 +270,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def cmd_plugins(args: argparse.Namespace) -> int:
-    """``flexkit plugins``: components per stage with their plugin, distribution and version."""
-    from flexkit.plugins import get_plugins
+def _plugin_host(specs: Sequence[str]) -> object:
+    """The plugin host with ``--plugin`` specs (paths relative to the current directory) added; a plugin that
+    does not load is a :class:`ConfigError` naming its ``--plugin``."""
+    import attrs
 
-    host = get_plugins()
+    from flexkit.plugins import plugin_host_for
+
+    try:
+        return plugin_host_for(specs)
+    except ConfigError as exc:
+        raise ConfigError([attrs.evolve(i, path=i.path.replace("plugins", "--plugin", 1)) for i in exc.issues],
+                          exc.source) from None
+
+
+def cmd_plugins(args: argparse.Namespace) -> int:
+    """``flexkit plugins``: components per stage with their plugin, distribution and version; exit status 1
+    when a plugin failed to load."""
+    host = _plugin_host(args.plugin)
     rows = [
         {"name": c.name, "stage": c.stage, "plugin": c.plugin, "distribution": c.distribution,
          "version": c.version, "description": c.description}
@@ -218,7 +305,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
             print(f"  {row['name']:<22} {origin:<22} {row['description']}")
     for failure in host.failures:
         print(f"problem: {failure}", file=sys.stderr)
-    return 0
+    return 1 if host.failures else 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -266,19 +353,34 @@ def _check_every_row(sched: object, source: str) -> dict[str, int]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``flexkit run``: drive the pipeline's trainer to the end; print the before/after summary."""
-    from flexkit.pipeline import load_pipeline
     from flexkit.runner import default_run_dir, run_pipeline, summary_lines
 
     if args.resume and args.out and Path(args.out) != Path(args.resume):
         print("error: give --resume RUN_DIR or --out DIR, not both", file=sys.stderr)
         return 2
-    pipe = load_pipeline(args.file, plugins=args.plugin)
+    pipe = _load_with_overrides(args.file, args.overrides, args.plugin)
     run_dir = Path(args.resume) if args.resume else Path(args.out) if args.out else default_run_dir(
         name=Path(args.file).stem)
     result = run_pipeline(pipe, run_dir=run_dir, resume=bool(args.resume),
                           progress=None if args.quiet else sys.stderr)
     print("\n".join(summary_lines(result)))
     return 0
+
+
+def _load_with_overrides(path: str, overrides: Sequence[str], plugins: Sequence[str]) -> object:
+    """The pipeline at ``path`` with ``--set`` overrides applied (error reports name the file and the
+    overrides)."""
+    from flexkit.pipeline import load_pipeline, pipeline_from_dict
+
+    if not overrides:
+        return load_pipeline(path, plugins=plugins)
+    from flexkit.compare.overrides import apply_overrides, run_setting
+    from flexkit.config.loader import read_toml_file
+
+    setting = run_setting(overrides)
+    data = apply_overrides(read_toml_file(path), setting)
+    return pipeline_from_dict(data, base_dir=Path(path).resolve().parent, source=f"{path} [{setting.label}]",
+                              plugins=plugins)
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:
@@ -316,6 +418,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(render_table(result.results))
     print(f"\ntarget eval accuracy: {result.target_rule}\nrollout budget: {result.budget_rule}")
     print(f"results: {out / 'results.md'}" + (f", {result.plot}" if result.plot else ""))
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    """``flexkit plot``: write a run folder's PNGs; print their paths."""
+    from flexkit.plot import plot_run
+
+    if not Path(args.run_dir).is_dir():
+        print(f"error: no run folder {args.run_dir}", file=sys.stderr)
+        return 1
+    if args.dpi < 10:
+        print("error: --dpi must be >= 10", file=sys.stderr)
+        return 2
+    for path in plot_run(args.run_dir, args.out, dpi=args.dpi):
+        print(path)
     return 0
 
 
@@ -387,15 +504,14 @@ def _simulated_feedback(mode: str, tasks: list, rng: object) -> dict | None:
 def cmd_schema(args: argparse.Namespace) -> int:
     """``flexkit schema``: print, write or check the JSON Schema."""
     from flexkit.config.schema import REGENERATE_COMMAND, dumps, pipeline_schema
-    from flexkit.plugins import get_plugins
 
-    host = get_plugins()
-    wanted = {"flexkit", *args.distribution}
+    host = _plugin_host(args.plugin)
+    wanted, local = {"flexkit", *args.distribution}, set(args.plugin)
     missing = sorted(set(args.distribution) - {c.distribution for c in host.all_components()})
     if missing:
         print(f"error: no installed distribution registers components: {', '.join(missing)}", file=sys.stderr)
         return 2
-    include = None if args.all_plugins else (lambda c: c.distribution in wanted)
+    include = None if args.all_plugins else (lambda c: c.distribution in wanted or c.plugin in local)
     text = dumps(pipeline_schema(host, include))
     if args.check:
         path = Path(args.output) if args.output else DEFAULT_SCHEMA_PATH

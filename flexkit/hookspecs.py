@@ -19,8 +19,11 @@ hooks below. Registration hooks receive a ``register`` callback; calling it decl
 - ``description``: one line for ``flexkit plugins`` (default: the first line of the factory's docstring).
 
 flexkit checks names, duplicates and config classes and reports problems with the plugin's name and
-distribution. Hooks are always called with keyword arguments; later versions may add arguments, never
-remove them, so implementations may accept only the ones they use.
+distribution. What a factory returns must be a component of its stage (the methods the pipeline calls,
+:data:`flexkit.contracts.REQUIRED`), else building it raises :class:`~flexkit.errors.ComponentError`; a
+selector's, scorer's and actuator's output is checked where it enters flexkit. Hooks are always called with
+keyword arguments; later versions may add arguments, never remove them, so implementations may accept only the
+ones they use.
 
 flexkit's own components are registered the same way, all in one module: :mod:`flexkit.builtins`. A component
 class follows one pattern (:mod:`flexkit.configurable`): it names its config class as ``Config`` (built with its

@@ -19,7 +19,6 @@ from flexkit.dynamic_sampling import check_refill_stage
 from flexkit.errors import ConfigError, ConfigIssue, FlexkitError
 from flexkit.plugins import PluginHost, get_plugins
 from flexkit.sample.actuator import Mix
-from flexkit.sample.batch import RolloutBatch
 from flexkit.sample.stage import SampleStage
 from flexkit.scheduler import TasksetEntry, TasksetScheduler
 from flexkit.selectors.base import FEATURE_KEYS, feature_keys_of
@@ -67,9 +66,7 @@ class Pipeline:
         stage = self.sample_stage
         if timing is not None and not stage.should_run(timing):
             return None
-        if not isinstance(batch, RolloutBatch):
-            batch = RolloutBatch.from_dict(batch)
-        action = stage.run(batch, step=step)
+        action = stage.run(batch, step=step)  # a plain mapping becomes a RolloutBatch there
         if isinstance(action, Mix):
             self.scheduler.set_mix(action.proportions)
         return action

@@ -65,6 +65,14 @@ ENV_STRICT = "FLEXKIT_STRICT_PLUGINS"
 
 _NAME = re.compile(r"^[a-z][a-z0-9_\-]*$")
 
+#: Components of flexkit's first-party plugin distributions (``plugins/`` in the repository), so that a pipeline
+#: naming one without the distribution is told which to install: (stage, name) -> distribution.
+FIRST_PARTY: dict[tuple[str, str], str] = {
+    ("storage", "arithmetic"): "flexkit-toyrl",
+    ("trainer", "toyrl"): "flexkit-toyrl",
+    ("selector", "reverse"): "flexkit-example",
+}
+
 
 @attrs.frozen
 class NoParams:
@@ -305,7 +313,25 @@ class PluginHost:
                               f"restrict {ENV_ALLOW}")
         names = sorted(self.components[stage])
         raise ConfigError(f"unknown {stage} {name!r}{did_you_mean(name, names)}; registered: "
-                          f"{', '.join(names) or '(none)'}")
+                          f"{', '.join(names) or '(none)'}{self._first_party_hint(stage, name)}")
+
+    def _first_party_hint(self, stage: str, name: str) -> str:
+        """Where a first-party plugin distribution provides ``name``: which one, and why it is not loaded."""
+        dist = FIRST_PARTY.get((stage, name))
+        if dist is None:
+            return ""
+        failed = [f for f in self.failures if f.distribution == dist]
+        if failed:
+            return f" ({name!r} comes with {dist}, which is installed but failed to load: {failed[0].error})"
+        try:
+            importlib.metadata.distribution(dist)
+        except importlib.metadata.PackageNotFoundError:
+            return (f" ({name!r} comes with the plugin distribution {dist}, which is not installed; from a flexkit "
+                    f"checkout: pip install -e plugins/{dist})")
+        allow = _env_allow_list()
+        if allow is not None:
+            return f" ({name!r} comes with {dist}, which {ENV_ALLOW}={','.join(sorted(allow))!r} does not load)"
+        return f" ({name!r} comes with {dist}, installed but not loaded by this plugin host)"
 
     def name_of(self, factory: Any) -> str | None:
         """The name ``factory`` (e.g. a component class) is registered under; ``None``: none, or several."""

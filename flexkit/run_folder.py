@@ -9,6 +9,10 @@ Every state a crash (even a SIGKILL) can leave a run folder in continues from th
   step (a line torn by the crash, or by a full disk, is dropped), so the run ends with exactly the metrics of
   an uninterrupted one;
 * a finished run: ``--resume`` trains nothing and prints the same summary as the run did.
+
+The first record of ``metrics.jsonl`` (with ``[run] eval_every``) is the evaluation before any training, with
+``"step": -1`` (:data:`INITIAL_STEP`): a record's evaluation is taken after ``step + 1`` steps, so this one
+after none. ``--resume`` keeps it like every record before the checkpoint.
 """
 
 from __future__ import annotations
@@ -32,8 +36,11 @@ log = structlog.get_logger("flexkit.runner")
 
 CHECKPOINT_DIR = "checkpoint"
 METRICS_FILE = "metrics.jsonl"
+#: The ``step`` of the metrics record holding the evaluation before the first training step.
+INITIAL_STEP = -1
 
-__all__ = ["CHECKPOINT_DIR", "METRICS_FILE", "Resumed", "read_metrics", "resume_run_folder", "start_run_folder"]
+__all__ = ["CHECKPOINT_DIR", "INITIAL_STEP", "METRICS_FILE", "Resumed", "read_metrics", "resume_run_folder",
+           "start_run_folder"]
 
 
 @attrs.define
@@ -95,7 +102,7 @@ def read_metrics(path: Path) -> list[tuple[str, dict[str, Any]]]:
             record, text, why = None, "", str(exc)
         else:
             why = f"a JSON {type(record).__name__}, not an object"
-        if not isinstance(record, dict) or not is_count(record.get("step")):
+        if not isinstance(record, dict) or not _is_step(record.get("step")):
             if number == len(lines):
                 log.warning("dropping a torn last line of the metrics file", path=str(path), line=number)
                 continue
@@ -105,6 +112,11 @@ def read_metrics(path: Path) -> list[tuple[str, dict[str, Any]]]:
                                "checkpoint's step only")
         out.append((text, record))
     return out
+
+
+def _is_step(value: Any) -> bool:
+    """A record's step: a count, or :data:`INITIAL_STEP` (the evaluation before training)."""
+    return is_count(value) or (type(value) is int and value == INITIAL_STEP)
 
 
 def _is_eval(value: Any) -> bool:
@@ -164,10 +176,11 @@ def resume_run_folder(pipe: Pipeline, trainer: Any, run_dir: Path, counters: dic
             f"([run] total_steps / total_epochs): set at least {start} to resume, or start a new run with --out")
     metrics_path = run_dir / METRICS_FILE
     kept = [(line, record) for line, record in read_metrics(metrics_path) if record["step"] < start]
-    if [record["step"] for _line, record in kept] != list(range(start)):
+    steps = [record for _line, record in kept if record["step"] != INITIAL_STEP]
+    if [record["step"] for record in steps] != list(range(start)):
         log.warning("the metrics file lacks records before the checkpoint's step", path=str(metrics_path),
-                    step=start, records=len(kept))
-    last_record = dict(kept[-1][1]) if kept else {}
+                    step=start, records=len(steps))
+    last_record = dict(steps[-1]) if steps else {}
     for key in counters:  # checkpoints from before the counters existed: the last kept record's totals
         counters[key] = int(runner.get(key, last_record.get(key) or 0) or 0)
     first_eval = runner.get("first_eval")

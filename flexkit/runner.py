@@ -2,7 +2,8 @@
 
 A run folder holds ``pipeline.toml`` (a copy of the file), ``resolved.json`` (the validated config with every
 default filled in), ``metrics.jsonl`` (one object per step, flushed every step; evaluation records carry
-``eval_accuracy``) and ``checkpoint/`` (the latest checkpoint, written atomically every ``[run]
+``eval_accuracy``; with ``[run] eval_every`` the first record, ``"step": -1``, holds the evaluation before any
+training: :data:`INITIAL_STEP`) and ``checkpoint/`` (the latest checkpoint, written atomically every ``[run]
 checkpoint_every`` steps and at the end). ``--resume`` continues from the checkpoint and truncates the metrics
 to it, so a resumed run ends with exactly the metrics of an uninterrupted one.
 """
@@ -26,7 +27,15 @@ from flexkit.dynamic_sampling import count_tokens, fill_batch
 from flexkit.errors import ConfigError, FlexkitError
 from flexkit.feedback import SELECTOR_METRIC
 from flexkit.pipeline import Pipeline
-from flexkit.run_folder import CHECKPOINT_DIR, METRICS_FILE, Resumed, resume_run_folder, start_run_folder
+from flexkit.run_estimates import EstimateSnapshot, level_mix
+from flexkit.run_folder import (
+    CHECKPOINT_DIR,
+    INITIAL_STEP,
+    METRICS_FILE,
+    Resumed,
+    resume_run_folder,
+    start_run_folder,
+)
 from flexkit.sample.actuator import Keep, Mix
 
 log = structlog.get_logger("flexkit.runner")
@@ -67,6 +76,29 @@ class _Progress:
         self.tty = bool(stream is not None and hasattr(stream, "isatty") and stream.isatty())
         self.started = time.monotonic()
         self.every = max(1, total // 10)
+        self._phase: tuple[str, float, float] = ("", 0.0, 0.0)  # name, started, last written
+
+    def phase(self, name: str, done: int, total: int) -> None:
+        """A trainer's long phase (:meth:`flexkit.trainer.Trainer.report_progress`): on a terminal a line
+        rewritten at most 5 times a second; elsewhere a line at every 10% of it."""
+        if self.stream is None or total <= 0:
+            return
+        now = time.monotonic()
+        if self._phase[0] != name:
+            self._phase = (name, now, 0.0)
+        _name, started, written = self._phase
+        last = done >= total
+        text = f"{name}: {min(done, total)}/{total} ({now - started:.0f}s)"
+        if self.tty:
+            if not last and now - written < 0.2:
+                return
+            self.stream.write("\r" + text + ("\n" if last else ""))
+        elif last or done * 10 // total != (done - 1) * 10 // total:
+            self.stream.write(text + "\n")
+        else:
+            return
+        self.stream.flush()
+        self._phase = (name, started, now)
 
     def update(self, step: int, metrics: Mapping[str, Any], accuracy: float | None) -> None:
         if self.stream is None:
@@ -108,6 +140,9 @@ def run_pipeline(
     trainer = pipe.plugins.component("trainer", cfg.trainer.type).build(cfg.trainer.config,
                                                                          seed=trainer_seed(cfg.run.seed))
     sched = pipe.scheduler
+    bar = _Progress(sched.total_steps, progress)
+    if callable(getattr(trainer, "set_progress", None)):  # optional: trainers from before it existed lack it
+        trainer.set_progress(bar.phase)
     trainer.setup(pipe)
     metrics_path = run_dir / METRICS_FILE
     counters = {"rollouts": 0, "generated_tokens": 0}
@@ -121,7 +156,9 @@ def run_pipeline(
     try:
         if not resumed.finished:
             last, last_eval, first_eval = _loop(pipe, trainer, run_dir, metrics_path, start, first_eval, last_eval,
-                                                counters, progress)
+                                                counters, bar)
+    except BrokenPipeError:
+        raise  # the progress display's reader went away: the command line ends quietly
     except OSError as exc:  # a full or read-only disk under the metrics file (checkpoint writes raise their own)
         where = f" ({exc.filename})" if exc.filename else ""
         raise FlexkitError(f"cannot write the run folder {run_dir}: {exc.strerror or exc}{where}; the last "
@@ -144,22 +181,25 @@ def _loop(
     first_eval: dict[str, float] | None,
     last_eval: dict[str, float],
     counters: dict[str, int],
-    progress: IO[str] | None,
+    bar: _Progress,
 ) -> tuple[dict[str, Any], dict[str, float], dict[str, float] | None]:
     """The step loop of :func:`run_pipeline`; returns the last record and the first and last evaluations."""
     cfg, sched = pipe.config, pipe.scheduler
     total = sched.total_steps
     eval_every, ckpt_every = cfg.run.eval_every, cfg.run.checkpoint_every
-    bar = _Progress(total, progress)
     last: dict[str, Any] = {}
     stage = pipe.sample_stage if pipe.has_sample_stage else None
     with metrics_path.open("a", encoding="utf-8") as out:
         if start == 0 and eval_every:
             first_eval = dict(trainer.evaluate(step=0))
             last_eval = dict(first_eval)
+            out.write(json.dumps({"step": INITIAL_STEP, **counters, **first_eval}) + "\n")
+            out.flush()
         budget = cfg.run.max_rollouts
+        snapshot = EstimateSnapshot.take(sched)  # what the selectors believe before the step
         for step in range(start, total):
-            record = _train_step(pipe, trainer, stage, step, counters)
+            record, tasks = _train_step(pipe, trainer, stage, step, counters)
+            snapshot = _record_selection(record, tasks, snapshot, sched)
             done = step + 1 == total or (budget is not None and counters["rollouts"] >= budget)
             if eval_every and ((step + 1) % eval_every == 0 or done):
                 last_eval = dict(trainer.evaluate(step=step + 1))
@@ -193,9 +233,10 @@ class _StepOutcome:
     kept_fraction: float | None
 
 
-def _train_step(pipe: Pipeline, trainer: Any, stage: Any, step: int, counters: dict[str, int]) -> dict[str, Any]:
-    """One step (plain, or with dynamic sampling under ``[sample.refill]``) as a metrics record; adds the
-    responses and tokens generated to the cumulative ``counters``."""
+def _train_step(pipe: Pipeline, trainer: Any, stage: Any, step: int,
+                counters: dict[str, int]) -> tuple[dict[str, Any], list[Any]]:
+    """One step (plain, or with dynamic sampling under ``[sample.refill]``) as a metrics record, and the tasks it
+    drew; adds the responses and tokens generated to the cumulative ``counters``."""
     sample = pipe.config.sample
     if sample is not None and sample.refill is not None:
         outcome = _refill_step(pipe, trainer, step)
@@ -215,7 +256,20 @@ def _train_step(pipe: Pipeline, trainer: Any, stage: Any, step: int, counters: d
         record.update(stage.metrics())
     if outcome.kept_fraction is not None:
         record["kept_fraction"] = outcome.kept_fraction
-    return record
+    return record, outcome.tasks
+
+
+def _record_selection(record: dict[str, Any], tasks: list[Any], before: EstimateSnapshot,
+                      sched: Any) -> EstimateSnapshot:
+    """Add the ``level_mix`` of the step's drawn ``tasks`` and the ``predicted_pass_rate`` histograms (theirs and
+    the pool's, from the estimates ``before`` the step) to ``record``; return the snapshot for the next step."""
+    levels = level_mix(tasks)
+    if levels is not None:
+        record["level_mix"] = levels
+    histograms = before.record(tasks)
+    if histograms is not None:
+        record["predicted_pass_rate"] = histograms
+    return EstimateSnapshot.take(sched)
 
 
 def _plain_step(pipe: Pipeline, trainer: Any, stage: Any, step: int) -> _StepOutcome:

@@ -297,7 +297,7 @@ class TasksetScheduler:
             _step, job.picked, job.tasks = self._produce(job.step)
         except _RowsFailed as failed:
             job.picked, job.error = failed.picked, failed.error
-        except BaseException as exc:  # noqa: BLE001 - handed to the reader, whatever it is
+        except BaseException as exc:  # handed to the reader, whatever it is
             job.error = exc
         with self._lock:
             job.done = True

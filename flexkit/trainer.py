@@ -14,12 +14,17 @@ table. Each step the runner (:mod:`flexkit.runner`) does::
 
 and every ``[run] eval_every`` steps ``trainer.evaluate(step=step)``. Third-party trainers follow the same
 protocol, so the runner has no special case for flexkit's own.
+
+Long phases (a warm start, loading a model) can show progress: before :meth:`Trainer.setup` the runner calls
+``trainer.set_progress(callback)`` when the trainer has that method (every :class:`Trainer` does), and the
+trainer calls ``self.report_progress(phase, done, total)`` as it goes (``"warm start"``, 120, 500); the runner
+shows it on its progress display. A trainer without the method works as before, silently.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -44,12 +49,28 @@ class Rollout:
     payload: Any = None
 
 
+#: ``callback(phase, done, total)``: progress of a trainer's long phase, e.g. ``("warm start", 120, 500)``.
+ProgressCallback = Callable[[str, int, int], None]
+
+
 class Trainer(Configurable, abc.ABC):
     """Base class of trainer backends (see the module docstring for the step they take part in).
 
     Built by its registered factory as ``factory(config, seed=...)``; a subclass sets :attr:`Config` and calls
     ``super().__init__(config)`` (``None``: ``Config()``, its defaults) before reading ``self.config``.
     """
+
+    #: Where :meth:`report_progress` goes (set by :meth:`set_progress`); ``None``: nowhere.
+    progress_callback: ProgressCallback | None = None
+
+    def set_progress(self, callback: ProgressCallback | None) -> None:
+        """Called by the runner before :meth:`setup` with its progress display (``None``: no display)."""
+        self.progress_callback = callback
+
+    def report_progress(self, phase: str, done: int, total: int) -> None:
+        """Report ``done`` of ``total`` units of a long ``phase`` (e.g. warm-start steps); cheap, call it freely."""
+        if self.progress_callback is not None:
+            self.progress_callback(phase, done, total)
 
     def setup(self, pipeline: Any) -> None:
         """Called once before the first step (and before a checkpoint is loaded): build models, warm up."""

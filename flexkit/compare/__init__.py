@@ -8,9 +8,11 @@ A **setting** is a name plus overrides of the pipeline's TOML data, written on t
 ``KEY`` is a dotted path into the TOML data; a number indexes an array (``tasksets.0.selector.tau``;
 ``tasksets[0]`` is accepted too). Missing tables on the way are created; an array index must exist (or be
 the array's length, which appends). ``VALUE`` is a TOML value: ``0.5``, ``true``, ``"text"``, ``[1, 2]``, or
-an inline table ``{type = "random"}``, which replaces the whole table (it is not merged). A bare word that
-is not otherwise valid TOML (``random``) is taken as a string, so shells that strip quotes do no harm.
-Commas inside arrays, inline tables and strings do not separate overrides.
+an inline table ``{type = "random"}``, which replaces the whole table (it is not merged). Setting a table's
+``type`` to another component (``tasksets.0.selector.type=random``) drops the old component's parameters from
+that table, except the keys the same setting sets (``flexkit run --set`` parses and applies overrides the same
+way). A bare word that is not otherwise valid TOML (``random``) is taken as a string, so shells that strip
+quotes do no harm. Commas inside arrays, inline tables and strings do not separate overrides.
 
 Each (setting, seed) pair is one ``flexkit run`` into ``OUT/<setting>/seed<k>/``; the seed replaces
 ``run.seed``. Runs are sequential. From the held-out evaluations (``[run] eval_every``) it reports, per
@@ -43,9 +45,11 @@ from flexkit.compare.overrides import (
     Setting,
     apply_overrides,
     command_line,
+    parse_overrides,
     parse_seeds,
     parse_setting,
     parse_value,
+    run_setting,
 )
 from flexkit.compare.report import render_markdown, render_table, summary_rows, write_plot
 from flexkit.compare.results import Comparison, ReportInfo, RunOutcome, SettingResult
@@ -65,11 +69,13 @@ __all__ = [
     "compare",
     "mean_curve",
     "mean_interval",
+    "parse_overrides",
     "parse_seeds",
     "parse_setting",
     "parse_value",
     "render_markdown",
     "render_table",
+    "run_setting",
     "steps_to",
     "summary_rows",
     "t_quantile",

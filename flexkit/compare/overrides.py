@@ -1,5 +1,10 @@
-"""``flexkit compare`` settings: parsing ``--set NAME:KEY=VALUE,...`` and ``--seeds``, applying a setting's
-overrides to the pipeline's TOML data, and writing the command line back."""
+"""Overrides of a pipeline's TOML data, one parser for ``flexkit run --set KEY=VALUE,...`` and ``flexkit compare
+--set NAME:KEY=VALUE,...``: parsing them (and ``--seeds``), applying them, and writing the command line back.
+
+Replacing a component's ``type`` (``tasksets.0.selector.type=random``) drops the parameters the old component's
+table held, except those the same setting sets; an inline table (``tasksets.0.selector={type="random"}``)
+replaces the whole table.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
+import structlog
 
 from flexkit.errors import ConfigError, ConfigIssue
 
@@ -25,10 +31,17 @@ __all__ = [
     "Setting",
     "apply_overrides",
     "command_line",
+    "parse_overrides",
     "parse_seeds",
     "parse_setting",
     "parse_value",
+    "run_setting",
 ]
+
+log = structlog.get_logger("flexkit.overrides")
+
+#: The key that names a component in its table; replacing it drops the old component's parameters.
+COMPONENT_KEY = "type"
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
@@ -107,30 +120,42 @@ def parse_value(text: str) -> Any:
         raise ValueError(f"{text!r} is not a TOML value ({exc})") from None
 
 
+def parse_overrides(text: str, label: str) -> tuple[Override, ...]:
+    """Parse ``KEY=VALUE[,KEY=VALUE...]`` (empty: none); raises :class:`~flexkit.ConfigError` naming ``label``."""
+    overrides: list[Override] = []
+    if not text.strip():
+        return ()
+    for item in _split_top_level(text):
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise ConfigError([ConfigIssue(label, f"{item.strip()!r}: expected KEY=VALUE")])
+        try:
+            overrides.append(Override(key.strip(), _parse_key(key), parse_value(value)))
+        except ValueError as exc:
+            raise ConfigError([ConfigIssue(label, str(exc))]) from None
+    return tuple(overrides)
+
+
 def parse_setting(spec: str) -> Setting:
     """Parse ``NAME:KEY=VALUE[,KEY=VALUE...]``; raises :class:`~flexkit.ConfigError` naming the ``--set``."""
     label = f"--set {spec}"
-
-    def fail(message: str) -> ConfigError:
-        return ConfigError([ConfigIssue(label, message)])
-
     name, sep, rest = spec.partition(":")
     name = name.strip()
     if not sep:
-        raise fail("expected NAME:KEY=VALUE[,KEY=VALUE...] (or NAME: for no overrides)")
+        raise ConfigError([ConfigIssue(label, "expected NAME:KEY=VALUE[,KEY=VALUE...] (or NAME: for no overrides)")])
     if not _NAME.fullmatch(name):
-        raise fail(f"bad setting name {name!r}: use letters, digits, '_', '-', '.' (it names a folder)")
-    overrides: list[Override] = []
-    if rest.strip():
-        for item in _split_top_level(rest):
-            key, eq, value = item.partition("=")
-            if not eq:
-                raise fail(f"{item.strip()!r}: expected KEY=VALUE")
-            try:
-                overrides.append(Override(key.strip(), _parse_key(key), parse_value(value)))
-            except ValueError as exc:
-                raise fail(str(exc)) from None
-    return Setting(name, tuple(overrides), spec)
+        raise ConfigError([ConfigIssue(label, f"bad setting name {name!r}: use letters, digits, '_', '-', '.' (it "
+                                              "names a folder)")])
+    return Setting(name, parse_overrides(rest, label), spec)
+
+
+def run_setting(specs: Sequence[str]) -> Setting:
+    """``flexkit run``'s repeated ``--set KEY=VALUE[,KEY=VALUE...]`` as one setting (named ``run``), applied in
+    order; a parse error names its own ``--set``."""
+    overrides = tuple(ov for spec in specs for ov in parse_overrides(spec, f"--set {spec}"))
+    if specs and not overrides:
+        raise ConfigError([ConfigIssue(f"--set {specs[0]}", "expected KEY=VALUE[,KEY=VALUE...]")])
+    return Setting("run", overrides, " --set ".join(specs))
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -145,8 +170,15 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def apply_overrides(data: dict[str, Any], setting: Setting) -> dict[str, Any]:
-    """A deep copy of ``data`` with ``setting``'s overrides applied; a bad path is a ConfigError."""
+    """A deep copy of ``data`` with ``setting``'s overrides applied, in order; a bad path is a ConfigError.
+
+    Setting a table's ``type`` to another component drops the keys the table held for the old one (the old
+    component's parameters), except keys that ``setting`` itself sets in that table, before or after.
+    """
     out = copy.deepcopy(data)
+    own_keys: dict[tuple[str, ...], set[str]] = {}
+    for ov in setting.overrides:
+        own_keys.setdefault(ov.parts[:-1], set()).add(ov.parts[-1])
     for ov in setting.overrides:
         node: Any = out
         where: list[str] = []
@@ -168,6 +200,8 @@ def apply_overrides(data: dict[str, Any], setting: Setting) -> dict[str, Any]:
                     node = node[index]
             elif isinstance(node, dict):
                 if last:
+                    if part == COMPONENT_KEY:
+                        _drop_old_parameters(node, ov, own_keys.get(ov.parts[:-1], set()))
                     node[part] = copy.deepcopy(ov.value)
                 else:
                     node = node.setdefault(part, {})
@@ -176,6 +210,18 @@ def apply_overrides(data: dict[str, Any], setting: Setting) -> dict[str, Any]:
                                                f"value ({node!r}), not a table or array")])
             where.append(part)
     return out
+
+
+def _drop_old_parameters(table: dict[str, Any], ov: Override, keep: set[str]) -> None:
+    """Before ``table``'s ``type`` changes: remove the keys the old component's table held, but ``keep``."""
+    old = table.get(COMPONENT_KEY)
+    if not isinstance(old, str) or old == ov.value:
+        return
+    dropped = [key for key in table if key != COMPONENT_KEY and key not in keep]
+    for key in dropped:
+        del table[key]
+    if dropped:
+        log.info("override_dropped_parameters", key=ov.key, old_type=old, new_type=ov.value, dropped=dropped)
 
 
 def command_line(

@@ -4,6 +4,7 @@ progress lines."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -74,8 +75,10 @@ def render_table(results: Sequence[SettingResult]) -> str:
     return "\n".join(lines)
 
 
-def render_markdown(results: Sequence[SettingResult], info: ReportInfo, *, plot: Path | None) -> str:
-    """``results.md``: command, pipeline, seeds, target, the table, the settings' overrides and the plot."""
+def render_markdown(results: Sequence[SettingResult], info: ReportInfo, *, plot: Path | None,
+                    out_dir: Path | None = None) -> str:
+    """``results.md``: command, pipeline, seeds, target, the table, the settings' overrides, the plot and (with
+    ``out_dir``, where the markdown goes) links to each run's ``plots/overview.png``."""
     n = len(info.seeds)
     lines = [
         f"# flexkit compare: {Path(info.path).name}", "",
@@ -99,7 +102,24 @@ def render_markdown(results: Sequence[SettingResult], info: ReportInfo, *, plot:
         lines.append(f"- **{res.setting.name}**: {ovs}")
     if plot is not None:
         lines += ["", f"![eval accuracy vs step and vs rollouts]({plot.name})"]
+    lines += _run_plot_links(results, out_dir)
     return "\n".join(lines) + "\n"
+
+
+def _run_plot_links(results: Sequence[SettingResult], out_dir: Path | None) -> list[str]:
+    """One line per setting linking each seed's ``plots/overview.png`` (runs without one are left out)."""
+    if out_dir is None:
+        return []
+    lines = []
+    for res in results:
+        links = [f"[seed {r.seed}]({Path(os.path.relpath(r.run_dir / 'plots' / 'overview.png', out_dir)).as_posix()})"
+                 for r in res.runs if (r.run_dir / "plots" / "overview.png").is_file()]
+        if links:
+            lines.append(f"- **{res.setting.name}**: {', '.join(links)}")
+    if not lines:
+        return []
+    return ["", "Each run's plots (accuracy per level, task and level mix, predicted pass rates, kept fraction; "
+                "`flexkit plot RUN_DIR` draws them larger, one file per topic):", "", *lines]
 
 
 def _toml(value: Any) -> str:
@@ -198,7 +218,7 @@ def write_reports(
     plot's path (``None`` without matplotlib)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     plot = write_plot(results, info.target, out_dir / "accuracy.png", title=Path(info.path).name, progress=progress)
-    markdown = render_markdown(results, info, plot=plot)
+    markdown = render_markdown(results, info, plot=plot, out_dir=out_dir)
     (out_dir / "results.md").write_text(markdown, encoding="utf-8")
     (out_dir / "results.json").write_text(json.dumps(_json_results(results, info), indent=2) + "\n", encoding="utf-8")
     return markdown, plot

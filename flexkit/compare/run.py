@@ -38,6 +38,7 @@ def compare(
     command: str | None = None,
     progress: IO[str] | None = sys.stderr,
     jobs: int = 1,
+    plots: bool = True,
 ) -> Comparison:
     """Run the pipeline at ``path`` under every setting and seed into ``out_dir``; write the reports.
 
@@ -45,8 +46,9 @@ def compare(
     threads (numpy-only trainers give identical results whatever ``jobs``; torch's numerics can differ with
     the thread count, so compare runs made with the same ``jobs``). Every setting is validated before the
     first run; an invalid one raises :class:`~flexkit.ConfigError` naming its ``--set``. ``budget`` is the
-    rollout budget for "accuracy at the budget" (default: the fewest rollouts any run generated). Raises
-    :class:`~flexkit.FlexkitError` when a run folder already exists.
+    rollout budget for "accuracy at the budget" (default: the fewest rollouts any run generated). With ``plots``
+    (and matplotlib), each run gets ``plots/overview.png`` (:func:`flexkit.plot.plot_run`), linked from
+    ``results.md``. Raises :class:`~flexkit.FlexkitError` when a run folder already exists.
     """
     _check_arguments(settings, seeds)
     seeds = list(seeds)
@@ -66,6 +68,8 @@ def compare(
         say(progress, f"[{done}/{total}] {result.setting.name} seed {seed}: eval_accuracy "
                       f"{first}{outcome.final.get('eval_accuracy', float('nan')):.3f} ({seconds:.1f}s)")
 
+    if plots:
+        _plot_runs(results)
     target, rule = _fix_target(results, target_accuracy)
     requested_budget = budget
     budget, budget_rule = _fix_budget(results, budget)
@@ -213,24 +217,37 @@ def _record(plan: _Plan, result: SettingResult, seed: int, first_eval: dict[str,
 
 def _read_curves(run_dir: Path, first: dict[str, float],
                  rollouts_per_step: int) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
-    """``(steps done, eval_accuracy)`` and ``(rollouts so far, eval_accuracy)`` pairs: the step-0 evaluation,
-    then every evaluation record. Rollouts are the run's own cumulative count (``steps × rollouts_per_step``
-    for records without one)."""
-    from flexkit.runner import METRICS_FILE
+    """``(steps done, eval_accuracy)`` and ``(rollouts so far, eval_accuracy)`` pairs of every evaluation record:
+    steps done is ``step + 1``, so the ``"step": -1`` record is the evaluation before training (step 0). A run
+    folder from before that record existed gets ``first`` (the runner's first evaluation) as its step-0 point.
+    Rollouts are the run's own cumulative count (``steps × rollouts_per_step`` for records without one)."""
+    from flexkit.run_folder import INITIAL_STEP, METRICS_FILE, read_metrics
 
-    curve = [(0, float(first["eval_accuracy"]))] if "eval_accuracy" in first else []
-    rollout_curve = list(curve)
-    with (run_dir / METRICS_FILE).open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                record = json.loads(line)
-                if record.get("eval_accuracy") is not None:
-                    steps, acc = int(record["step"]) + 1, float(record["eval_accuracy"])
-                    curve.append((steps, acc))
-                    rollouts = record.get("rollouts")
-                    rollout_curve.append((int(rollouts) if rollouts is not None else steps * rollouts_per_step,
-                                          acc))
+    records = [record for _line, record in read_metrics(run_dir / METRICS_FILE)]
+    curve: list[tuple[int, float]] = []
+    rollout_curve: list[tuple[int, float]] = []
+    if "eval_accuracy" in first and not any(r["step"] == INITIAL_STEP for r in records):
+        curve, rollout_curve = [(0, float(first["eval_accuracy"]))], [(0, float(first["eval_accuracy"]))]
+    for record in records:
+        if record.get("eval_accuracy") is not None:
+            steps, acc = int(record["step"]) + 1, float(record["eval_accuracy"])
+            curve.append((steps, acc))
+            rollouts = record.get("rollouts")
+            rollout_curve.append((int(rollouts) if rollouts is not None else steps * rollouts_per_step, acc))
     return curve, rollout_curve
+
+
+def _plot_runs(results: list[SettingResult]) -> None:
+    """Each run's ``plots/overview.png``; nothing without matplotlib (the comparison's own plot notes it)."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        return
+    from flexkit.plot import plot_run
+
+    for res in results:
+        for run in res.runs:
+            plot_run(run.run_dir, files=("overview.png",), dpi=80)
 
 
 def _fix_target(results: list[SettingResult], target_accuracy: float | None) -> tuple[float, str]:

@@ -277,6 +277,43 @@ class RolloutBatch:
         return result
 
 
+
+class BatchAdapter:
+    """Turns what a caller hands the sample stage into a :class:`RolloutBatch`: a batch as it is, a plain mapping
+    of field name to tensor or array (``{"token_level_scores": ..., "response_mask": ..., "uid": ...}``) through
+    :meth:`RolloutBatch.from_dict`.
+
+    The stage runs once per batch object and step, so the same mapping passed again maps to the same batch: its
+    fields are synced (added or replaced ones are set again, a removed one starts a new batch). The adapter holds
+    a reference to the latest mapping until the next one arrives.
+    """
+
+    def __init__(self) -> None:
+        self._last: tuple[Mapping[str, Any], RolloutBatch] | None = None
+
+    def __call__(self, batch: Any, *, who: str) -> RolloutBatch:
+        """``batch`` as a :class:`RolloutBatch`; a ``TypeError`` naming ``who`` for anything but a batch or a
+        mapping."""
+        if isinstance(batch, RolloutBatch):
+            return batch
+        if not isinstance(batch, Mapping):
+            raise TypeError(f"{who} needs a flexkit.RolloutBatch or a mapping of field name to tensor or array, "
+                            f"got {type(batch).__name__}; build one with RolloutBatch.from_dict({{...}})")
+        last = self._last
+        if last is not None and last[0] is batch and set(last[1].keys()) <= set(batch):
+            converted = last[1]
+            try:
+                for name, value in batch.items():
+                    if converted.get(name) is not value:
+                        converted[name] = value
+                return converted
+            except SampleError:  # new fields of another batch size: a new batch (its errors are raised below)
+                pass
+        converted = RolloutBatch.from_dict(batch)
+        self._last = (batch, converted)
+        return converted
+
+
 #: Elements per block of :func:`masked_sum` on CPU (1 MiB of float32: a block stays in cache).
 MASKED_SUM_BLOCK = 1 << 18
 

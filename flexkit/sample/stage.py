@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from flexkit.sample.actuator import Action, Actuator, Keep, Mix, Weights
-from flexkit.sample.batch import RolloutBatch, SampleError
+from flexkit.sample.batch import BatchAdapter, RolloutBatch
 from flexkit.sample.output_checks import check_action_output, check_score_output
 from flexkit.sample.scorer import Scorer, check_compatible, timing_index
 from flexkit.sample.weights import combine, to_token_weights
@@ -69,6 +69,7 @@ class SampleStage:
         self._num_tasksets: int | None = None  # known once bound
         self._ran_for: tuple[int, int] | None = None
         self._token_weights: tuple[tuple[int, int], torch.Tensor] | None = None
+        self._batches = BatchAdapter()  # a plain mapping becomes a RolloutBatch, the same one while it is reused
 
     # -- wiring -----------------------------------------------------------------------------------------
 
@@ -92,16 +93,18 @@ class SampleStage:
 
     # -- running ----------------------------------------------------------------------------------------
 
-    def run(self, batch: RolloutBatch, *, step: int) -> Action:
+    def run(self, batch: RolloutBatch | Mapping[str, Any], *, step: int) -> Action:
         """Score ``batch`` and act on the scores; record the result for :meth:`token_weights` and logging.
+
+        ``batch`` is a :class:`~flexkit.sample.batch.RolloutBatch` or a plain mapping of field name to tensor or
+        array, converted with :meth:`RolloutBatch.from_dict <flexkit.sample.batch.RolloutBatch.from_dict>` (the
+        same mapping object passed again counts as the same batch); anything else raises ``TypeError``.
 
         The scores and the action are checked where they enter (:mod:`flexkit.sample.output_checks`): a wrong
         shape or dtype, a non-finite score, a kept index outside the batch or a proportion for an unknown taskset
         raises :class:`~flexkit.sample.batch.SampleError` naming the scorer or actuator and its distribution.
         """
-        if not isinstance(batch, RolloutBatch):
-            raise SampleError(f"the sample stage needs a RolloutBatch, got {type(batch).__name__} "
-                              "(build one with RolloutBatch.from_dict)")
+        batch = self._batches(batch, who="SampleStage.run")
         scores = check_score_output(self.scorer(batch, step=step), batch, self.scorer)
         action = check_action_output(self.actuator(scores, batch, step=step), batch, self.actuator, self.mechanism,
                                      self._num_tasksets)
@@ -130,8 +133,9 @@ class SampleStage:
                 self.mean_weight = float(w.mean()) if b else 0.0
                 self.kept_fraction = float((w > 0).double().mean()) if b else 0.0
 
-    def token_weights(self, batch: RolloutBatch, *, step: int) -> torch.Tensor:
-        """(B, T) float per-token loss weights for ``batch`` at ``step``.
+    def token_weights(self, batch: RolloutBatch | Mapping[str, Any], *, step: int) -> torch.Tensor:
+        """(B, T) float per-token loss weights for ``batch`` (a batch or a plain mapping, as :meth:`run` takes) at
+        ``step``.
 
         Runs the stage unless it already ran for this very batch object and step (a repeated call returns
         the same weights). Keep / weights become per-token weights × ``response_mask``, multiplied into
@@ -140,6 +144,7 @@ class SampleStage:
         """
         import torch
 
+        batch = self._batches(batch, who="SampleStage.token_weights")
         key = (int(step), batch.serial)
         if self._ran_for != key:
             self.run(batch, step=step)

@@ -20,7 +20,7 @@ from flexkit.cli import main
 from flexkit.pipeline import load_pipeline
 from flexkit.runner import run_pipeline
 from tests.checkpoint.test_kill_checkpoint import crash_before, stale_files
-from tests.cli.test_runner import PIPELINE, read_metrics, write
+from tests.cli.test_runner import PIPELINE, read_metrics, step_records, write
 from tests.fixtures import ROOT, CrashAt
 
 
@@ -148,7 +148,7 @@ def test_regression_total_steps_below_the_checkpoint_is_a_clear_error(tmp_path: 
     assert main(["run", str(shorter), "--resume", str(run_dir), "--quiet"]) == 1
     err = capsys.readouterr().err
     assert "is at step 40, past the 30 steps this pipeline now runs" in err
-    assert len(read_metrics(run_dir)) == 45  # nothing touched
+    assert len(step_records(run_dir)) == 45  # nothing touched
 
 
 def test_a_run_finished_by_its_rollout_budget_resumes_to_the_same_end(tmp_path: Path,
@@ -158,7 +158,7 @@ def test_a_run_finished_by_its_rollout_budget_resumes_to_the_same_end(tmp_path: 
     run_dir = tmp_path / "run"
     assert main(["run", str(path), "--out", str(run_dir), "--quiet"]) == 0
     first, metrics = capsys.readouterr().out, (run_dir / "metrics.jsonl").read_bytes()
-    assert len(read_metrics(run_dir)) < 60
+    assert len(step_records(run_dir)) < 60
     assert main(["run", str(path), "--resume", str(run_dir), "--quiet"]) == 0
     assert (run_dir / "metrics.jsonl").read_bytes() == metrics
     assert _summary(capsys.readouterr().out) == _summary(first)

@@ -67,6 +67,11 @@ def read_metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
+def step_records(run_dir: Path) -> list[dict]:
+    """The metrics records of training steps (without the ``"step": -1`` evaluation before training)."""
+    return [m for m in read_metrics(run_dir) if m["step"] >= 0]
+
+
 def test_run_writes_folder_metrics_and_checkpoint(tmp_path: Path) -> None:
     result = run_pipeline(load_pipeline(write(tmp_path)), run_dir=tmp_path / "run", progress=None)
     run_dir = tmp_path / "run"
@@ -74,11 +79,12 @@ def test_run_writes_folder_metrics_and_checkpoint(tmp_path: Path) -> None:
     resolved = json.loads((run_dir / "resolved.json").read_text())
     assert resolved["trainer"]["config"]["group_size"] == 4 and resolved["run"]["eval_every"] == 10
     metrics = read_metrics(run_dir)
-    assert [m["step"] for m in metrics] == list(range(60))
-    first = metrics[0]
+    assert [m["step"] for m in metrics] == list(range(-1, 60))
+    assert metrics[0] == {"step": -1, "rollouts": 0, "generated_tokens": 0, **result.first_eval}  # before training
+    first = metrics[1]
     assert {"step", "reward_mean", "pass_rate_mean", "kept_fraction", "taskset_mix"} <= set(first)
     evals = [m for m in metrics if "eval_accuracy" in m]
-    assert [m["step"] for m in evals] == [9, 19, 29, 39, 49, 59]
+    assert [m["step"] for m in evals] == [-1, 9, 19, 29, 39, 49, 59]
     assert {"eval_accuracy/1", "eval_accuracy/4"} <= set(evals[-1])
     assert (run_dir / "checkpoint" / "state.json").exists()
     assert result.last_eval["eval_accuracy"] > result.first_eval["eval_accuracy"]
@@ -93,7 +99,7 @@ def test_resume_after_a_crash_reproduces_the_uninterrupted_run(tmp_path: Path) -
     with pytest.raises(Crash):
         run_pipeline(crashing, run_dir=tmp_path / "broken", progress=None)
     crashing.plugins.pm.unregister(crasher)
-    assert len(read_metrics(tmp_path / "broken")) == 45  # everything up to the crash was flushed
+    assert len(step_records(tmp_path / "broken")) == 45  # everything up to the crash was flushed
     run_pipeline(load_pipeline(path), run_dir=tmp_path / "broken", resume=True, progress=None)
     assert read_metrics(tmp_path / "broken") == read_metrics(tmp_path / "full")
 
@@ -139,7 +145,7 @@ def test_group_filter_counts_reach_the_metrics(tmp_path: Path) -> None:
     text = PIPELINE.replace('type = "threshold_band"\nlow = 0.0\nhigh = 1.0', 'type = "zero_variance_filter"').replace(
         'type = "group_solve_rate"', 'type = "group_reward_range"')
     run_pipeline(load_pipeline(write(tmp_path, text)), run_dir=tmp_path / "run", progress=None)
-    metrics = read_metrics(tmp_path / "run")
+    metrics = step_records(tmp_path / "run")
     assert all({"sample/kept_groups", "sample/groups_needed"} <= set(m) for m in metrics)
     assert all(m["sample/kept_groups"] <= 16 for m in metrics)
     assert any(m["sample/kept_groups"] < 16 for m in metrics)  # some all-equal groups were dropped
@@ -156,4 +162,4 @@ def test_resume_before_the_first_checkpoint_says_to_start_again(tmp_path: Path) 
     with pytest.raises(FlexkitError, match=r"no checkpoint yet.*without --resume"):
         run_pipeline(load_pipeline(path), run_dir=tmp_path / "early", resume=True, progress=None)
     result = run_pipeline(load_pipeline(path), run_dir=tmp_path / "early", progress=None)  # same folder again
-    assert result.steps == 60 and len(read_metrics(tmp_path / "early")) == 60
+    assert result.steps == 60 and len(step_records(tmp_path / "early")) == 60

@@ -201,6 +201,18 @@ def test_layout_and_reports(compared: tuple[Comparison, str], pipeline_file: Pat
     assert "[4/4] adaptive seed 1" in progress
 
 
+def test_each_run_gets_plots_linked_from_the_results(compared: tuple[Comparison, str]) -> None:
+    pytest.importorskip("matplotlib")
+    out = compared[0].out_dir
+    md = (out / "results.md").read_text()
+    for name in ("random", "adaptive"):
+        for seed in (0, 1):
+            assert (out / name / f"seed{seed}" / "plots" / "overview.png").is_file()
+        links = [f"[seed {k}]({name}/seed{k}/plots/overview.png)" for k in (0, 1)]
+        assert f"- **{name}**: {', '.join(links)}" in md
+    assert "flexkit plot RUN_DIR" in md
+
+
 def test_parallel_jobs_give_the_same_results(compared: tuple[Comparison, str], pipeline_file: Path,
                                               tmp_path: Path) -> None:
     serial = compared[0]
@@ -293,7 +305,7 @@ def test_rollouts_come_from_the_runs_own_counts(pipeline_file: Path, tmp_path: P
         for run in res.runs:
             records = [json.loads(line) for line in (run.run_dir / "metrics.jsonl").read_text().splitlines()]
             evaluated = [r["rollouts"] for r in records if r.get("eval_accuracy") is not None]
-            assert [x for x, _ in run.rollout_curve] == [0, *evaluated]
+            assert [x for x, _ in run.rollout_curve] == evaluated and evaluated[0] == 0  # "step": -1 first
             expected = next((x for x, acc in run.rollout_curve if acc >= 0.3), None)
             assert run.rollouts_to_target == expected
             assert run.accuracy_at_budget == next(acc for x, acc in reversed(run.rollout_curve) if x <= 900)
@@ -306,3 +318,13 @@ def test_rollouts_come_from_the_runs_own_counts(pipeline_file: Path, tmp_path: P
     assert "accuracy at budget" in result.markdown and "900 rollouts (--budget)" in result.markdown
     short = compare(pipeline_file, [parse_setting("plain:")], [0], tmp_path / "short", budget=10**6, progress=None)
     assert short.results[0].runs[0].accuracy_at_budget is None  # stopped before spending the budget
+
+
+def test_curves_take_the_initial_record_once_and_old_run_folders_still_read(tmp_path: Path) -> None:
+    from flexkit.compare.run import _read_curves
+
+    steps = '{"step": 0, "rollouts": 32}\n{"step": 1, "rollouts": 64, "eval_accuracy": 0.5}\n'
+    (tmp_path / "metrics.jsonl").write_text('{"step": -1, "rollouts": 0, "eval_accuracy": 0.25}\n' + steps)
+    assert _read_curves(tmp_path, {"eval_accuracy": 0.25}, 32) == ([(0, 0.25), (2, 0.5)], [(0, 0.25), (64, 0.5)])
+    (tmp_path / "metrics.jsonl").write_text(steps)  # a run folder from before the initial record existed
+    assert _read_curves(tmp_path, {"eval_accuracy": 0.25}, 32) == ([(0, 0.25), (2, 0.5)], [(0, 0.25), (64, 0.5)])

@@ -67,8 +67,8 @@ def test_the_pipeline_refuses_them_where_it_builds_them(tmp_path: Path) -> None:
     with pytest.raises(ComponentError, match=r"scorer 'junk' \(local plugin './junk.py'\).*lacks __call__"):
         pipeline_from_dict({**base, "sample": sample}, base_dir=tmp_path)
     pipe = pipeline_from_dict({**base, "feedback": {"type": "junk"}}, base_dir=tmp_path)
-    with pytest.raises(ComponentError, match="feedback 'junk' .*returned NoProcess, which is not a feedback "
-                                             "operator .*lacks process"):
+    with pytest.raises(ComponentError, match=r"feedback 'junk' .*returned NoProcess, which is not a feedback "
+                                             r"operator .*lacks process"):
         pipe.feedback_operator  # noqa: B018 - building it is the test
     storage = {**base, "tasksets": [{"name": "t", "storage_type": "junk", "selector": {"type": "shuffle"}}]}
     with pytest.raises(ConfigError, match=r"tasksets\[0\]: storage 'junk' .*returned list, which is not a taskset "

@@ -217,7 +217,7 @@ def _simulated(tmp_path: Path, selector: dict, sample: dict | None = None, tasks
 ])
 def test_selectors_run_and_resume_in_a_pipeline(tmp_path: Path, selector: dict) -> None:
     full, resumed = crash_and_resume(_simulated(tmp_path, selector), tmp_path)
-    assert full == resumed and full.count("\n") == 6
+    assert full == resumed and full.count("\n") == 7  # 6 steps and the evaluation before training
 
 
 @pytest.mark.parametrize("sample", [
@@ -228,7 +228,7 @@ def test_selectors_run_and_resume_in_a_pipeline(tmp_path: Path, selector: dict) 
 ])
 def test_sample_algorithms_run_and_resume_in_a_pipeline(tmp_path: Path, sample: dict) -> None:
     full, resumed = crash_and_resume(_simulated(tmp_path, {"type": "random"}, sample, tasksets=2), tmp_path)
-    assert full == resumed and full.count("\n") == 6
+    assert full == resumed and full.count("\n") == 7  # 6 steps and the evaluation before training
     if sample["mechanism"] == "mix":
         assert "sample/proportion/1" in full
     else:

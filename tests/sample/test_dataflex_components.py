@@ -276,6 +276,11 @@ def test_dump_ucb_samples_unvisited_tasksets_first() -> None:
     np.testing.assert_allclose([p[i] for i in range(4)], [0.05, 0.05, 0.45, 0.45])
     with pytest.raises(SampleError, match="backwards"):
         mixer(*_mix([1.0], [0]), step=-1)
+    greedy = DumpUcbMixer(DumpUcbConfig(exploration=0.0, temperature=1.0))  # c = 0: no bonus, no infinite bound
+    greedy.bind(["a", "b", "c"])
+    p = greedy(*_mix([1.0, 0.0], [0, 1]), step=0).proportions
+    soft = np.exp([1.0, 0.0, 0.5]) / np.exp([1.0, 0.0, 0.5]).sum()  # unseen c: the others' mean
+    np.testing.assert_allclose([p[0], p[1], p[2]], soft)
 
 
 def _drive_mixer(mixer, steps: range, seed: int = 0) -> list[dict[int, float]]:
@@ -380,5 +385,6 @@ def _simulated(sample: dict) -> dict:
 ], ids=lambda s: s["actuator"]["type"])
 def test_new_components_run_and_resume_in_a_pipeline(tmp_path: Path, sample: dict) -> None:
     full, resumed = crash_and_resume(_simulated(sample), tmp_path)
-    assert full == resumed and full.count("\n") == 6
+    steps = [json.loads(line)["step"] for line in full.splitlines()]
+    assert full == resumed and [s for s in steps if s >= 0] == list(range(6))
     assert ("sample/proportion/1" if sample["mechanism"] == "mix" else "sample/") in full

@@ -138,7 +138,10 @@ SIMULATED = {
 
 
 def _records(run_dir: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    """The step records (the first record, ``"step": -1``, is the evaluation before training)."""
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert records[0]["step"] == -1 and records[0]["rollouts"] == 0 and "eval_accuracy" in records[0]
+    return records[1:]
 
 
 def test_run_records_cumulative_rollouts_and_resumes_exactly_after_a_kill_mid_refill(tmp_path: Path) -> None:

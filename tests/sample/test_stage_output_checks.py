@@ -135,7 +135,7 @@ def test_bool_scores_of_a_scorer_subclass_are_refused() -> None:
             return torch.ones(batch.batch_size, dtype=torch.bool)
 
     stage = SampleStage(BoolScorer(), KEEP_ALL, mechanism="select", estimator="grpo")
-    with pytest.raises(SampleError, match="BoolScorer.*returned torch.bool scores"):
+    with pytest.raises(SampleError, match=r"BoolScorer.*returned torch\.bool scores"):
         stage.run(batch(), step=0)
 
 

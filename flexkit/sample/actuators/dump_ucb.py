@@ -13,11 +13,12 @@ softmax over the bounds::
 ``L̂_d`` is the mean score of taskset ``d``'s samples in the last ``window`` training steps (the window every
 windowed mixer shares, :class:`~flexkit.sample.actuators.taskset_mixer.WindowMixer`; DUMP's window holds a
 taskset's last samples instead), ``n_d`` the number of its samples scored since the start. Pair it with the
-``advantage_magnitude`` scorer (``timing = "post_advantage"``). A taskset never sampled (``n_d = 0``) has an
-infinite bound: such tasksets share the non-floor mix until each has been sampled, as in UCB1. A taskset with
-no sample in the window is valued at the mean of the others' ``L̂`` (neither favoured nor starved; its bonus
-still grows). Domain scores (``{taskset_id: value}``) count as one sample per taskset. O(B + K·window) per
-call. State: the window and ``n``.
+``advantage_magnitude`` scorer (``timing = "post_advantage"``). With ``c > 0`` a taskset never sampled
+(``n_d = 0``) has an infinite bound: such tasksets share the non-floor mix until each has been sampled, as in
+UCB1 (``c = 0``: pure exploitation, no bonus at all). A taskset with no sample in the window is valued at the
+mean of the others' ``L̂`` (neither favoured nor starved; its bonus still grows). Domain scores
+(``{taskset_id: value}``) count as one sample per taskset. O(B + K·window) per call. State: the window and
+``n``.
 """
 
 from __future__ import annotations
@@ -54,16 +55,20 @@ class DumpUcbMixer(WindowMixer):
         self.visits = np.zeros(0)
 
     def upper_bounds(self) -> np.ndarray:
-        """``UCB_d`` per taskset id (``inf`` for tasksets never sampled)."""
+        """``UCB_d`` per taskset id (``inf`` for tasksets never sampled, when ``exploration > 0``)."""
         k = self.num_tasksets
         n = pad(self.visits, k)
         value = self.recent.means(k)
         seen = ~np.isnan(value)
         value = np.where(seen, value, value[seen].mean() if seen.any() else 0.0)
-        total = n.sum()
-        with np.errstate(divide="ignore", invalid="ignore"):  # n_d = 0: the bound is infinite below
-            bonus = self.config.exploration * np.sqrt(2.0 * np.log(max(total, 1.0)) / n)
-        return np.where(n > 0, value + bonus, np.inf)
+        c = self.config.exploration
+        visited = n > 0
+        bonus = np.zeros(k)
+        bonus[visited] = c * np.sqrt(2.0 * np.log(max(n.sum(), 1.0)) / n[visited])
+        ucb = value + bonus
+        if c > 0:
+            ucb[~visited] = np.inf
+        return ucb
 
     def current_proportions(self) -> dict[int, float]:
         """``floor/K + (1 − floor)·softmax(UCB/τ)``; never-sampled tasksets first (uniform without data)."""

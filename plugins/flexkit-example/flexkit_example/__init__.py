@@ -18,9 +18,10 @@ class ReverseConfig:
 class ReverseSelector(Selector):
     """Serve tasks from the last index down to 0, then wrap around."""
 
-    def __init__(self, config, *, size, seed=0, features=None):
-        super().__init__(config, size=size, seed=seed, features=features)
-        self.position = config.skip
+    Config = ReverseConfig
+
+    def _init_state(self):
+        self.position = self.config.skip
 
     def _select(self, batch_size, return_extra_info):
         steps = self.position + np.arange(batch_size)

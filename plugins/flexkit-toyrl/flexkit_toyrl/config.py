@@ -42,8 +42,10 @@ class ToyRLConfig:
         doc="Share of warm-start problems per level 1, 2, ...; mostly easy ones, so harder levels stay weak.",
     )
     num_threads: int = field(
-        default=0, ge=0,
-        doc="torch CPU threads for this run (0: leave torch's setting). Results can differ with the thread count.",
+        default=1, ge=0,
+        doc="torch CPU threads for this run (0: leave torch's setting). One thread keeps this small model fast on a "
+            "shared CPU (more threads wait for each other when another process holds a core) and gives the same "
+            "results on every machine; results can differ with the thread count.",
     )
     eval_tasks_per_level: int = field(default=200, ge=1, doc="Held-out problems per level.")
     eval_levels: tuple[int, ...] = field(default=(1, 2, 3, 4), min_items=1, doc="Levels of the held-out set.")

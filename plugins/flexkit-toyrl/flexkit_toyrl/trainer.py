@@ -84,7 +84,8 @@ class ToyRLTrainer(Trainer):
     # -- warm start -------------------------------------------------------------------------------------
 
     def warm_start(self) -> None:
-        """The supervised phase (once; a loaded checkpoint counts as warm)."""
+        """The supervised phase (once; a loaded checkpoint counts as warm), reported as progress phase
+        ``"warm start"`` (:meth:`~flexkit.trainer.Trainer.report_progress`)."""
         if self.warm:
             return
         cfg = self.config
@@ -93,7 +94,7 @@ class ToyRLTrainer(Trainer):
         optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.warmup_learning_rate)
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: warmup_schedule(i, cfg.warmup_steps))
         loss = torch.zeros(())
-        for _ in range(cfg.warmup_steps):
+        for i in range(cfg.warmup_steps):
             levels = 1 + self.warmup_rng.choice(len(weights), size=cfg.warmup_batch_size, p=weights)
             a, b = draw_problems(levels, cfg.base, self.warmup_rng)
             seq = torch.from_numpy(np.concatenate([encode_prompts(a, b, self.width, cfg.base),
@@ -105,6 +106,7 @@ class ToyRLTrainer(Trainer):
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
             optimizer.step()
             schedule.step()
+            self.report_progress("warm start", i + 1, cfg.warmup_steps)
         self.warmup_loss = float(loss.detach())
         self.warm = True
 

@@ -1,0 +1,142 @@
+"""What ``flexkit run`` records and shows beyond the step metrics: the evaluation before training, the level mix,
+the selectors' predicted pass rates, and a trainer's progress during a long phase."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from flexkit import make_selector
+from flexkit.pipeline import load_pipeline
+from flexkit.run_estimates import PASS_RATE_BINS, EstimateSnapshot, level_mix, predicted_pass_rates
+from flexkit.runner import _Progress, run_pipeline
+from flexkit.scheduler import Task
+from tests.cli.test_runner import PIPELINE, read_metrics, write
+
+SLOW_SETUP = """\
+from flexkit import hookimpl
+from flexkit.simulator import SimulatorConfig, SimulatorTrainer
+
+
+class SlowSetup(SimulatorTrainer):
+    def setup(self, pipeline):
+        super().setup(pipeline)
+        for i in range(20):
+            self.report_progress("loading", i + 1, 20)
+
+
+@hookimpl
+def flexkit_register_trainers(register):
+    register("slow_setup", SlowSetup, SimulatorConfig)
+"""
+
+
+def test_the_first_record_is_the_evaluation_before_training(tmp_path: Path) -> None:
+    result = run_pipeline(load_pipeline(write(tmp_path)), run_dir=tmp_path / "run", progress=None)
+    first, *steps = read_metrics(tmp_path / "run")
+    assert first == {"step": -1, "rollouts": 0, "generated_tokens": 0, **result.first_eval}
+    assert [m["step"] for m in steps] == list(range(60))
+
+
+def test_no_initial_record_without_evaluations(tmp_path: Path) -> None:
+    path = write(tmp_path, PIPELINE.replace("eval_every = 10", "eval_every = 0"))
+    run_pipeline(load_pipeline(path), run_dir=tmp_path / "run", progress=None)
+    assert read_metrics(tmp_path / "run")[0]["step"] == 0
+
+
+def test_steps_record_the_level_mix_and_the_predicted_pass_rates(tmp_path: Path) -> None:
+    run_pipeline(load_pipeline(write(tmp_path)), run_dir=tmp_path / "run", progress=None)
+    steps = read_metrics(tmp_path / "run")[1:]
+    for m in steps:
+        assert sum(m["level_mix"].values()) == 16 and set(m["level_mix"]) <= {"1", "2", "3", "4"}
+        histograms = m["predicted_pass_rate"]  # taskset "hard" has a difficulty_based selector; "easy" none
+        assert len(histograms["pool"]) == len(histograms["selected"]) == PASS_RATE_BINS
+        assert sum(histograms["pool"]) == 300
+        assert sum(histograms["selected"]) == m["taskset_mix"].get("hard", 0)
+    assert any(m["taskset_mix"].get("hard") for m in steps)
+
+
+def test_a_trainer_reports_progress_on_the_display(tmp_path: Path) -> None:
+    (tmp_path / "slow.py").write_text(SLOW_SETUP)
+    path = write(tmp_path, PIPELINE.replace('type = "simulator"', 'type = "slow_setup"'))
+    shown = io.StringIO()
+    run_pipeline(load_pipeline(path, plugins=[str(tmp_path / "slow.py")]), run_dir=tmp_path / "run",
+                 progress=shown)
+    lines = shown.getvalue().splitlines()
+    loading = [line for line in lines if line.startswith("loading: ")]
+    assert [line.split()[1] for line in loading] == [f"{2 * i}/20" for i in range(1, 11)]  # every 10%
+    assert lines.index(loading[-1]) < next(i for i, line in enumerate(lines) if "step " in line)
+
+
+def test_the_progress_display_on_a_terminal_rewrites_one_line() -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    bar = _Progress(10, screen)
+    for i in range(1, 501):
+        bar.phase("warm start", i, 500)
+    text = screen.getvalue()
+    assert text.startswith("\rwarm start: 1/500") and text.endswith("\rwarm start: 500/500 (0s)\n")
+    assert text.count("\r") < 10  # throttled
+    _Progress(10, None).phase("warm start", 1, 2)  # no display: nothing happens
+
+
+def test_predicted_pass_rates_of_the_built_in_selectors() -> None:
+    features = {"weak_pass_rate": np.linspace(0, 1, 20), "strong_pass_rate": np.linspace(0.2, 1, 20)}
+    based = make_selector("difficulty_based", size=20, seed=0, features=features)
+    values = predicted_pass_rates(based, 20)
+    alpha, beta = based.posterior()
+    assert values is not None and np.allclose(values, alpha / (alpha + beta))
+    learn = make_selector("learnability", size=20, seed=0)
+    learn.feedback(np.array([3]), np.array([1.0]))
+    assert np.allclose(predicted_pass_rates(learn, 20), learn.estimates())
+    thompson = make_selector("thompson_target", size=20, seed=0)
+    assert np.allclose(predicted_pass_rates(thompson, 20), thompson.posterior_mean())
+    assert predicted_pass_rates(make_selector("random", size=20, seed=0), 20) is None
+
+
+def test_a_selector_reporting_nonsense_is_ignored() -> None:
+    class Odd:
+        def predicted_pass_rates(self) -> np.ndarray:
+            return np.array([0.5, 1.5])
+
+    assert predicted_pass_rates(Odd(), 2) is None
+    assert predicted_pass_rates(Odd(), 3) is None
+
+
+def test_snapshot_histograms_and_level_mix() -> None:
+    snapshot = EstimateSnapshot({1: np.array([0.02, 0.52, 0.97, 1.0])})
+    def task(tid: int, index: int, row: dict) -> Task:
+        return Task(taskset_id=tid, taskset="ab"[tid], index=index, data=row)
+
+    tasks = [task(0, 0, {"level": 2}), task(1, 1, {"level": 1}), task(1, 3, {"level": 2}), task(1, 2, {"level": True})]
+    record = snapshot.record(tasks)
+    assert PASS_RATE_BINS == 20
+    assert record == {"selected": [0] * 10 + [1] + [0] * 8 + [2], "pool": [1] + [0] * 9 + [1] + [0] * 8 + [2]}
+    assert EstimateSnapshot({}).record(tasks) is None
+    assert level_mix(tasks) == {"1": 1, "2": 2}  # a bool is no level
+    assert level_mix([task(0, 0, {"x": 1})]) is None
+    json.dumps(record)
+
+
+@pytest.mark.parametrize("every", [0, 10])
+def test_resume_keeps_the_new_records_byte_identical(tmp_path: Path, every: int) -> None:
+    from flexkit.cli import main
+    from tests.fixtures import Crash, CrashAt
+
+    path = write(tmp_path, PIPELINE.replace("eval_every = 10", f"eval_every = {every}"))
+    run_pipeline(load_pipeline(path), run_dir=tmp_path / "full", progress=None)
+    crashing = load_pipeline(path)
+    crasher = CrashAt(33)
+    crashing.plugins.pm.register(crasher)
+    with pytest.raises(Crash):
+        run_pipeline(crashing, run_dir=tmp_path / "broken", progress=None)
+    crashing.plugins.pm.unregister(crasher)
+    assert main(["run", str(path), "--resume", str(tmp_path / "broken"), "--quiet"]) == 0
+    assert (tmp_path / "broken" / "metrics.jsonl").read_bytes() == (tmp_path / "full" / "metrics.jsonl").read_bytes()
