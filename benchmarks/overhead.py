@@ -1,6 +1,6 @@
 """flexkit's overhead inside a training step of the embedded trainer (``plugins/flexkit-toyrl``).
 
-    python benchmarks/overhead.py             # examples/quickstart.toml, 60 timed steps after 10 warm-up steps
+    python benchmarks/overhead.py             # the levels 1-4 embedded run (PIPELINE), 60 timed steps after 10 warm-up
     python benchmarks/overhead.py --quick     # a tiny model and batch, a few steps (the CI smoke mode)
 
 Each step is timed part by part, the way ``flexkit run`` drives it: flexkit's parts are ``scheduler.read()``,
@@ -29,16 +29,26 @@ SAMPLE = {"mechanism": "select", "scorer": {"type": "group_solve_rate"},
           "actuator": {"type": "threshold_band", "low": 0.0, "high": 1.0}}
 QUICK_TRAINER = {"type": "toyrl", "d_model": 16, "n_heads": 2, "group_size": 4, "warmup_steps": 2,
                  "eval_tasks_per_level": 5}
+#: The measured pipeline: the embedded run of levels 1-4 that docs/performance.md's figures were taken on (one
+#: generation round per step, so a step's share is comparable across versions).
+PIPELINE = {
+    "run": {"batch_size": 64, "seed": 0, "total_steps": 600, "eval_every": 50, "checkpoint_every": 100},
+    "tasksets": [{"name": "addition", "storage_type": "arithmetic", "size": 20000, "levels": [1, 2, 3, 4],
+                  "selector": {"type": "difficulty_based", "feature_keys": ["weak_pass_rate", "strong_pass_rate"],
+                               "m": 8, "target_reward": 0.5, "tau": 0.1}}],
+    "trainer": {"type": "toyrl", "group_size": 8, "num_threads": 0},
+}
 
 
 def run(*, quick: bool = False, steps: int = 60, warmup: int = 10, sample: bool = True) -> dict[str, Any]:
     """Time ``steps`` training steps after ``warmup`` untimed ones; returns per-part medians in ms. Without
-    ``sample`` the pipeline is the quickstart as written (no sample stage)."""
-    from flexkit.config.loader import read_toml_file
+    ``sample`` the pipeline is :data:`PIPELINE` as written (no sample stage)."""
+    import copy
+
     from flexkit.pipeline import pipeline_from_dict
     from flexkit.runner import trainer_seed
 
-    data = read_toml_file(ROOT / "examples" / "quickstart.toml")
+    data = copy.deepcopy(PIPELINE)
     if sample:
         data["sample"] = SAMPLE
     if quick:
@@ -99,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny model and batch, a few steps (CI smoke)")
     parser.add_argument("--steps", type=int, default=60, help="timed steps (default 60)")
-    parser.add_argument("--no-sample", action="store_true", help="the quickstart as written, no sample stage")
+    parser.add_argument("--no-sample", action="store_true", help="PIPELINE as written, no sample stage")
     parser.add_argument("--json", metavar="PATH", help="also write the result as JSON")
     args = parser.parse_args(argv)
     result = run(quick=args.quick, steps=args.steps, sample=not args.no_sample)
