@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from flexkit._files import NotRegularFileError, open_regular
 from flexkit.errors import TasksetError
 
 __all__ = ["LazyFeatures", "Taskset", "TasksetError", "check_rows", "lazy_features"]
@@ -133,6 +134,21 @@ class Taskset(abc.ABC):
     def _error(self, message: str) -> TasksetError:
         """A :class:`TasksetError` about this taskset."""
         return TasksetError(message, taskset=self.name, path=self.path)
+
+    def _open_file(self) -> int:
+        """A read-only descriptor of the file at ``path`` (a regular file only, never blocking on a FIFO); a path
+        that cannot be opened raises :class:`TasksetError`."""
+        try:
+            fd, _ = open_regular(self.path)  # type: ignore[arg-type]
+        except FileNotFoundError:
+            raise self._error("no such file") from None
+        except IsADirectoryError:
+            raise self._error("is a directory, not a file") from None
+        except NotRegularFileError as exc:
+            raise self._error(str(exc.strerror)) from None
+        except OSError as exc:
+            raise self._error(f"cannot open: {exc.strerror or exc}") from None
+        return fd
 
     def _check_key(self, key: str) -> None:
         """Raise :class:`TasksetError` (with a did-you-mean) if the first row has no ``key``."""

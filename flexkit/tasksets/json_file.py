@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from flexkit._files import NotRegularFileError, open_regular
 from flexkit.tasksets.base import Taskset, _column_from_rows
 
 __all__ = ["JsonTaskset"]
@@ -38,16 +37,10 @@ class JsonTaskset(Taskset):
         self.name = name
         self.path = path
         self._columns: dict[str, np.ndarray] = {}
+        fd = self._open_file()  # a FIFO is refused, not waited on
         try:
-            fd, _ = open_regular(path)  # a FIFO is refused, not waited on
             with os.fdopen(fd, "rb") as f:
                 data = json.load(f)
-        except FileNotFoundError:
-            raise self._error("no such file") from None
-        except IsADirectoryError:
-            raise self._error("is a directory, not a file") from None
-        except NotRegularFileError as exc:
-            raise self._error(str(exc.strerror)) from None
         except json.JSONDecodeError as exc:
             raise self._error(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
         except ValueError as exc:  # UnicodeDecodeError

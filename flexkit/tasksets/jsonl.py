@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from flexkit._files import NotRegularFileError, open_regular
 from flexkit.tasksets._fdpool import POOL
 from flexkit.tasksets.base import Taskset, _feature_value, _missing_key_message, _readonly, _value_error
 
@@ -256,24 +255,10 @@ class JsonlTaskset(Taskset):
         self._token = next(_tokens)
         self._finalizer = weakref.finalize(self, POOL.discard, self._token)
 
-    def _open(self) -> int:
-        """Open the file (a regular file only, never blocking on a FIFO); called by the pool."""
-        try:
-            fd, _ = open_regular(self.path)
-        except FileNotFoundError:
-            raise self._error("no such file") from None
-        except IsADirectoryError:
-            raise self._error("is a directory, not a file") from None
-        except NotRegularFileError as exc:
-            raise self._error(str(exc.strerror)) from None
-        except OSError as exc:
-            raise self._error(f"cannot open: {exc.strerror or exc}") from None
-        return fd
-
     @contextmanager
     def _borrow(self) -> Iterator[int]:
         """An open descriptor of the file, checked to be unchanged since indexing; call with the lock held."""
-        with POOL.borrow(self._token, self._open) as fd:
+        with POOL.borrow(self._token, self._open_file) as fd:
             if self._signature is not None:
                 st = os.fstat(fd)
                 if (st.st_size, st.st_mtime_ns) != self._signature:

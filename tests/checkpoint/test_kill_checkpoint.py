@@ -24,27 +24,36 @@ import hashlib
 import json
 import os
 import random
-import select
 import signal
 import statistics
-import subprocess
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import attrs
 import numpy as np
 import pytest
 
-from flexkit.checkpoint import LOCK_FILE, STATE_FILE, CheckpointError, load_state, save_state
+from flexkit.checkpoint import STATE_FILE, CheckpointError, load_state, save_state
 from flexkit.feedback import SELECTOR_METRIC
 from flexkit.pipeline import Pipeline, pipeline_from_dict
+from tests.checkpoint.kill_helpers import (
+    CampaignReport,
+    ZygoteProcess,
+    canonical,
+    emit,
+    needs_fork,
+    serve_forks,
+    stale_files,
+)
+from tests.fixtures import ROOT
 from tests.scheduler.test_scheduler import write_taskset
 
-ROOT = Path(__file__).resolve().parents[2]
+CHECKPOINT_PY = ROOT / "flexkit" / "checkpoint.py"
 TOTAL_STEPS = 40
 SIZES = (3000, 1500, 500)
 FEEDBACK_SEED = 20_240_611
@@ -99,23 +108,6 @@ def play_step(pipe: Pipeline, step: int) -> None:
                              "taskset_id": [t.taskset_id for t in tasks]}, step=step)
 
 
-def _plain(obj: Any) -> Any:
-    if isinstance(obj, np.ndarray):
-        return {"dtype": str(obj.dtype), "data": obj.tolist()}
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, dict):
-        return {repr(k) if not isinstance(k, str) else k: _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    return obj
-
-
-def canonical(state: Any) -> str:
-    """Canonical JSON of a state dict (arrays via ``tolist`` with their dtype): equal strings, equal states."""
-    return json.dumps(_plain(state), sort_keys=True)
-
-
 def reference_states(data_dir: Path) -> list[str]:
     """Canonical pipeline state after each step of an uninterrupted run (index = steps done)."""
     pipe = build_pipeline(data_dir)
@@ -130,16 +122,12 @@ def reference_states(data_dir: Path) -> list[str]:
 # -- the child side: zygote and workers ----------------------------------------------------------------------
 
 
-def _emit(line: str) -> None:
-    os.write(1, (line + "\n").encode())
-
-
 def worker(data_dir: str, ckpt: str) -> None:
     """A (re)started job: resume from ``ckpt`` if it holds a checkpoint, then step and checkpoint every step."""
     import torch
 
     torch.set_num_threads(1)
-    _emit(f"pid {os.getpid()}")
+    emit(f"pid {os.getpid()}")
     pipe = build_pipeline(data_dir)
     extra: dict[str, Any] = {}
     try:
@@ -150,110 +138,58 @@ def worker(data_dir: str, ckpt: str) -> None:
     start = pipe.scheduler.step
     if start:
         assert extra == {"runner": {"step": start}}
-    _emit(f"start {start}")
+    emit(f"start {start}")
     for step in range(start, TOTAL_STEPS):
         t0 = time.perf_counter()
         play_step(pipe, step)
         t1 = time.perf_counter()
-        _emit(f"saving {step + 1} {t1 - t0:.6f}")
+        emit(f"saving {step + 1} {t1 - t0:.6f}")
         pipe.save_checkpoint(ckpt, extra={"runner": {"step": step + 1}})
-        _emit(f"saved {step + 1} {time.perf_counter() - t1:.6f}")
-    _emit("done")
+        emit(f"saved {step + 1} {time.perf_counter() - t1:.6f}")
+    emit("done")
 
 
 def zygote(data_dir: str) -> None:
-    """Import everything once, then fork a :func:`worker` for each ``run <ckpt>`` line on stdin.
-
-    Nothing here starts a thread (no pipeline is built, no torch op runs), so forking is safe. Each worker is
-    reaped and reported as ``reaped <pid> <status>`` after all its own lines.
-    """
+    """Import everything once, then fork a :func:`worker` for each ``run <ckpt>`` line on stdin (it says its own
+    ``pid``; an exception is reported as an ``error`` line). No pipeline is built and no torch op runs here."""
     import torch  # noqa: F401 - imported before forking so workers start fast
 
     import flexkit.sample.scorers  # noqa: F401
     from flexkit.plugins import get_plugins
 
+    def child(ckpt: str) -> int:
+        try:
+            worker(data_dir, ckpt)
+        except BaseException as exc:  # report, never return into the zygote's loop
+            emit(f"error {type(exc).__name__}: {exc}".replace("\n", " "))
+            return 1
+        return 0
+
     get_plugins()
-    _emit("ready")
-    for line in sys.stdin:
-        cmd, *args = line.split()
-        if cmd == "quit":
-            break
-        pid = os.fork()
-        if pid == 0:  # the worker
-            code = 0
-            try:
-                worker(data_dir, args[0])
-            except BaseException as exc:  # report, never return into the zygote's loop
-                _emit(f"error {type(exc).__name__}: {exc}".replace("\n", " "))
-                code = 1
-            finally:
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        _emit(f"reaped {pid} {status}")
+    serve_forks(child)
 
 
 # -- the parent side -------------------------------------------------------------------------------------------
 
 
-class Lines:
-    """Lines from a pipe, with a timeout (no read-ahead buffering surprises: ``select`` + ``os.read``)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.buf = b""
-
-    def next(self, timeout: float = 60.0) -> str:
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self.buf:
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([self.fd], [], [], max(left, 0.0))
-            if not ready:
-                raise TimeoutError("no line from the kill-test child within the timeout")
-            chunk = os.read(self.fd, 65536)
-            if not chunk:
-                raise EOFError("the kill-test child exited")
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        return line.decode()
-
-
-@attrs.define
-class Zygote:
-    """The forking child process, driven over stdin/stdout."""
-
-    proc: subprocess.Popen[bytes]
-    lines: Lines
+class Zygote(ZygoteProcess):
+    """The zygote of :func:`zygote`."""
 
     @classmethod
     def start(cls, data_dir: Path, stderr: Path) -> Zygote:
-        code = "import sys; from tests.checkpoint.test_kill_checkpoint import zygote; zygote(sys.argv[1])"
-        with stderr.open("wb") as err:
-            proc = subprocess.Popen([sys.executable, "-c", code, str(data_dir)], cwd=ROOT, stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=err)
-        zyg = cls(proc, Lines(proc.stdout.fileno()))  # type: ignore[union-attr]
-        assert zyg.lines.next(timeout=120.0) == "ready"
-        return zyg
+        """Start it on the tasksets in ``data_dir``."""
+        return cls.spawn("tests.checkpoint.test_kill_checkpoint", [str(data_dir)], stderr)
 
     def run(self, ckpt: Path) -> int:
         """Fork a worker on ``ckpt``; returns its pid."""
-        self.proc.stdin.write(f"run {ckpt}\n".encode())  # type: ignore[union-attr]
-        self.proc.stdin.flush()  # type: ignore[union-attr]
+        self.send(f"run {ckpt}")
         first = self.lines.next()
         assert first.startswith("pid "), first
         return int(first.split()[1])
 
-    def stop(self) -> None:
-        try:
-            self.proc.stdin.write(b"quit\n")  # type: ignore[union-attr]
-            self.proc.stdin.close()  # type: ignore[union-attr]
-            self.proc.wait(timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            self.proc.kill()
-            self.proc.wait()
-
 
 @attrs.define
-class KillReport:
+class KillReport(CampaignReport):
     """What a kill campaign did and found."""
 
     trials: int = 0
@@ -267,13 +203,6 @@ class KillReport:
     max_stale: int = 0
     phases: Counter[str] = attrs.field(factory=Counter)
 
-    def summary(self) -> str:
-        phases = ", ".join(f"{k}: {v}" for k, v in sorted(self.phases.items()))
-        return (f"trials={self.trials} kills={self.kills} during_save={self.during_save} "
-                f"no_checkpoint={self.no_checkpoint} loads_ok={self.loads_ok} resumes_exact={self.resumes_exact} "
-                f"data_lost={self.data_lost} finished_runs={self.finished_runs} max_stale_files={self.max_stale} "
-                f"[{phases}]")
-
 
 def _busy_wait(seconds: float) -> None:
     end = time.perf_counter() + seconds
@@ -281,13 +210,6 @@ def _busy_wait(seconds: float) -> None:
         time.sleep(seconds - 0.001)
     while time.perf_counter() < end:
         pass
-
-
-def stale_files(ckpt: Path) -> set[str]:
-    """Files of a checkpoint directory other than ``state.json``, the arrays file it names and the lock file."""
-    names = {p.name for p in ckpt.iterdir()} if ckpt.exists() else set()
-    current = json.loads((ckpt / STATE_FILE).read_text())["arrays"] if STATE_FILE in names else None
-    return names - {STATE_FILE, LOCK_FILE, current}
 
 
 def _parse(events: list[str], prefix: str) -> list[int]:
@@ -325,8 +247,7 @@ def kill_campaign(tmp_path: Path, kills: int, seed: int) -> KillReport:
     report = KillReport()
     saves: list[float] = [0.003]
     steps: list[float] = [0.003]
-    zyg = Zygote.start(data_dir, tmp_path / "zygote.err")
-    try:
+    with Zygote.start(data_dir, tmp_path / "zygote.err") as zyg:
         run = 0
         while report.kills < kills:
             run += 1
@@ -404,11 +325,6 @@ def kill_campaign(tmp_path: Path, kills: int, seed: int) -> KillReport:
             assert canonical(pipe.state_dict()) == ref[-1], "the killed-and-restarted job's final state differs"
             pipe.scheduler.close()
             report.finished_runs += 1
-    except (TimeoutError, EOFError) as exc:
-        err = (tmp_path / "zygote.err").read_text(errors="replace")[-4000:]
-        raise AssertionError(f"{exc}; the child's stderr ends with:\n{err}") from None
-    finally:
-        zyg.stop()
     return report
 
 
@@ -424,7 +340,7 @@ def _phase(step: int, saving: int, before: set[str], stale: set[str]) -> str:
     return "before the arrays file (state_dict, encoding, lock, cleanup)"
 
 
-@pytest.mark.skipif(sys.platform == "win32" or not hasattr(os, "fork"), reason="needs fork and SIGKILL")
+@needs_fork
 def test_sigkill_mid_checkpoint_always_leaves_a_loadable_exactly_resumable_checkpoint(tmp_path: Path) -> None:
     """60 SIGKILLs, most mid-save: the checkpoint always loads and resumes to the uninterrupted final state."""
     report = kill_campaign(tmp_path, kills=60, seed=6)
@@ -436,7 +352,7 @@ def test_sigkill_mid_checkpoint_always_leaves_a_loadable_exactly_resumable_check
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("FLEXKIT_SLOW") != "1", reason="set FLEXKIT_SLOW=1 to run the 500-kill campaign")
-@pytest.mark.skipif(sys.platform == "win32" or not hasattr(os, "fork"), reason="needs fork and SIGKILL")
+@needs_fork
 def test_sigkill_campaign_500(tmp_path: Path) -> None:
     """The same with 500 kills."""
     report = kill_campaign(tmp_path, kills=500, seed=2024)
@@ -452,20 +368,13 @@ class Crash(BaseException):
     """Stands for the process dying (a BaseException, so nothing in the code under test catches it)."""
 
 
-def crash_at(n: int, fn: Callable[[], Any]) -> bool:
-    """Run ``fn``, raising :class:`Crash` before the ``n``-th line executed in ``flexkit/checkpoint.py``;
-    returns whether it crashed. (Crashing inside library code this way would run its ``finally`` clauses, which a
-    real crash does not; the interior of numpy's zip writing is what the SIGKILL campaign covers.)"""
-    count = 0
-    target = str(ROOT / "flexkit" / "checkpoint.py")
+def _crash_when(hit: Callable[[FrameType], bool], fn: Callable[[], Any]) -> bool:
+    """Run ``fn``, raising :class:`Crash` before the first line it executes whose frame ``hit`` accepts; returns
+    whether it crashed."""
 
-    def tracer(frame: Any, event: str, _arg: Any) -> Any:
-        nonlocal count
-        # not inside the lock helper: a crash there would leak the lock's fd, which a dying process cannot
-        if event == "line" and frame.f_code.co_filename == target and frame.f_code.co_name != "_writer_lock":
-            count += 1
-            if count == n:
-                raise Crash
+    def tracer(frame: FrameType, event: str, _arg: Any) -> Any:
+        if event == "line" and hit(frame):
+            raise Crash
         return tracer
 
     sys.settrace(tracer)
@@ -476,6 +385,24 @@ def crash_at(n: int, fn: Callable[[], Any]) -> bool:
     finally:
         sys.settrace(None)
     return False
+
+
+def crash_at(n: int, fn: Callable[[], Any]) -> bool:
+    """Run ``fn``, raising :class:`Crash` before the ``n``-th line executed in ``flexkit/checkpoint.py``;
+    returns whether it crashed. (Crashing inside library code this way would run its ``finally`` clauses, which a
+    real crash does not; the interior of numpy's zip writing is what the SIGKILL campaign covers.)"""
+    count = 0
+    target = str(CHECKPOINT_PY)
+
+    def hit(frame: FrameType) -> bool:
+        nonlocal count
+        # not inside the lock helper: a crash there would leak the lock's fd, which a dying process cannot
+        if frame.f_code.co_filename != target or frame.f_code.co_name == "_writer_lock":
+            return False
+        count += 1
+        return count == n
+
+    return _crash_when(hit, fn)
 
 
 def _states(i: int) -> dict[str, Any]:
@@ -515,28 +442,14 @@ def test_stale_temp_and_arrays_files_do_not_break_loading_and_are_removed(tmp_pa
 
 # -- regressions: leftovers of a crash loop, concurrent writers and readers, malformed checkpoints --------------
 
-CHECKPOINT_PY = ROOT / "flexkit" / "checkpoint.py"
-
 
 def crash_before(source_line: str, fn: Callable[[], Any]) -> None:
     """Run ``fn``, raising :class:`Crash` right before ``flexkit/checkpoint.py`` first runs ``source_line``."""
     numbers = [i + 1 for i, text in enumerate(CHECKPOINT_PY.read_text().splitlines()) if text.strip() == source_line]
     assert len(numbers) == 1, source_line
-    target = str(CHECKPOINT_PY)
-
-    def tracer(frame: Any, event: str, _arg: Any) -> Any:
-        if event == "line" and frame.f_lineno == numbers[0] and frame.f_code.co_filename == target:
-            raise Crash
-        return tracer
-
-    sys.settrace(tracer)
-    try:
-        fn()
-    except Crash:
-        return
-    finally:
-        sys.settrace(None)
-    raise AssertionError(f"never reached {source_line!r}")
+    line, target = numbers[0], str(CHECKPOINT_PY)
+    if not _crash_when(lambda frame: frame.f_lineno == line and frame.f_code.co_filename == target, fn):
+        raise AssertionError(f"never reached {source_line!r}")
 
 
 def test_a_crash_loop_does_not_pile_up_files(tmp_path: Path) -> None:

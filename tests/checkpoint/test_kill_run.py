@@ -22,7 +22,6 @@ import json
 import os
 import random
 import signal
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -34,9 +33,15 @@ import numpy as np
 import pytest
 
 from flexkit.checkpoint import STATE_FILE, load_state
-from tests.checkpoint.test_kill_checkpoint import Lines, canonical, stale_files
+from tests.checkpoint.kill_helpers import (
+    CampaignReport,
+    ZygoteProcess,
+    canonical,
+    needs_fork,
+    serve_forks,
+    stale_files,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
 KILLS_PER_FOLDER = 8
 
 PIPELINE = """
@@ -95,10 +100,6 @@ def write_pipeline(folder: Path) -> Path:
 # -- the child side -------------------------------------------------------------------------------------------
 
 
-def _emit(line: str) -> None:
-    os.write(1, (line + "\n").encode())
-
-
 def install_kill_hook(kill_save: int, kill_line: int, count_to: str | None) -> None:
     """SIGKILL this process at the ``kill_line``-th Python line executed inside its ``kill_save``-th call of
     ``Pipeline.save_checkpoint`` (0: never); with ``count_to``, append each save's line count to that file."""
@@ -154,9 +155,20 @@ def _worker(job: dict[str, Any]) -> int:
     return code
 
 
+def _child(payload: str) -> int:
+    """Run the job ``payload`` (JSON); an exception is appended to the job's stderr file, exit status 70."""
+    job = json.loads(payload)
+    try:
+        return _worker(job)
+    except BaseException as exc:  # a traceback is a failure of the command line: report it
+        with open(job["stderr"], "a") as f:
+            f.write(f"Traceback-like failure: {type(exc).__name__}: {exc}\n")
+        return 70
+
+
 def zygote() -> None:
     """Import everything once, then fork a worker for each ``run <json>`` line on stdin; report ``pid <pid>``
-    when it starts and ``reaped <pid> <status>`` when it ends. Nothing here starts a thread, so forking is safe."""
+    when it starts and ``reaped <pid> <status>`` when it ends."""
     import torch  # noqa: F401 - imported before forking so workers start fast
 
     import flexkit.cli
@@ -164,25 +176,7 @@ def zygote() -> None:
     from flexkit.plugins import get_plugins
 
     get_plugins()
-    _emit("ready")
-    for line in sys.stdin:
-        cmd, _, payload = line.partition(" ")
-        if cmd == "quit":
-            break
-        job = json.loads(payload)
-        pid = os.fork()
-        if pid == 0:
-            code = 70
-            try:
-                code = _worker(job)
-            except BaseException as exc:  # a traceback is a failure of the command line: report it
-                with open(job["stderr"], "a") as f:
-                    f.write(f"Traceback-like failure: {type(exc).__name__}: {exc}\n")
-            finally:
-                os._exit(code)
-        _emit(f"pid {pid}")
-        _, status = os.waitpid(pid, 0)
-        _emit(f"reaped {pid} {status}")
+    serve_forks(_child, announce_pid=True)
 
 
 # -- the parent side ------------------------------------------------------------------------------------------
@@ -204,23 +198,16 @@ def _text(path: Path) -> str:
 
 
 @attrs.define
-class Zygote:
-    """The forking child process, driven over stdin/stdout."""
+class Zygote(ZygoteProcess):
+    """The zygote of :func:`zygote`, running its commands in ``workdir``."""
 
-    proc: subprocess.Popen[bytes]
-    lines: Lines
     workdir: Path
     jobs: int = 0
 
     @classmethod
     def start(cls, workdir: Path) -> Zygote:
-        code = "from tests.checkpoint.test_kill_run import zygote; zygote()"
-        with (workdir / "zygote.err").open("wb") as err:
-            proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=err)
-        zyg = cls(proc, Lines(proc.stdout.fileno()), workdir)  # type: ignore[union-attr]
-        assert zyg.lines.next(timeout=120.0) == "ready"
-        return zyg
+        """Start it; its stderr goes to ``workdir/zygote.err``."""
+        return cls.spawn("tests.checkpoint.test_kill_run", [], workdir / "zygote.err", workdir=workdir)
 
     def run(self, argv: list[str], *, kill_save: int = 0, kill_line: int = 0, kill_after: float | None = None,
             count_to: Path | None = None) -> Outcome:
@@ -229,8 +216,7 @@ class Zygote:
         out, err = self.workdir / f"job{self.jobs}.out", self.workdir / f"job{self.jobs}.err"
         job = {"argv": argv, "stdout": str(out), "stderr": str(err), "cwd": str(self.workdir),
                "kill_save": kill_save, "kill_line": kill_line, "count_to": str(count_to) if count_to else None}
-        self.proc.stdin.write(f"run {json.dumps(job)}\n".encode())  # type: ignore[union-attr]
-        self.proc.stdin.flush()  # type: ignore[union-attr]
+        self.send(f"run {json.dumps(job)}")
         first = self.lines.next()
         started = time.monotonic()
         assert first.startswith("pid "), first
@@ -246,18 +232,9 @@ class Zygote:
         code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
         return Outcome(killed, code, _text(out), _text(err), time.monotonic() - started)
 
-    def stop(self) -> None:
-        try:
-            self.proc.stdin.write(b"quit\n")  # type: ignore[union-attr]
-            self.proc.stdin.close()  # type: ignore[union-attr]
-            self.proc.wait(timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            self.proc.kill()
-            self.proc.wait()
-
 
 @attrs.define
-class RunKillReport:
+class RunKillReport(CampaignReport):
     """What a campaign did and found."""
 
     kills: int = 0
@@ -271,13 +248,6 @@ class RunKillReport:
     not_continuable: int = 0
     max_stale: int = 0
     where: Counter[str] = attrs.field(factory=Counter)
-
-    def summary(self) -> str:
-        where = ", ".join(f"{k}: {v}" for k, v in sorted(self.where.items()))
-        return (f"kills={self.kills} first_save={self.first_save_kills} later_saves={self.later_save_kills} "
-                f"timed={self.timed_kills} restarts_without_checkpoint={self.no_checkpoint_restarts} "
-                f"resumes={self.resumes} folders={self.finished_folders} identical={self.identical_folders} "
-                f"not_continuable={self.not_continuable} max_stale_files={self.max_stale} [{where}]")
 
 
 def _summary_body(stdout: str) -> list[str]:
@@ -305,8 +275,7 @@ def kill_campaign(tmp_path: Path, kills: int, seed: int) -> RunKillReport:
     rng = random.Random(seed)
     pipeline = write_pipeline(tmp_path)
     report = RunKillReport()
-    zyg = Zygote.start(tmp_path)
-    try:
+    with Zygote.start(tmp_path) as zyg:
         counts = tmp_path / "save-lines.txt"
         ref = zyg.run(["run", str(pipeline), "--out", str(tmp_path / "reference"), "--quiet"], count_to=counts)
         assert ref.code == 0 and not ref.killed, ref.stderr
@@ -328,11 +297,6 @@ def kill_campaign(tmp_path: Path, kills: int, seed: int) -> RunKillReport:
             assert _final_state(run_dir) == ref_state, f"{run_dir}: the final checkpoint differs"
             assert not stale_files(run_dir / "checkpoint")
             report.identical_folders += 1
-    except (TimeoutError, EOFError) as exc:
-        err = (tmp_path / "zygote.err").read_text(errors="replace")[-4000:]
-        raise AssertionError(f"{exc}; the child's stderr ends with:\n{err}") from None
-    finally:
-        zyg.stop()
     return report
 
 
@@ -404,7 +368,7 @@ def _continue(zyg: Zygote, pipeline: Path, run_dir: Path, report: RunKillReport)
     return outcome
 
 
-@pytest.mark.skipif(sys.platform == "win32" or not hasattr(os, "fork"), reason="needs fork and SIGKILL")
+@needs_fork
 def test_killing_flexkit_run_in_its_first_and_later_saves_always_leaves_a_continuable_folder(tmp_path: Path) -> None:
     """40 SIGKILLs of ``flexkit run``, about half inside the run's first checkpoint save: every folder continues
     from the command line and ends byte-identical to the uninterrupted run."""
@@ -417,7 +381,7 @@ def test_killing_flexkit_run_in_its_first_and_later_saves_always_leaves_a_contin
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("FLEXKIT_SLOW") != "1", reason="set FLEXKIT_SLOW=1 to run the 300-kill campaign")
-@pytest.mark.skipif(sys.platform == "win32" or not hasattr(os, "fork"), reason="needs fork and SIGKILL")
+@needs_fork
 def test_run_kill_campaign_300(tmp_path: Path) -> None:
     """The same with 300 kills."""
     report = kill_campaign(tmp_path, kills=300, seed=2025)

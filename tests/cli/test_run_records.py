@@ -15,7 +15,8 @@ from flexkit.pipeline import load_pipeline
 from flexkit.run_estimates import PASS_RATE_BINS, EstimateSnapshot, level_mix, predicted_pass_rates
 from flexkit.runner import _Progress, run_pipeline
 from flexkit.scheduler import Task
-from tests.cli.test_runner import PIPELINE, read_metrics, write
+from tests.cli.test_runner import PIPELINE, write
+from tests.fixtures import crash_run, read_metrics
 
 SLOW_SETUP = """\
 from flexkit import hookimpl
@@ -128,15 +129,9 @@ def test_snapshot_histograms_and_level_mix() -> None:
 @pytest.mark.parametrize("every", [0, 10])
 def test_resume_keeps_the_new_records_byte_identical(tmp_path: Path, every: int) -> None:
     from flexkit.cli import main
-    from tests.fixtures import Crash, CrashAt
 
     path = write(tmp_path, PIPELINE.replace("eval_every = 10", f"eval_every = {every}"))
     run_pipeline(load_pipeline(path), run_dir=tmp_path / "full", progress=None)
-    crashing = load_pipeline(path)
-    crasher = CrashAt(33)
-    crashing.plugins.pm.register(crasher)
-    with pytest.raises(Crash):
-        run_pipeline(crashing, run_dir=tmp_path / "broken", progress=None)
-    crashing.plugins.pm.unregister(crasher)
+    crash_run(load_pipeline(path), tmp_path / "broken", 33)
     assert main(["run", str(path), "--resume", str(tmp_path / "broken"), "--quiet"]) == 0
     assert (tmp_path / "broken" / "metrics.jsonl").read_bytes() == (tmp_path / "full" / "metrics.jsonl").read_bytes()

@@ -11,7 +11,7 @@ from flexkit import ConfigError, FlexkitError
 from flexkit.cli import main
 from flexkit.pipeline import load_pipeline
 from flexkit.runner import run_pipeline
-from tests.fixtures import EXAMPLES, Crash, CrashAt
+from tests.fixtures import EXAMPLES, crash_run, read_metrics
 
 PIPELINE = """
 [run]
@@ -63,10 +63,6 @@ def write(tmp_path: Path, text: str = PIPELINE) -> Path:
     return path
 
 
-def read_metrics(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
 def step_records(run_dir: Path) -> list[dict]:
     """The metrics records of training steps (without the ``"step": -1`` evaluation before training)."""
     return [m for m in read_metrics(run_dir) if m["step"] >= 0]
@@ -93,12 +89,7 @@ def test_run_writes_folder_metrics_and_checkpoint(tmp_path: Path) -> None:
 def test_resume_after_a_crash_reproduces_the_uninterrupted_run(tmp_path: Path) -> None:
     path = write(tmp_path)
     run_pipeline(load_pipeline(path), run_dir=tmp_path / "full", progress=None)
-    crashing = load_pipeline(path)
-    crasher = CrashAt(45)
-    crashing.plugins.pm.register(crasher)  # the process-wide plugin host: unregister before resuming
-    with pytest.raises(Crash):
-        run_pipeline(crashing, run_dir=tmp_path / "broken", progress=None)
-    crashing.plugins.pm.unregister(crasher)
+    crash_run(load_pipeline(path), tmp_path / "broken", 45)
     assert len(step_records(tmp_path / "broken")) == 45  # everything up to the crash was flushed
     run_pipeline(load_pipeline(path), run_dir=tmp_path / "broken", resume=True, progress=None)
     assert read_metrics(tmp_path / "broken") == read_metrics(tmp_path / "full")
@@ -153,12 +144,7 @@ def test_group_filter_counts_reach_the_metrics(tmp_path: Path) -> None:
 
 def test_resume_before_the_first_checkpoint_says_to_start_again(tmp_path: Path) -> None:
     path = write(tmp_path)
-    crashing = load_pipeline(path)
-    crasher = CrashAt(5)  # checkpoint_every = 20: nothing saved yet
-    crashing.plugins.pm.register(crasher)
-    with pytest.raises(Crash):
-        run_pipeline(crashing, run_dir=tmp_path / "early", progress=None)
-    crashing.plugins.pm.unregister(crasher)
+    crash_run(load_pipeline(path), tmp_path / "early", 5)  # checkpoint_every = 20: nothing saved yet
     with pytest.raises(FlexkitError, match=r"no checkpoint yet.*without --resume"):
         run_pipeline(load_pipeline(path), run_dir=tmp_path / "early", resume=True, progress=None)
     result = run_pipeline(load_pipeline(path), run_dir=tmp_path / "early", progress=None)  # same folder again

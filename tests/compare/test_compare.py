@@ -24,6 +24,7 @@ from flexkit.compare import (
     t_quantile,
     write_plot,
 )
+from tests.fixtures import read_metrics
 
 PIPELINE = """
 [run]
@@ -303,7 +304,7 @@ def test_rollouts_come_from_the_runs_own_counts(pipeline_file: Path, tmp_path: P
     plain, dapo = result.results
     for res in (plain, dapo):
         for run in res.runs:
-            records = [json.loads(line) for line in (run.run_dir / "metrics.jsonl").read_text().splitlines()]
+            records = read_metrics(run.run_dir)
             evaluated = [r["rollouts"] for r in records if r.get("eval_accuracy") is not None]
             assert [x for x, _ in run.rollout_curve] == evaluated and evaluated[0] == 0  # "step": -1 first
             expected = next((x for x, acc in run.rollout_curve if acc >= 0.3), None)

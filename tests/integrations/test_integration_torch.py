@@ -17,21 +17,15 @@ from flexkit import FeedbackError, FlexkitError
 from flexkit.integrations._state import from_portable, to_portable
 from flexkit.integrations.torch import FlexkitSampler, sampler_for_dataset
 from flexkit.pipeline import pipeline_from_dict
+from tests.fixtures import jsonl_pipeline
 from tests.scheduler.test_scheduler import write_taskset
 
 SIZES = (20, 12)
 
 
 def make_pipeline(tmp_path: Path, *, prefetch: bool = False, selector: str = "difficulty_based", epochs: int = 3):
-    for i, n in enumerate(SIZES):
-        path = tmp_path / f"t{i}.jsonl"
-        if not path.exists():
-            write_taskset(path, n, seed=i)
-    sel = {"type": "shuffle"} if selector == "shuffle" else {
-        "type": "difficulty_based", "feature_keys": ["f0", "f1"], "target_reward": 0.5, "tau": 0.5}
-    data = {"run": {"batch_size": 8, "seed": 3, "prefetch": prefetch, "total_epochs": epochs},
-            "tasksets": [{"name": f"t{i}", "path": f"t{i}.jsonl", "selector": sel} for i in range(len(SIZES))]}
-    return pipeline_from_dict(data, base_dir=tmp_path)
+    run = {"batch_size": 8, "seed": 3, "prefetch": prefetch, "total_epochs": epochs}
+    return jsonl_pipeline(tmp_path, SIZES, run, selector=selector)
 
 
 def reward_of(index: int, step: int) -> float:

@@ -32,7 +32,7 @@ from flexkit.sample import (
     ZeroVarianceFilterConfig,
 )
 from flexkit.sample.actuators.exp3 import exploration
-from tests.fixtures import EXAMPLES, Crash, CrashAt
+from tests.fixtures import EXAMPLES, crash_run
 
 
 def _groups(rewards: list[list[float]], taskset_ids: list[int] | None = None) -> RolloutBatch:
@@ -186,14 +186,7 @@ def test_exp3_importance_weighted_update_and_policy() -> None:
 def crash_and_resume(data: dict, tmp_path: Path) -> tuple[str, str]:
     """Metrics of an uninterrupted run and of one that crashed at step 4 and resumed from its checkpoint."""
     run_pipeline(pipeline_from_dict(data), run_dir=tmp_path / "full", progress=None)
-    crashing = pipeline_from_dict(data)
-    crasher = CrashAt(4)
-    crashing.plugins.pm.register(crasher)
-    try:
-        with pytest.raises(Crash):
-            run_pipeline(crashing, run_dir=tmp_path / "broken", progress=None)
-    finally:
-        crashing.plugins.pm.unregister(crasher)
+    crash_run(pipeline_from_dict(data), tmp_path / "broken", 4)
     run_pipeline(pipeline_from_dict(data), run_dir=tmp_path / "broken", resume=True, progress=None)
     return ((tmp_path / "full" / "metrics.jsonl").read_text(), (tmp_path / "broken" / "metrics.jsonl").read_text())
 

@@ -15,7 +15,7 @@ from flexkit.dynamic_sampling import concat_rows, fill_batch
 from flexkit.runner import run_pipeline
 from flexkit.sample.batch import RolloutBatch
 from flexkit.trainer import Rollout
-from tests.fixtures import Crash, CrashAt
+from tests.fixtures import crash_run, read_metrics
 
 G = 4  # responses per task
 
@@ -139,7 +139,7 @@ SIMULATED = {
 
 def _records(run_dir: Path) -> list[dict[str, Any]]:
     """The step records (the first record, ``"step": -1``, is the evaluation before training)."""
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    records = read_metrics(run_dir)
     assert records[0]["step"] == -1 and records[0]["rollouts"] == 0 and "eval_accuracy" in records[0]
     return records[1:]
 
@@ -159,14 +159,7 @@ def test_run_records_cumulative_rollouts_and_resumes_exactly_after_a_kill_mid_re
     # crash at the second round of a step after the first checkpoint that needed a refill
     step = next(i for i, n in enumerate(rounds) if n >= 2 and i >= 4)
     read = sum(rounds[:step]) + 1
-    crashing = pipeline_from_dict(SIMULATED, base_dir=tmp_path)
-    crasher = CrashAt(read)
-    crashing.plugins.pm.register(crasher)
-    try:
-        with pytest.raises(Crash):
-            run_pipeline(crashing, run_dir=tmp_path / "broken", progress=None)
-    finally:
-        crashing.plugins.pm.unregister(crasher)
+    crash_run(pipeline_from_dict(SIMULATED, base_dir=tmp_path), tmp_path / "broken", read)
     assert len(_records(tmp_path / "broken")) == step  # died inside step `step`, mid-refill
     run_pipeline(pipeline_from_dict(SIMULATED, base_dir=tmp_path), run_dir=tmp_path / "broken", resume=True,
                  progress=None)

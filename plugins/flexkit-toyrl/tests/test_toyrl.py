@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +26,7 @@ from flexkit_toyrl.trainer import ToyRLTrainer  # noqa: E402
 
 from flexkit.pipeline import load_pipeline  # noqa: E402
 from flexkit.runner import run_pipeline  # noqa: E402
-from tests.fixtures import Crash, CrashAt  # noqa: E402
+from tests.fixtures import crash_run, read_metrics  # noqa: E402
 
 TINY = """
 [run]
@@ -200,7 +199,7 @@ def test_trainer_needs_operands_that_fit(tmp_path: Path) -> None:
 
 def _metrics(run_dir: Path) -> list[dict]:
     """The step records (the first record, ``"step": -1``, is the evaluation before training)."""
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    records = read_metrics(run_dir)
     assert records[0]["step"] == -1 and "eval_accuracy/3" in records[0]
     return records[1:]
 
@@ -209,12 +208,7 @@ def test_resume_after_a_crash_reproduces_the_uninterrupted_run(tmp_path: Path) -
     path = tmp_path / "pipeline.toml"
     path.write_text(TINY)
     full = run_pipeline(load_pipeline(path), run_dir=tmp_path / "full", progress=None)
-    crashing = load_pipeline(path)
-    crasher = CrashAt(8)
-    crashing.plugins.pm.register(crasher)
-    with pytest.raises(Crash):
-        run_pipeline(crashing, run_dir=tmp_path / "broken", progress=None)
-    crashing.plugins.pm.unregister(crasher)
+    crash_run(load_pipeline(path), tmp_path / "broken", 8)
     assert len(_metrics(tmp_path / "broken")) == 8
     resumed = run_pipeline(load_pipeline(path), run_dir=tmp_path / "broken", resume=True, progress=None)
     assert _metrics(tmp_path / "broken") == _metrics(tmp_path / "full")

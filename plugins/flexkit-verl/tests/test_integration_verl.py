@@ -31,8 +31,7 @@ from verl.trainer.ppo import core_algos  # noqa: E402
 from verl.workers.config import ActorConfig  # noqa: E402
 
 from flexkit import FeedbackError  # noqa: E402
-from flexkit.pipeline import pipeline_from_dict  # noqa: E402
-from tests.scheduler.test_scheduler import write_taskset  # noqa: E402
+from tests.fixtures import jsonl_pipeline  # noqa: E402
 
 SIZES = (12, 8)
 SELECT = {"mechanism": "select", "estimator": "grpo",
@@ -43,17 +42,8 @@ REWEIGHT = {"mechanism": "reweight", "estimator": "grpo", "scorer": {"type": "re
 
 
 def make_pipeline(tmp_path: Path, sample: dict | None = None, *, selector: str = "difficulty_based"):
-    for i, n in enumerate(SIZES):
-        path = tmp_path / f"t{i}.jsonl"
-        if not path.exists():
-            write_taskset(path, n, seed=i)
-    sel = {"type": "shuffle"} if selector == "shuffle" else {
-        "type": "difficulty_based", "feature_keys": ["f0", "f1"], "target_reward": 0.5, "tau": 0.5}
-    data = {"run": {"batch_size": 4, "seed": 5, "prefetch": False, "total_epochs": 6},
-            "tasksets": [{"name": f"t{i}", "path": f"t{i}.jsonl", "selector": sel} for i in range(len(SIZES))]}
-    if sample is not None:
-        data["sample"] = sample
-    return pipeline_from_dict(data, base_dir=tmp_path)
+    run = {"batch_size": 4, "seed": 5, "prefetch": False, "total_epochs": 6}
+    return jsonl_pipeline(tmp_path, SIZES, run, selector=selector, sample=sample)
 
 
 def reward_of(index: int, response: int, step: int = 0) -> float:
