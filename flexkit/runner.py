@@ -72,8 +72,9 @@ def default_run_dir(root: str | os.PathLike[str] = "runs", name: str = "run") ->
 class _Progress:
     """A one-line progress display on a terminal; periodic plain lines elsewhere."""
 
-    def __init__(self, total: int, stream: IO[str] | None) -> None:
-        self.total, self.stream = total, stream
+    def __init__(self, total: int, stream: IO[str] | None, budget: int | None = None) -> None:
+        self.total, self.stream, self.budget = total, stream, budget
+        self._decile = 0
         self.tty = bool(stream is not None and hasattr(stream, "isatty") and stream.isatty())
         self.started = time.monotonic()
         self.every = max(1, total // 10)
@@ -106,18 +107,26 @@ class _Progress:
             return
         done = step + 1
         elapsed = time.monotonic() - self.started
-        bar = "#" * int(20 * done / self.total)
+        rollouts = metrics.get("rollouts")
+        fraction = done / self.total
+        over_budget = self.budget is not None and rollouts is not None and rollouts >= self.budget
+        if self.budget is not None and rollouts is not None:  # [run] max_rollouts may end the run first
+            fraction = max(fraction, rollouts / self.budget)
+        finished = done == self.total or over_budget
+        bar = "#" * int(20 * min(1.0, fraction))
         acc = f" eval {accuracy:.3f}" if accuracy is not None else ""
         reward = metrics.get("reward_mean")
-        spent = f" rollouts {metrics['rollouts']:,}" if metrics.get("rollouts") is not None else ""
+        spent = "" if rollouts is None else f" rollouts {rollouts:,}" + (f"/{self.budget:,}" if self.budget else "")
         text = (f"[{bar:<20}] step {done}/{self.total} reward {reward:.3f}{acc}{spent} "
                 f"{elapsed:.1f}s") if reward is not None else f"step {done}/{self.total}{spent}"
+        decile, previous = int(10 * min(1.0, fraction)), self._decile
+        self._decile = decile
         if self.tty:
             self.stream.write("\r" + text)
-            if done == self.total:
+            if finished:
                 self.stream.write("\n")
             self.stream.flush()
-        elif done % self.every == 0 or done == self.total:
+        elif done % self.every == 0 or finished or (self.budget is not None and decile != previous):
             self.stream.write(text + "\n")
             self.stream.flush()
 
@@ -157,7 +166,7 @@ def run_pipeline(
                                                                          seed=trainer_seed(cfg.run.seed))
     sched = pipe.scheduler
     check_taskset_rows(pipe)
-    bar = _Progress(sched.total_steps, progress)
+    bar = _Progress(sched.total_steps, progress, cfg.run.max_rollouts)
     if callable(getattr(trainer, "set_progress", None)):  # optional: trainers from before it existed lack it
         trainer.set_progress(bar.phase)
     trainer.setup(pipe)
