@@ -331,11 +331,15 @@ def selector_seed(seed: int, taskset_id: int) -> np.random.SeedSequence:
     return np.random.SeedSequence(seed, spawn_key=(0, taskset_id))
 
 
-def prefetch_enabled(config: PipelineConfig) -> bool:
-    """``[run] prefetch``, or its default: on, except with ``[sample.refill]`` (each refill round must be selected
-    after the previous round's feedback)."""
+def prefetch_enabled(config: PipelineConfig, *, learns: bool = False) -> bool:
+    """``[run] prefetch``, or its default: off when a selector learns from feedback (``learns``; a prefetched
+    batch would be selected before the previous step's feedback arrived, so feedback would shape the batch after
+    next) and with ``[sample.refill]`` (each refill round must be selected after the previous round's
+    feedback); on otherwise, where it hides the selection and row reads behind the trainer's step for free."""
+    if config.run.prefetch is not None:
+        return config.run.prefetch
     refill = config.sample is not None and config.sample.refill is not None
-    return (not refill) if config.run.prefetch is None else config.run.prefetch
+    return not (refill or learns)
 
 
 def build_scheduler(config: PipelineConfig, plugins: PluginHost, base_dir: Path) -> TasksetScheduler:
@@ -366,7 +370,9 @@ def build_scheduler(config: PipelineConfig, plugins: PluginHost, base_dir: Path)
     try:
         return TasksetScheduler(
             entries, batch_size=run.batch_size, seed=run.seed, total_epochs=run.total_epochs,
-            total_steps=run.total_steps, prefetch=prefetch_enabled(config), out_of_range=config.feedback.out_of_range,
+            prefetch=prefetch_enabled(config, learns=any(getattr(e.selector, "learns_from_feedback", False)
+                                                         for e in entries)),
+            total_steps=run.total_steps, out_of_range=config.feedback.out_of_range,
             hooks=plugins.hook,
         )
     except ValueError as exc:

@@ -6,8 +6,8 @@
   the estimate is the posterior mean), or ``posterior_mean()`` (``thompson_target``). The runner takes a
   :class:`EstimateSnapshot` between steps (no prefetch is running then), and records, for the next step, a
   histogram of the drawn tasks' estimates and one of the whole pool's over :data:`PASS_RATE_BINS` equal bins of
-  [0, 1]. With prefetch (the default without ``[sample.refill]``) a batch is selected one feedback earlier than
-  the snapshot, so the drawn tasks' estimates are those the selector holds just before their rollout.
+  [0, 1]. With ``[run] prefetch = true`` a batch is selected one feedback earlier than the snapshot, so the drawn
+  tasks' estimates are those the selector holds just before their rollout.
 * **Level mix.** When the drawn tasks' rows carry an integer ``level``, how many of each level were drawn.
 """
 

@@ -10,7 +10,8 @@ holds of it. Where flexkit differs (on purpose):
   stream and adding a taskset does not change the others' streams;
 - reads of the next batch are prefetched in a background thread (``prefetch``); the batch for step t+1 is then
   selected right after step t is handed out, so feedback given after ``read()`` reaches selectors one step
-  later than without prefetch. Both modes are deterministic and resume exactly;
+  later than without prefetch (pipelines turn it off by default when a selector learns from feedback). Both
+  modes are deterministic and resume exactly;
 - a checkpoint from a different taskset list is refused instead of silently truncated;
 - feedback is validated whole before any selector changes.
 """

@@ -44,8 +44,8 @@ class RunConfig:
     prefetch: bool | None = field(
         default=None,
         doc="Select and read the next batch in the background while the trainer works; feedback given after a "
-        "read then reaches selectors one step later. Default: on, except with [sample.refill], where each "
-        "refill round must see the previous round's feedback.",
+        "read then shapes the batch after next. Default: off when a selector learns from feedback (each batch "
+        "sees the previous step's feedback) or with [sample.refill]; on otherwise.",
     )
 
     def __attrs_post_init__(self) -> None:

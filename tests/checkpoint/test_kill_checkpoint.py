@@ -78,7 +78,7 @@ def write_data(data_dir: Path) -> None:
 def build_pipeline(data_dir: Path | str) -> Pipeline:
     """Three tasksets (two ``difficulty_based``, one ``shuffle``), prefetch on, a ``reward_gap`` mix stage."""
     data = {
-        "run": {"batch_size": 32, "seed": 7, "total_steps": TOTAL_STEPS},
+        "run": {"batch_size": 32, "seed": 7, "total_steps": TOTAL_STEPS, "prefetch": True},
         "tasksets": [{"name": f"t{i}", "path": f"t{i}.jsonl", "selector": SELECTORS[i]} for i in range(len(SIZES))],
         "sample": {"mechanism": "mix", "scorer": {"type": "reward"},
                    "actuator": {"type": "reward_gap", "window": 4, "temperature": 0.2}},

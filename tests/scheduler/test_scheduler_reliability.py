@@ -411,12 +411,12 @@ def test_a_failed_prefetch_read_surfaces_at_the_read_and_keeps_the_state_checkpo
     used to raise that error; now only the read of batch 1 does, its selection stays pending, and the run
     (continued or resumed from the checkpoint) equals one that never failed."""
     selectors = [{"type": "difficulty_based", "feature_keys": ["f0", "f1"], "tau": 0.5}]
-    ref_pipe = make_pipeline(tmp_path, selectors, sizes=(40,))
+    ref_pipe = make_pipeline(tmp_path, selectors, sizes=(40,), prefetch=True)
     ref = ref_pipe.scheduler
     expected = [keys(b) for b in _run(ref, 3)]
     ref.close()
 
-    pipe = make_pipeline(tmp_path, selectors, sizes=(40,))
+    pipe = make_pipeline(tmp_path, selectors, sizes=(40,), prefetch=True)
     sched = pipe.scheduler
     sched.entries[0].taskset = FailingReads(sched.entries[0].taskset, fail_calls={2, 3})
     b0 = sched.read()  # read call 1; the prefetch of batch 1 is call 2, and fails
@@ -436,7 +436,7 @@ def test_a_failed_prefetch_read_surfaces_at_the_read_and_keeps_the_state_checkpo
     assert keys(sched.read()) == expected[2]
     sched.close()
 
-    resumed = make_pipeline(tmp_path, selectors, sizes=(40,))
+    resumed = make_pipeline(tmp_path, selectors, sizes=(40,), prefetch=True)
     resumed.load_checkpoint(tmp_path / "ckpt")
     b1 = resumed.scheduler.read()
     assert keys(b1) == expected[1]
