@@ -6,9 +6,12 @@ Each page is one Sybil document; its blocks run in order, in a temporary folder 
 - ``python`` blocks run (Sybil's Python evaluator). A block importing an optional package that is not installed
   (verl, TRL, Ray, torchdata, ...) is skipped;
 - ``toml`` blocks are parsed; pipeline tables are validated by flexkit's loader (:func:`check_toml`);
+- ``yaml`` blocks are parsed (host configs such as Trinity-RFT's; a page's python blocks may load them further);
 - ``bash`` / ``sh`` blocks run in ``bash`` when every command is a quick one (:data:`RUNNABLE`: ``flexkit
-  validate``, ``preview``, a short ``flexkit run``, ...); anything else (installs, comparisons, long runs) must be
-  marked ``<!-- skip: next "why" -->`` on the line before the block;
+  validate``, ``preview``, a short ``flexkit run``, ...). A block of ``pip install`` commands only is checked
+  instead of run (:func:`check_install`: every local path exists, every pinned version is the installed one).
+  Anything else (comparisons, long runs) must be marked ``<!-- skip: next "why" -->`` on the line before the
+  block;
 - ``text`` and unlabelled blocks are output and diagrams: not run.
 
 A block whose first line is a comment naming a file (``# my_selector.py``, ``# pipeline.toml``,
@@ -36,7 +39,7 @@ from sybil.parsers.markdown import CodeBlockParser, SkipParser
 from sybil.parsers.markdown.lexers import FencedCodeBlockLexer
 
 #: Block languages that are run or checked, and those that are shown only (output, diagrams).
-CHECKED_LANGUAGES = ("python", "toml", "bash", "sh")
+CHECKED_LANGUAGES = ("python", "toml", "yaml", "bash", "sh")
 SHOWN_LANGUAGES = ("text", "")
 
 #: Programs a bash block may run, and the quick ``flexkit`` subcommands (a short ``flexkit run`` on the simulator
@@ -47,14 +50,15 @@ FLEXKIT_RUNNABLE = ("validate", "plugins", "schema", "preview", "run", "--versio
 
 #: Packages some examples need that a minimal install lacks: their blocks are skipped without them.
 OPTIONAL_MODULES = frozenset({
-    "datasets", "flexkit_ray", "flexkit_toyrl", "flexkit_trl", "flexkit_verl", "hydra", "matplotlib", "omegaconf",
-    "pyarrow", "ray", "torchdata", "transformers", "trl", "verl",
+    "datasets", "flexkit_ray", "flexkit_toyrl", "flexkit_trinity", "flexkit_trl", "flexkit_verl", "hydra",
+    "matplotlib", "omegaconf",
+    "pyarrow", "ray", "torchdata", "transformers", "trinity", "trl", "verl",
 })
 
 #: Seconds a bash block may take.
 BASH_TIMEOUT = 60
 
-_FILE_HEADER = re.compile(r"\A#\s*(?:file:\s*)?([\w.-]+(?:/[\w.-]+)*\.(?:py|toml|jsonl|json|txt))\s*$", re.M)
+_FILE_HEADER = re.compile(r"\A#\s*(?:file:\s*)?([\w.-]+(?:/[\w.-]+)*\.(?:py|toml|yaml|jsonl|json|txt))\s*$", re.M)
 
 #: Keys of a minimal pipeline, added around a TOML fragment so the loader can check it.
 MINIMAL_RUN = {"batch_size": 4}
@@ -147,6 +151,14 @@ def check_toml(example: Example) -> None:
         pipeline_from_dict(data if whole else as_pipeline(data), base_dir=Path.cwd(), plugins=plugins)
 
 
+def check_yaml(example: Example) -> None:
+    """Parse a YAML block (write it when its first line names a file); skipped without PyYAML."""
+    yaml = pytest.importorskip("yaml", reason="YAML blocks need PyYAML")
+    source = str(example.parsed)
+    yaml.safe_load(source)
+    write_block(source)
+
+
 def _commands(source: str) -> Iterable[list[str]]:
     """The words of each command of a bash block (continuation lines joined, comments and ``VAR=value``
     prefixes dropped)."""
@@ -188,11 +200,44 @@ def _not_run(command: list[str]) -> str | None:
     return None
 
 
+def check_install(example: Example, commands: list[list[str]]) -> None:
+    """Check a block of ``pip install`` commands without running it: each ``-e PATH`` (or local path) is a
+    folder of this repository with a ``pyproject.toml``, and each ``name==version`` pin is the version installed
+    here (pins of packages not installed are skipped)."""
+    from importlib import metadata
+
+    from tests.fixtures import ROOT
+
+    for command in commands:
+        for word in command[2:]:
+            if word.startswith("-") or word.startswith("--"):
+                continue
+            target = re.sub(r"\[.*\]$", "", word)
+            if target.startswith((".", "plugins/")) or "/" in target:
+                folder = ROOT / target
+                assert (folder / "pyproject.toml").is_file(), (
+                    f"{example.path}:{example.line}: 'pip install' names {word!r}, not a distribution of this "
+                    "repository")
+            elif "==" in target:
+                name, version = target.split("==", 1)
+                try:
+                    installed = metadata.version(name)
+                except metadata.PackageNotFoundError:
+                    continue
+                assert installed == version, (
+                    f"{example.path}:{example.line}: the page pins {name}=={version}, tested here with {installed}")
+
+
 def run_bash(example: Example) -> None:
     """Run a bash block in ``bash -e`` with this Python's scripts first on ``PATH``; only :data:`RUNNABLE`
-    programs are allowed (mark other blocks as not run, with the reason)."""
+    programs are allowed (mark other blocks as not run, with the reason). A block of ``pip install`` commands
+    only is checked by :func:`check_install` instead."""
     source = str(example.parsed)
-    for command in _commands(source):
+    commands = list(_commands(source))
+    if commands and all(c[:2] == ["pip", "install"] for c in commands):
+        check_install(example, commands)
+        return
+    for command in commands:
         refused = _not_run(command)
         if refused:
             raise AssertionError(
@@ -228,6 +273,7 @@ def parsers() -> list[Any]:
     return [
         CodeBlockParser("python", run_python),
         CodeBlockParser("toml", check_toml),
+        CodeBlockParser("yaml", check_yaml),
         CodeBlockParser("bash", run_bash),
         CodeBlockParser("sh", run_bash),
         ReasonedSkipParser(),

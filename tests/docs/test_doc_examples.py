@@ -61,12 +61,25 @@ def test_toml_fragments_are_validated_inside_a_minimal_pipeline(tmp_path: Path,
 def test_bash_runs_quick_flexkit_commands_and_refuses_the_rest(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     _run(tmp_path, monkeypatch, f"{FENCE}bash\nflexkit --version\n{FENCE}\n")
-    for command in ("pip install flexkit", "flexkit compare p.toml --seeds 3", "ls && python -m pip install x",
+    for command in ("pip install x && flexkit compare p.toml", "flexkit compare p.toml --seeds 3",
+                    "ls && python -m pip install x",
                     "python benchmarks/run.py", "python -c 'print(1)'"):
         with pytest.raises(AssertionError, match="mark it <!-- skip: next"):
             _run(tmp_path, monkeypatch, f"{FENCE}bash\n{command}\n{FENCE}\n")
     with pytest.raises(AssertionError, match="bash block failed"):
         _run(tmp_path, monkeypatch, f"{FENCE}bash\nflexkit validate missing.toml\n{FENCE}\n")
+
+
+def test_an_install_block_is_checked_not_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib import metadata
+
+    numpy = metadata.version("numpy")
+    _run(tmp_path, monkeypatch, f'{FENCE}bash\npip install -e ".[test]" -e plugins/flexkit-example  # local\n'
+                                f"pip install numpy=={numpy} not-installed==1.0 somepackage\n{FENCE}\n")
+    with pytest.raises(AssertionError, match="not a distribution of this repository"):
+        _run(tmp_path, monkeypatch, f"{FENCE}bash\npip install -e plugins/flexkit-missing\n{FENCE}\n")
+    with pytest.raises(AssertionError, match=f"pins numpy==0.0.1, tested here with {numpy}"):
+        _run(tmp_path, monkeypatch, f"{FENCE}bash\npip install numpy==0.0.1\n{FENCE}\n")
 
 
 def test_a_skipped_block_needs_a_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,6 +16,11 @@ accelerate's loader fetches one loader batch ahead: with ``num_iterations × ste
 repeat of the current generation batch, so the next one is selected after this one's feedback; with 1, feedback
 reaches the batch after next.
 
+At construction the ``GRPOConfig`` is checked against the pipeline (:mod:`flexkit_trl.checks`): a run longer
+than the pipeline's and a ``[sample]`` table (which GRPO's loss cannot apply) are refused. flexkit's metrics
+(:mod:`flexkit.host_metrics`, ``flexkit/...``) are added to every ``log`` call during training, so they reach
+the trackers in ``report_to``.
+
 Not covered: ``resume_from_checkpoint`` restores model, optimizer and RNGs, but the Trainer fast-forwards the
 data by drawing batches again, so the curriculum does not resume where it stopped.
 """
@@ -30,9 +35,11 @@ import torch
 from accelerate.utils import gather_object
 from trl import GRPOTrainer
 
+from flexkit.host_metrics import pipeline_metrics
 from flexkit.integrations.torch import FlexkitSampler
 from flexkit.pipeline import Pipeline
 from flexkit.scheduler import TasksetScheduler
+from flexkit_trl.checks import check_no_sample_stage, check_run_length
 from flexkit_trl.dataset import INDEX_COLUMN, with_index_column
 
 
@@ -64,16 +71,23 @@ class FlexkitGRPOTrainer(GRPOTrainer):
 
     ``train_dataset`` gets an :data:`~flexkit_trl.INDEX_COLUMN` column (reward functions receive it as a keyword
     argument; ``**kwargs`` absorbs it). The sampler is :attr:`flexkit_sampler`.
+
+    Raises :class:`~flexkit.ConfigError` for a pipeline with a ``[sample]`` table and for a ``GRPOConfig`` that
+    needs more generation batches than the pipeline's run holds (see :mod:`flexkit_trl.checks`).
     """
 
     def __init__(self, *args: Any, pipeline: Pipeline | TasksetScheduler, **kwargs: Any) -> None:
         bound = inspect.signature(GRPOTrainer.__init__).bind(self, *args, **kwargs)
         if bound.arguments.get("train_dataset") is None:
             raise ValueError("FlexkitGRPOTrainer needs a train_dataset laid out like the pipeline's tasksets")
+        check_no_sample_stage(pipeline)
         bound.arguments["train_dataset"] = with_index_column(bound.arguments["train_dataset"])
         self.flexkit_pipeline = pipeline
         self.flexkit_sampler: FlexkitSampler | None = None
+        self._flexkit_feedback: dict[str, Any] | None = None
+        self._flexkit_rollouts: int | None = None
         super().__init__(*bound.args[1:], **bound.kwargs)
+        check_run_length(self.args, pipeline.scheduler if isinstance(pipeline, Pipeline) else pipeline)
 
     def _get_train_sampler(self, dataset: Any = None) -> FlexkitSampler:
         """The flexkit sampler in ``RepeatSampler``'s layout (built once, then reused)."""
@@ -94,5 +108,16 @@ class FlexkitGRPOTrainer(GRPOTrainer):
             weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
             rewards = (rewards_per_func * weights).nansum(dim=1)
             keep = scored.cpu().numpy()
-            self.flexkit_sampler.feedback(indices[keep], rewards[scored].double().cpu().numpy())
+            values = rewards[scored].double().cpu().numpy()
+            self._flexkit_feedback = self.flexkit_sampler.feedback(indices[keep], values)
+            self._flexkit_rollouts = len(indices)
         return rewards_per_func
+
+    def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
+        """TRL's ``log``, with flexkit's ``flexkit/...`` metrics (:func:`~flexkit.host_metrics.pipeline_metrics`:
+        the latest generation batch's fed-back pass rates and completions, the selectors' summaries) added while
+        training."""
+        if self.model is not None and self.model.training and self.flexkit_sampler is not None:
+            logs = {**logs, **pipeline_metrics(self.flexkit_pipeline, feedback=self._flexkit_feedback,
+                                               rollouts=self._flexkit_rollouts)}
+        super().log(logs, *args, **kwargs)

@@ -19,6 +19,7 @@ from datasets import Dataset  # noqa: E402 - after the skips
 from flexkit_trl import INDEX_COLUMN, FlexkitGRPOTrainer, repeat_sampler, with_index_column  # noqa: E402
 from trl.trainer.utils import RepeatSampler  # noqa: E402
 
+from flexkit.errors import ConfigError  # noqa: E402
 from flexkit.integrations.torch import FlexkitSampler  # noqa: E402
 from flexkit.pipeline import pipeline_from_dict  # noqa: E402
 from tests.scheduler.test_scheduler import write_taskset  # noqa: E402
@@ -28,7 +29,7 @@ def make_pipeline(tmp_path: Path, *, selector: dict, sizes=(10,), batch_size: in
     for i, n in enumerate(sizes):
         if not (tmp_path / f"t{i}.jsonl").exists():
             write_taskset(tmp_path / f"t{i}.jsonl", n, seed=i)
-    data = {"run": {"batch_size": batch_size, "seed": 2, "prefetch": False, "total_epochs": epochs},
+    data = {"run": {"batch_size": batch_size, "seed": 2, "total_epochs": epochs},  # prefetch: the default
             "tasksets": [{"name": f"t{i}", "path": f"t{i}.jsonl", "selector": selector} for i in range(len(sizes))]}
     return pipeline_from_dict(data, base_dir=tmp_path)
 
@@ -158,3 +159,58 @@ def test_grpo_trainer_draws_from_the_pipeline_and_feeds_rewards_back(tmp_path: P
     reference.feedback(fed[0])
     second = [sampler.global_index(t.taskset_id, t.index) for t in reference.read()]
     assert calls[1] == [i for i in second for _ in range(2)]
+    # flexkit's metrics reached TRL's log: the fed-back pass rates of the latest generation batch
+    logged = [entry for entry in trainer.state.log_history if "loss" in entry]
+    assert len(logged) == 4 and all("flexkit/feedback/pass_rate_mean" in e for e in logged)  # logging_steps = 1
+    assert logged[0]["flexkit/feedback/pass_rate_mean"] == pytest.approx(sum(i % 2 for i in calls[0][::2]) / 4)
+    assert logged[-1]["flexkit/feedback/pass_rate_mean"] == pytest.approx(sum(i % 2 for i in calls[1][::2]) / 4)
+    assert logged[-1]["flexkit/rollouts"] == 8
+    assert logged[-1]["flexkit/step"] == pipe.scheduler.step  # batches handed out (the loader reads one ahead)
+
+
+def _grpo_args(tmp_path: Path, **overrides) -> object:
+    settings = {"output_dir": str(tmp_path / "out"), "per_device_train_batch_size": 4, "num_generations": 2,
+                "steps_per_generation": 2, "max_completion_length": 3, "report_to": "none", "use_cpu": True,
+                "save_strategy": "no", "bf16": False, **overrides}
+    return trl.GRPOConfig(**settings)
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"max_steps": 200}, r"max_steps = 200 needs 100 generation batches .* holds 9 \(3 per epoch\).* "
+                         r"total_steps = 100 .* max_steps = 18"),
+    ({"num_train_epochs": 4}, r"num_train_epochs = 4 needs 12 generation batches .* holds 9"),
+    ({"max_steps": 10, "gradient_accumulation_steps": 2}, r"needs 10 generation batches .* max_steps = 9\b"),
+])
+def test_regression_a_run_longer_than_the_pipeline_is_refused(tmp_path: Path, overrides: dict, message: str) -> None:
+    """Used to pass silently: the sampler ran dry and the HF Trainer stopped early (step 96 of 200)."""
+    pipe = make_pipeline(tmp_path, selector=DIFFICULTY, sizes=(8, 4), batch_size=4, epochs=3)
+    model, tokenizer = tiny_model_and_tokenizer()
+    dataset = Dataset.from_dict({"prompt": [f"what is {i} =" for i in range(12)]})
+    with pytest.raises(ConfigError, match=message):
+        FlexkitGRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                           args=_grpo_args(tmp_path, **overrides), train_dataset=dataset,
+                           processing_class=tokenizer, pipeline=pipe)
+
+
+def test_runs_that_fit_the_pipeline_are_accepted(tmp_path: Path) -> None:
+    pipe = make_pipeline(tmp_path, selector=DIFFICULTY, sizes=(8, 4), batch_size=4, epochs=3)
+    model, tokenizer = tiny_model_and_tokenizer()
+    dataset = Dataset.from_dict({"prompt": [f"what is {i} =" for i in range(12)]})
+    for overrides in ({"max_steps": 18}, {"num_train_epochs": 3}, {"max_steps": 1}):
+        FlexkitGRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                           args=_grpo_args(tmp_path, **overrides), train_dataset=dataset,
+                           processing_class=tokenizer, pipeline=pipe)
+
+
+def test_regression_a_sample_stage_is_refused_not_ignored(tmp_path: Path) -> None:
+    write_taskset(tmp_path / "t0.jsonl", 12)
+    pipe = pipeline_from_dict({
+        "run": {"batch_size": 4}, "tasksets": [{"name": "t0", "path": "t0.jsonl"}],
+        "sample": {"mechanism": "select", "scorer": {"type": "group_reward_range"},
+                   "actuator": {"type": "zero_variance_filter"}}}, base_dir=tmp_path)
+    model, tokenizer = tiny_model_and_tokenizer()
+    with pytest.raises(ConfigError, match=r"sample: FlexkitGRPOTrainer cannot apply a \[sample\] stage"):
+        FlexkitGRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                           args=_grpo_args(tmp_path, max_steps=2),
+                           train_dataset=Dataset.from_dict({"prompt": ["a"] * 12}),
+                           processing_class=tokenizer, pipeline=pipe)
