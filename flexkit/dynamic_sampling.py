@@ -134,8 +134,9 @@ def fill_batch(pipe: Pipeline, rollout: RolloutFn, *, step: int, surplus: str | 
             (default: the pipeline's ``[sample.refill] surplus``, else ``"drop"``).
 
     Each round reads the scheduler past its ``total_steps`` if needed: the caller decides when training ends.
-    With ``prefetch`` on, a round would be selected before the previous round's feedback arrived, so the
-    scheduler must not prefetch (``[run] prefetch = false``; the default with ``[sample.refill]``).
+    With ``prefetch = true`` a round would be selected before the previous round's feedback arrived, so that mode
+    is refused; the default with ``[sample.refill]`` (``"after_feedback"``: each round is selected right after
+    the previous round's feedback) and ``false`` are fine.
     """
     if surplus is None:
         refill = pipe.config.sample.refill if pipe.config.sample is not None else None
@@ -144,9 +145,10 @@ def fill_batch(pipe: Pipeline, rollout: RolloutFn, *, step: int, surplus: str | 
         raise ValueError(f"surplus must be one of {', '.join(SURPLUS_MODES)}, got {surplus!r}")
     check_refill_stage(pipe.sample_stage if pipe.has_sample_stage else None)
     sched = pipe.scheduler
-    if sched.prefetch:
-        raise ConfigError("dynamic sampling needs [run] prefetch = false: a prefetched round is selected before "
-                          "the previous round's feedback reaches the selectors")
+    if sched.prefetch is True:
+        raise ConfigError("dynamic sampling cannot use [run] prefetch = true: a prefetched round is selected "
+                          "before the previous round's feedback reaches the selectors; remove the key (the "
+                          "default selects each round right after that feedback) or set it to false")
     rounds: list[Round] = []
     needed: int | None = None
     target = 0

@@ -103,7 +103,7 @@ def selector_metrics(scheduler: Any) -> dict[str, float]:
     ``predicted_pass_rate_mean`` when the taskset has at most :data:`ESTIMATE_MEAN_LIMIT` tasks.
     """
     out: dict[str, float] = {}
-    with getattr(scheduler, "_lock", nullcontext()):  # never read a selector while a prefetch selects
+    with scheduler.idle() if hasattr(scheduler, "idle") else nullcontext():  # never while a prefetch selects
         for entry in scheduler.entries:
             out.update(_one_selector(entry))
     return out

@@ -20,7 +20,7 @@ from flexkit.errors import ConfigError, ConfigIssue, FlexkitError
 from flexkit.plugins import PluginHost, get_plugins
 from flexkit.sample.actuator import Mix
 from flexkit.sample.stage import SampleStage
-from flexkit.scheduler import TasksetEntry, TasksetScheduler
+from flexkit.scheduler import AFTER_FEEDBACK, TasksetEntry, TasksetScheduler
 from flexkit.selectors.base import FEATURE_KEYS, feature_keys_of
 from flexkit.state_checks import component_of, differences, fingerprint_hints, pipeline_state_problems
 from flexkit.tasksets import TasksetError, lazy_features
@@ -331,15 +331,21 @@ def selector_seed(seed: int, taskset_id: int) -> np.random.SeedSequence:
     return np.random.SeedSequence(seed, spawn_key=(0, taskset_id))
 
 
-def prefetch_enabled(config: PipelineConfig, *, learns: bool = False) -> bool:
-    """``[run] prefetch``, or its default: off when a selector learns from feedback (``learns``; a prefetched
-    batch would be selected before the previous step's feedback arrived, so feedback would shape the batch after
-    next) and with ``[sample.refill]`` (each refill round must be selected after the previous round's
-    feedback); on otherwise, where it hides the selection and row reads behind the trainer's step for free."""
+def prefetch_enabled(config: PipelineConfig, *, learns: bool = False) -> bool | str:
+    """``[run] prefetch``, or its default.
+
+    When a selector learns from feedback (``learns``) or with ``[sample.refill]``, the default is
+    ``"after_feedback"``: the next batch is selected in the background right after the step's feedback, so it sees
+    that feedback exactly as without prefetch, and its selection still overlaps the rest of the step; with a mix
+    stage (whose proportions, set after the feedback, must reach the next batch) it is off. Otherwise it is on
+    (``True``: selected right after each read)."""
     if config.run.prefetch is not None:
         return config.run.prefetch
     refill = config.sample is not None and config.sample.refill is not None
-    return not (refill or learns)
+    if not (refill or learns):
+        return True
+    mixes = config.sample is not None and config.sample.mechanism == "mix"
+    return False if mixes else AFTER_FEEDBACK
 
 
 def build_scheduler(config: PipelineConfig, plugins: PluginHost, base_dir: Path) -> TasksetScheduler:

@@ -59,12 +59,14 @@ class EstimateSnapshot:
 
     @classmethod
     def take(cls, scheduler: Any) -> EstimateSnapshot:
-        """Read every selector of ``scheduler`` (call it when no prefetch is running: between steps)."""
+        """Read every selector of ``scheduler`` (holding it :meth:`~flexkit.scheduler.TasksetScheduler.idle`, so a
+        running prefetch finishes first and none starts meanwhile)."""
         found: dict[int, np.ndarray] = {}
-        for tid, entry in enumerate(scheduler.entries):
-            values = predicted_pass_rates(entry.selector, int(entry.size))
-            if values is not None:
-                found[tid] = values
+        with scheduler.idle():
+            for tid, entry in enumerate(scheduler.entries):
+                values = predicted_pass_rates(entry.selector, int(entry.size))
+                if values is not None:
+                    found[tid] = values
         return cls(found)
 
     def record(self, tasks: Sequence[Any]) -> dict[str, list[int]] | None:

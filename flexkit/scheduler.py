@@ -8,10 +8,12 @@ holds of it. Where flexkit differs (on purpose):
 - every random stream derives from the pipeline seed: the epoch order from ``(seed, 1, epoch)``, taskset i's
   selector from ``(seed, 0, i)`` (``numpy.random.SeedSequence`` spawn keys), so two tasksets never share a
   stream and adding a taskset does not change the others' streams;
-- reads of the next batch are prefetched in a background thread (``prefetch``); the batch for step t+1 is then
-  selected right after step t is handed out, so feedback given after ``read()`` reaches selectors one step
-  later than without prefetch (pipelines turn it off by default when a selector learns from feedback). Both
-  modes are deterministic and resume exactly;
+- reads of the next batch are prefetched in a background thread (``prefetch``). ``True``: the batch for step
+  t+1 is selected right after step t is handed out, so feedback given after ``read()`` reaches selectors one
+  step later than without prefetch. ``"after_feedback"`` (pipelines' default when a selector learns from
+  feedback): the batch for step t+1 is selected right after the first feedback following step t's read, so it
+  sees that feedback, exactly as without prefetch when feedback comes once per step, while its selection and row
+  reads still overlap the rest of the trainer's step. Every mode is deterministic and resumes exactly;
 - a checkpoint from a different taskset list is refused instead of silently truncated;
 - feedback is validated whole before any selector changes.
 """
@@ -19,6 +21,7 @@ holds of it. Where flexkit differs (on purpose):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -33,6 +36,9 @@ from flexkit.contracts import check_selection, describe_component
 from flexkit.errors import ComponentError, FeedbackError, FlexkitError
 from flexkit.feedback import SELECTOR_METRIC
 from flexkit.selectors.base import OutOfRange, Selector, validate_feedback
+
+#: ``prefetch`` mode: select the next batch in the background right after the first feedback following a read.
+AFTER_FEEDBACK = "after_feedback"
 
 #: Version of :meth:`TasksetScheduler.state_dict`'s layout.
 STATE_VERSION = 1
@@ -114,7 +120,8 @@ class TasksetScheduler:
         seed: the pipeline seed (the epoch order's stream derives from it).
         total_epochs: epochs to run (default 1) unless ``total_steps`` is given.
         total_steps: steps to run instead of epochs.
-        prefetch: select and read the next batch in a background thread.
+        prefetch: select and read the next batch in a background thread: ``True`` right after each read,
+            :data:`AFTER_FEEDBACK` right after the first feedback following a read, ``False`` never.
         out_of_range: feedback values outside [0, 1] are clipped (``"clip"``) or rejected (``"error"``).
         hooks: a pluggy hook relay for lifecycle hooks (``flexkit_on_select``, ``flexkit_on_feedback``).
     """
@@ -127,7 +134,7 @@ class TasksetScheduler:
         seed: int = 0,
         total_epochs: int | None = None,
         total_steps: int | None = None,
-        prefetch: bool = True,
+        prefetch: bool | str = True,
         out_of_range: OutOfRange = "clip",
         hooks: Any = None,
     ) -> None:
@@ -142,7 +149,9 @@ class TasksetScheduler:
         self.entries = list(entries)
         self.batch_size = int(batch_size)
         self.seed = int(seed)
-        self.prefetch = prefetch
+        if prefetch not in (True, False, AFTER_FEEDBACK):
+            raise ValueError(f"prefetch must be True, False or {AFTER_FEEDBACK!r}, got {prefetch!r}")
+        self.prefetch: bool | str = prefetch
         self.out_of_range: OutOfRange = out_of_range
         self.hooks = hooks
         self._weights: list[float] | None = None if weights[0] is None else [float(w) for w in weights]
@@ -304,15 +313,26 @@ class TasksetScheduler:
             job.done = True
             self._changed.notify_all()
 
-    def _start_prefetch(self) -> None:
-        """Queue the next batch's prefetch (called with the lock held)."""
-        if not self.prefetch or self.step >= self.total_steps:
+    def _start_prefetch(self, trigger: str) -> None:
+        """Queue the next batch's prefetch (called with the lock held) when ``trigger`` (``"read"`` or
+        ``"feedback"``) is this scheduler's moment to: a read with ``prefetch=True``, the first feedback after a
+        read with :data:`AFTER_FEEDBACK`."""
+        wanted = self.prefetch is True if trigger == "read" else self.prefetch == AFTER_FEEDBACK
+        if not wanted or self._pending is not None or self.step >= self.total_steps:
             return
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flexkit-prefetch")
         job = _Prefetch(step=self.step)
         self._pending = job
         self._executor.submit(self._run_prefetch, job)
+
+    @contextlib.contextmanager
+    def idle(self) -> Iterator[None]:
+        """Hold the scheduler still: wait for a running prefetch, then keep reads, feedback and prefetches out
+        until the block ends. For reading selectors from another thread (metrics, estimate snapshots)."""
+        with self._lock:
+            self._await_prefetch()
+            yield
 
     def _await_prefetch(self) -> None:
         """Wait, with the lock held, until no prefetch is running. ``Condition.wait`` releases the lock meanwhile,
@@ -349,7 +369,7 @@ class TasksetScheduler:
             tasks = job.tasks
             if self.hooks is not None:
                 self.hooks.flexkit_on_select(step=step, tasks=tasks)
-            self._start_prefetch()
+            self._start_prefetch("read")
             return tasks
 
     def _produce_now(self, step: int) -> _Prefetch:
@@ -446,6 +466,7 @@ class TasksetScheduler:
         with self._lock:
             self._await_prefetch()  # the prefetched selection precedes this feedback, always
             apply_feedback(self.entries, checked)
+            self._start_prefetch("feedback")
         if self.hooks is not None:
             self.hooks.flexkit_on_feedback(step=self.step, metrics=payload)
 

@@ -43,9 +43,11 @@ class RunConfig:
     )
     prefetch: bool | None = field(
         default=None,
-        doc="Select and read the next batch in the background while the trainer works; feedback given after a "
-        "read then shapes the batch after next. Default: off when a selector learns from feedback (each batch "
-        "sees the previous step's feedback) or with [sample.refill]; on otherwise.",
+        doc="true: select and read the next batch in the background right after each read, so feedback given "
+        "after a read shapes the batch after next; false: select each batch when it is read. Default: with a "
+        "selector that learns from feedback or [sample.refill], the next batch is selected in the background "
+        "right after the step's feedback (it sees that feedback, as with false; off with a mix stage); true "
+        "otherwise.",
     )
 
     def __attrs_post_init__(self) -> None:
@@ -155,6 +157,7 @@ class PipelineConfig:
         if self.sample is not None and self.sample.refill is not None and self.run.prefetch:
             issues.append(ConfigIssue("run.prefetch", "prefetch = true cannot be combined with [sample.refill]: a "
                                       "prefetched refill round would be selected before the previous round's "
-                                      "feedback; remove prefetch (it defaults to false with refill)"))
+                                      "feedback; remove prefetch (by default each refill round is selected "
+                                      "right after the previous round's feedback)"))
         if issues:
             raise ConfigError(issues)

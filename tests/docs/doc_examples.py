@@ -67,8 +67,10 @@ PIPELINE_KEYS = frozenset({"plugins", "run", "tasksets", "feedback", "sample", "
 
 
 def file_header(source: str) -> str | None:
-    """The path a block's first line names (``# name.py``), or ``None``."""
-    first = source.lstrip("\n").split("\n", 1)[0]
+    """The path a block's first line names (``# name.py``; after a ``#:schema`` line in a TOML file), or
+    ``None``."""
+    lines = source.lstrip("\n").split("\n", 2)
+    first = lines[1] if lines[0].startswith("#:schema ") and len(lines) > 1 else lines[0]
     match = _FILE_HEADER.match(first)
     return match.group(1) if match else None
 

@@ -14,6 +14,7 @@ from flexkit import ConfigError, pipeline_from_dict
 from flexkit.dynamic_sampling import concat_rows, fill_batch
 from flexkit.runner import run_pipeline
 from flexkit.sample.batch import RolloutBatch
+from flexkit.scheduler import AFTER_FEEDBACK
 from flexkit.trainer import Rollout
 from tests.fixtures import crash_run, read_metrics
 
@@ -21,7 +22,8 @@ G = 4  # responses per task
 
 
 def _pipeline(tmp_path: Path, *, solved: list[float], batch_size: int = 4, max_rounds: int = 4,
-              surplus: str = "drop", target_groups: int | None = None, **run: Any) -> Any:
+              surplus: str = "drop", target_groups: int | None = None, selector: dict | None = None,
+              **run: Any) -> Any:
     """A pipeline over tasks whose rollouts solve a fixed share (0, 0.5 or 1) of their responses."""
     path = tmp_path / "tasks.jsonl"
     path.write_text("".join(json.dumps({"solved": s}) + "\n" for s in solved))
@@ -30,7 +32,7 @@ def _pipeline(tmp_path: Path, *, solved: list[float], batch_size: int = 4, max_r
         actuator["target_groups"] = target_groups
     data = {
         "run": {"batch_size": batch_size, "seed": 3, "total_steps": 5, **run},
-        "tasksets": [{"name": "t", "path": str(path), "selector": {"type": "shuffle"}}],
+        "tasksets": [{"name": "t", "path": str(path), "selector": selector or {"type": "shuffle"}}],
         "sample": {"mechanism": "select", "scorer": {"type": "group_reward_range"}, "actuator": actuator,
                    "refill": {"surplus": surplus}},
     }
@@ -108,13 +110,30 @@ def test_refill_is_refused_where_it_cannot_work(tmp_path: Path) -> None:
         pipeline_from_dict(data, base_dir=tmp_path)
 
 
-def test_prefetch_defaults_off_with_refill_and_on_without(tmp_path: Path) -> None:
-    assert _pipeline(tmp_path, solved=[0.5] * 8).scheduler.prefetch is False
+def test_prefetch_defaults_to_after_feedback_with_refill_and_on_without(tmp_path: Path) -> None:
+    assert _pipeline(tmp_path, solved=[0.5] * 8).scheduler.prefetch == AFTER_FEEDBACK
     path = tmp_path / "plain.jsonl"
     path.write_text('{"x": 1}\n' * 8)
     plain = pipeline_from_dict({"run": {"batch_size": 4}, "tasksets": [{"name": "t", "path": str(path)}]},
                                base_dir=tmp_path)
     assert plain.scheduler.prefetch is True
+
+
+def test_refill_rounds_with_the_default_prefetch_are_those_without_prefetch(tmp_path: Path) -> None:
+    """Each round is selected right after the previous round's feedback, in the background: the same rounds as
+    ``prefetch = false``, step after step, with a learning selector."""
+
+    def rounds(folder: str, **run: Any) -> list[list[int]]:
+        (tmp_path / folder).mkdir()
+        pipe = _pipeline(tmp_path / folder, solved=[0.0, 0.5, 1.0, 0.5] * 6, max_rounds=6,
+                         selector={"type": "learnability"}, **run)
+        out = []
+        for step in range(4):
+            out.extend([t.index for t in r.tasks] for r in fill_batch(pipe, _rollout, step=step).rounds)
+        pipe.scheduler.close()
+        return out
+
+    assert rounds("default") == rounds("off", prefetch=False)
 
 
 def test_concat_rows_pads_token_fields_and_renumbers_groups() -> None:
