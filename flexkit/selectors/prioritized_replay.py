@@ -53,13 +53,18 @@ class PrioritizedReplaySelector(Selector):
     Config = PrioritizedReplayConfig
     learns_from_feedback = True
 
+    @property
+    def _slot_dtype(self) -> type[np.signedinteger]:
+        """int32 slots (4 bytes per task) unless the buffer could hold 2^31 tasks."""
+        return np.int32 if self.capacity < 2**31 else np.int64
+
     def _init_state(self) -> None:
         self.capacity = min(self.config.buffer_size, self.size)
         self._index = np.zeros(self.capacity, dtype=np.int64)  # preallocated; the first `count` are in use
         self._score = np.zeros(self.capacity)
         self._last = np.zeros(self.capacity, dtype=np.int64)
         self.count = 0
-        self.slot = np.full(self.size, -1, dtype=np.int64)  # slot of each task in the buffer, -1: unseen
+        self.slot = np.full(self.size, -1, dtype=self._slot_dtype)  # slot of each task in the buffer, -1: unseen
         self.clock = 0
         self.pool = PooledRate(self.config.pool_rate)
 
@@ -172,5 +177,5 @@ class PrioritizedReplaySelector(Selector):
         n = len(index)
         self._index[:n], self._score[:n], self._last[:n] = index, score, last
         self.count, self.clock, self.pool = n, clock, pool
-        self.slot = np.full(self.size, -1, dtype=np.int64)
+        self.slot = np.full(self.size, -1, dtype=self._slot_dtype)
         self.slot[index] = np.arange(n)

@@ -51,7 +51,7 @@ def test_quick_run_reports_every_selector_and_size(
     for tau in ("1", "0"):
         row = rows[(f"difficulty_based tau={tau}", 10**5)]
         assert row["ratio"] == pytest.approx(row["reference_ms"] / row["median_ms"])
-        assert row["state_bytes_per_task"] == 16.0  # α̃ and β̃, float64
+        assert 0 < row["state_bytes_per_task"] < 16.0  # α̃, β̃ and id of the recently observed tasks only
     assert rows[("shuffle", 10**4)]["state_bytes_per_task"] > 0  # its permutation
 
 

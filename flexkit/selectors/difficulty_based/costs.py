@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from flexkit.selectors.difficulty_based import tuning
+from flexkit.selectors.difficulty_based.store import TaskStore
 from flexkit.selectors.difficulty_based.topk import RunningBest, round_up32, smallest_pairs
 
 _POOL: tuple[int, ThreadPoolExecutor] | None = None
@@ -52,14 +53,13 @@ class FastPassMixin:
     _m: int
     _target: float
     _tau: float
-    _alpha_t: np.ndarray
-    _beta_t: np.ndarray
+    _store: TaskStore
     _f0: np.ndarray
     _f1: np.ndarray
     _f0_fast: np.ndarray
     _f1_fast: np.ndarray
-    _d32: np.ndarray
-    _s32: np.ndarray
+    _d32: np.ndarray | None
+    _s32: np.ndarray | None
     _a: float
     _b: float
     _b_beta: float
@@ -71,21 +71,46 @@ class FastPassMixin:
 
     # -- float32 mirrors and when they can be trusted ----------------------------------------------------
 
-    def _mirror(self, rows: slice | np.ndarray) -> None:
-        """Recompute the float32 mirrors ``D = α̃ − target·(α̃ + β̃)`` and ``S = α̃ + β̃`` of ``rows`` from the
-        float64 state (the same bits whether done for a batch, a slice or all tasks)."""
-        alpha_t = self._alpha_t[rows]
-        total = alpha_t + self._beta_t[rows]
+    def _mirror(self, rows: slice | np.ndarray, alpha_t: np.ndarray, beta_t: np.ndarray) -> None:
+        """Set the kept float32 mirrors of ``rows``, whose ``α̃``, ``β̃`` are ``alpha_t``, ``beta_t`` (nothing
+        above ``tuning.MIRROR_MAX`` tasks, where the passes compute them chunk by chunk)."""
+        if self._d32 is not None and self._s32 is not None:
+            self._mirror_values(alpha_t, beta_t, self._d32, self._s32, rows)
+
+    def _mirror_values(
+        self, alpha_t: np.ndarray, beta_t: np.ndarray, d32: np.ndarray, s32: np.ndarray, rows: Any = Ellipsis
+    ) -> None:
+        """Write the float32 mirrors ``D = α̃ − target·(α̃ + β̃)`` and ``S = α̃ + β̃`` of the rows ``alpha_t``,
+        ``beta_t`` into ``d32[rows]``, ``s32[rows]`` (the same bits whether done for a batch, a chunk or all)."""
+        total = alpha_t + beta_t
         with np.errstate(over="ignore"):  # beyond float32 only while the fast pass is off (_fast_coefficients)
-            self._s32[rows] = total
+            s32[rows] = total
             total *= self._target
             np.subtract(alpha_t, total, out=total)
-            self._d32[rows] = total
+            d32[rows] = total
 
     def _refresh_mirrors(self) -> None:
+        """Rebuild the kept float32 mirrors from the state (after a fold or a load)."""
+        if self._d32 is None or self._s32 is None:
+            return
         chunk = tuning.CHUNK
+        alpha, beta = np.empty(min(chunk, self.size)), np.empty(min(chunk, self.size))
         for start in range(0, self.size, chunk):
-            self._mirror(slice(start, min(start + chunk, self.size)))
+            stop = min(start + chunk, self.size)
+            w = stop - start
+            self._store.slice_into(start, stop, alpha[:w], beta[:w])
+            self._mirror_values(alpha[:w], beta[:w], self._d32, self._s32, slice(start, stop))
+
+    def _mirrors(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        """The float32 mirrors ``D``, ``S`` of the tasks ``start:stop``: views of the kept ones, or computed."""
+        if self._d32 is not None and self._s32 is not None:
+            return self._d32[start:stop], self._s32[start:stop]
+        w = stop - start
+        alpha, beta = np.empty(w), np.empty(w)
+        self._store.slice_into(start, stop, alpha, beta)
+        d32, s32 = np.empty(w, dtype=np.float32), np.empty(w, dtype=np.float32)
+        self._mirror_values(alpha, beta, d32, s32)
+        return d32, s32
 
     def _den_bound(self) -> float:
         """An upper bound on every task's α + β, from the configuration and the feedback count only (so the
@@ -128,12 +153,13 @@ class FastPassMixin:
         """Write the float32 cost ``|p̂ − target|`` of tasks ``start:stop`` into ``out`` (``tmp``: scratch)."""
         p, q, k, s = coef
         sl = slice(start, stop)
+        d32, s32 = self._mirrors(start, stop)
         np.multiply(self._f0_fast[sl], p, out=tmp, casting="same_kind")
-        np.add(self._d32[sl], tmp, out=out)
+        np.add(d32, tmp, out=out)
         np.multiply(self._f1_fast[sl], q, out=tmp, casting="same_kind")
         out += tmp
         out += k
-        np.add(self._s32[sl], s, out=tmp)
+        np.add(s32, s, out=tmp)
         out /= tmp
         np.abs(out, out=out)
 
@@ -147,8 +173,10 @@ class FastPassMixin:
     def _cost64(self, idx: np.ndarray) -> np.ndarray:
         """The exact float64 cost ``|p̂ − target|`` of the tasks ``idx``: the same float steps as the float64
         pass (:meth:`_exact_costs`), so the same bits."""
-        alpha_t = self._alpha_t[idx]
-        return self._cost64_rows(alpha_t, alpha_t + self._beta_t[idx], self._f0[idx], self._f1[idx])
+        f0, f1 = self._f0[idx], self._f1[idx]
+        alpha_t, beta_t = self._store.values(idx, f0, f1)
+        beta_t += alpha_t
+        return self._cost64_rows(alpha_t, beta_t, f0, f1)
 
     def _cost64_rows(self, alpha_t: np.ndarray, total: np.ndarray, f0: np.ndarray, f1: np.ndarray) -> np.ndarray:
         """:meth:`_cost64` of tasks given by their rows ``α̃``, ``α̃ + β̃``, ``f0``, ``f1`` (same float steps)."""
@@ -187,13 +215,14 @@ class FastPassMixin:
                 pred = drawn[sl]
                 pred[...] = self.rng.beta(al, be)
             else:  # p̂ = α / (α + β) with α + β = a·(α̃ + β̃) + b + b_β: fewer passes than computing β
-                np.multiply(self._alpha_t[sl], a, out=al)
+                self._store.slice_into(start, stop, t, be)
+                be += t
+                np.multiply(t, a, out=al)
                 al += b
                 np.multiply(self._f0[sl], p, out=t)
                 al += t
                 np.multiply(self._f1[sl], q, out=t)
                 al += t
-                np.add(self._alpha_t[sl], self._beta_t[sl], out=be)
                 be *= a
                 be += s0
                 pred = np.divide(al, be, out=al)

@@ -43,6 +43,7 @@ import numpy as np
 
 from flexkit.selectors.difficulty_based import tuning
 from flexkit.selectors.difficulty_based.index_structures import DirtyGroups, SlabGrid, grid_bits
+from flexkit.selectors.difficulty_based.store import TaskStore
 from flexkit.selectors.difficulty_based.topk import smallest_pairs
 from flexkit.selectors.difficulty_based.tuning import U64
 
@@ -54,8 +55,7 @@ class GreedyIndexMixin:
 
     size: int
     _target: float
-    _alpha_t: np.ndarray
-    _beta_t: np.ndarray
+    _store: TaskStore
     _f0: np.ndarray
     _f1: np.ndarray
     _a: float
@@ -109,8 +109,10 @@ class GreedyIndexMixin:
 
     def _group_rows(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """What a dirty group keeps to score its tasks: ``α̃``, ``α̃ + β̃``, ``f0``, ``f1`` (copies)."""
-        alpha_t = self._alpha_t[idx]
-        return alpha_t, alpha_t + self._beta_t[idx], self._f0[idx], self._f1[idx]
+        f0, f1 = self._f0[idx], self._f1[idx]
+        alpha_t, beta_t = self._store.values(idx, f0, f1)
+        beta_t += alpha_t
+        return alpha_t, beta_t, f0, f1
 
     def _dirty_max(self) -> int:
         return max(tuning.DIRTY_MAX, int(tuning.DIRTY_FRACTION * self.size))
@@ -155,10 +157,13 @@ class GreedyIndexMixin:
         hot_bound: list[np.ndarray] = []
         held, regular, most = 0, 0.0, self._dirty_max()
         chunk = tuning.CHUNK
+        alpha, total = np.empty(min(chunk, self.size)), np.empty(min(chunk, self.size))
         for start in range(0, self.size, chunk):
             sl = slice(start, min(start + chunk, self.size))
-            alpha_t = self._alpha_t[sl]
-            bound = self._residual_bound(alpha_t, alpha_t + self._beta_t[sl], self._f0[sl], self._f1[sl])
+            alpha_t, total_t = alpha[: sl.stop - start], total[: sl.stop - start]
+            self._store.slice_into(start, sl.stop, alpha_t, total_t)
+            total_t += alpha_t
+            bound = self._residual_bound(alpha_t, total_t, self._f0[sl], self._f1[sl])
             hot = ~(bound <= limit)  # NaN (never from a state this class made) stays dirty
             if not hot.all():
                 regular = max(regular, float(bound[~hot].max()))

@@ -40,8 +40,9 @@ Deviations from Trinity-RFT
   (:mod:`.sampling`); Trinity-RFT's ``torch.multinomial`` refuses more than 2^24 tasks. Greedy ties
   (tau = 0) go to the smaller index, and a batch is ordered best first (for tau > 0: in drawing order,
   which is the order of the Gumbel top-k, so the same distribution including the order).
-* The whole state (α̃, β̃, the transform, the model of a never-observed task, ``c``, the adapted ``ρ``,
-  counters and the RNG) is saved; Trinity-RFT saves only a counter.
+* The whole state (the stored α̃, β̃ and the untouched model that gives the others, the transform, the model
+  of a never-observed task, ``c``, the adapted ``ρ``, counters and the RNG) is saved; Trinity-RFT saves only a
+  counter. Memory does not grow with untouched tasks beyond 4 bytes each (:mod:`.store`).
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ from flexkit.selectors.difficulty_based.costs import FastPassMixin
 from flexkit.selectors.difficulty_based.index import GreedyIndexMixin
 from flexkit.selectors.difficulty_based.index_structures import SlabGrid
 from flexkit.selectors.difficulty_based.sampling import SamplingMixin
+from flexkit.selectors.difficulty_based.store import TaskStore
+from flexkit.selectors.difficulty_based.store_state import load_stored_tasks
 from flexkit.selectors.difficulty_based.topk import smallest_k
 
 #: Decay of the exponential moving average of the capability coefficient.
@@ -119,15 +122,16 @@ class DifficultyBasedConfig:
 class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Selector):
     """Select tasks whose predicted success rate is nearest ``target_reward`` (see the module docstring).
 
-    Costs: feedback O(batch) (plus a rare O(N) fold). Selection with ``tau > 0`` usually O(batch) (rejection
-    sampling); with ``tau = 0`` O(recently observed tasks + a slab of tasks near the target) through the
-    greedy index, or else one float32 pass over N in cache-sized chunks (eight element-wise operations and a
-    comparison per task) plus float64 work on the few tasks that pass its filter; ``do_sample`` and the
-    untrusted-float32 fallback use a float64 pass with an N-sized cost array. Memory: the float64 state
-    (16 bytes per task), float32 mirrors (8 bytes per task, 16 up to ``tuning.FEATURE_MIRROR_MAX`` tasks) and
-    chunk buffers; the greedy index adds 12 bytes per task (20 with both grids); only the envelope and
-    Gumbel-window samplers (small ``tau``) allocate one N-sized float32 array while they run. Feedback may
-    arrive late or for tasks that were not just selected. :meth:`posterior` gives the current Beta parameters.
+    Costs: feedback O(batch) (plus a rare fold: O(observed tasks), O(N) with the mirrors). Selection with
+    ``tau > 0`` usually O(batch) (rejection sampling); with ``tau = 0`` O(recently observed tasks + a slab of
+    tasks near the target) through the greedy index, or else one float32 pass over N in cache-sized chunks
+    (eight element-wise operations and a comparison per task) plus float64 work on the few tasks that pass its
+    filter; ``do_sample`` and the untrusted-float32 fallback use a float64 pass with an N-sized cost array.
+    Memory: the posterior store (:mod:`.store`: 4 bytes per task plus 24 per task observed in the last fold
+    periods), up to ``tuning.MIRROR_MAX`` tasks float32 mirrors and feature copies (16 bytes per task), and
+    chunk buffers; the greedy index adds 12 bytes per task (20 with both grids); only the envelope sampler
+    (small ``tau``) allocates one N-sized float32 array while it runs. Feedback may arrive late or for tasks
+    that were not just selected. :meth:`posterior` gives the current Beta parameters.
     """
 
     Config = DifficultyBasedConfig
@@ -157,10 +161,12 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
         self._m = int(config.m)
         self._target = float(config.target_reward)
         self._tau = float(config.tau)
-        self._alpha_t = np.ones(self.size)
-        self._beta_t = np.ones(self.size)
-        self._d32 = np.empty(self.size, dtype=np.float32)
-        self._s32 = np.empty(self.size, dtype=np.float32)
+        self._store = TaskStore(self._f0, self._f1)
+        if self.size <= tuning.MIRROR_MAX:
+            self._d32: np.ndarray | None = np.empty(self.size, dtype=np.float32)
+            self._s32: np.ndarray | None = np.empty(self.size, dtype=np.float32)
+        else:
+            self._d32 = self._s32 = None
         self._reset_transform()
         #: The capability coefficient c (None until the first estimate).
         self.capability: float | None = None
@@ -195,18 +201,30 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
                 self._true_slice(slice(start, stop), alpha[start:stop], beta[start:stop], tmp[: stop - start])
             return alpha, beta
         idx = np.asarray(indices, dtype=np.int64)
-        pf0, qf1 = self._f0[idx] * self._p, self._f1[idx] * self._q
-        alpha = self._alpha_t[idx] * self._a + self._b + pf0 + qf1
-        beta = self._beta_t[idx] * self._a + self._b_beta - pf0 - qf1
+        f0, f1 = self._f0[idx], self._f1[idx]
+        alpha_t, beta_t = self._store.values(idx, f0, f1)
+        pf0, qf1 = f0 * self._p, f1 * self._q
+        alpha = alpha_t * self._a + self._b + pf0 + qf1
+        beta = beta_t * self._a + self._b_beta - pf0 - qf1
         return alpha, beta
+
+    @property
+    def _alpha_t(self) -> np.ndarray:
+        """Every task's ``α̃`` (a new N-sized array; for tests and inspection: the selector never builds it)."""
+        return self._store.dense()[0]
+
+    @property
+    def _beta_t(self) -> np.ndarray:
+        """Every task's ``β̃`` (a new N-sized array, like :attr:`_alpha_t`)."""
+        return self._store.dense()[1]
 
     def _true_slice(self, sl: slice, alpha: np.ndarray, beta: np.ndarray, tmp: np.ndarray) -> None:
         """Write the true α, β of the tasks in ``sl`` into ``alpha`` and ``beta`` (same float steps as
-        :meth:`posterior` with indices, so both give identical bits). ``alpha`` and ``beta`` may be the
-        slices of ``α̃`` and ``β̃`` themselves (folding)."""
-        np.multiply(self._alpha_t[sl], self._a, out=alpha)
+        :meth:`posterior` with indices, so both give identical bits)."""
+        self._store.slice_into(sl.start, sl.stop, alpha, beta)
+        alpha *= self._a
         alpha += self._b
-        np.multiply(self._beta_t[sl], self._a, out=beta)
+        beta *= self._a
         beta += self._b_beta
         np.multiply(self._f0[sl], self._p, out=tmp)
         alpha += tmp
@@ -216,15 +234,12 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
         beta -= tmp
 
     def _fold(self) -> None:
-        """Fold the global transform into ``α̃``, ``β̃`` (O(N)) and reset it to the identity."""
-        chunk = tuning.CHUNK
-        tmp = np.empty(min(chunk, self.size))
-        for start in range(0, self.size, chunk):
-            sl = slice(start, min(start + chunk, self.size))
-            self._true_slice(sl, self._alpha_t[sl], self._beta_t[sl], tmp[: sl.stop - start])
+        """Fold the global transform into ``α̃``, ``β̃`` (O(stored tasks), see :mod:`.store`; O(N) for the float32
+        mirrors up to ``tuning.MIRROR_MAX`` tasks) and reset it to the identity."""
         a, model = self._a, self._model
         m0, mp, mq, ms = model
         b, b_beta, p, q = self._b, self._b_beta, self._p, self._q
+        self._store.fold(a, b, b_beta, p, q)
         self._model = (a * m0 + b, a * mp + p, a * mq + q, a * ms + b + b_beta)
         self._reset_transform()
         self.num_folds += 1
@@ -268,9 +283,8 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
         lin = f0b * self._p + f1b * self._q
         alpha_t = (new_alpha - self._b - lin) / self._a
         beta_t = (new_beta - self._b_beta + lin) / self._a
-        self._alpha_t[indices] = alpha_t
-        self._beta_t[indices] = beta_t
-        self._mirror(indices)
+        self._store.set(indices, alpha_t, beta_t)
+        self._mirror(indices, alpha_t, beta_t)
         self.num_feedback += 1
         if self._groups is not None:
             self._observe(indices, (alpha_t, alpha_t + beta_t, f0b, f1b))
@@ -311,13 +325,13 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
     # -- state --------------------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume exactly: ``α̃``, ``β̃`` (copies), the transform, ``c``, ``ρ``,
-        counters, the RNG and the model of a never-observed task (the float32 mirrors are rebuilt from ``α̃``,
-        ``β̃`` on load; the greedy index at the next greedy selection)."""
+        """Everything needed to resume exactly: the stored tasks' ``α̃``, ``β̃`` (``task_ids``, ``alpha_tilde``,
+        ``beta_tilde``; copies) and the untouched model that gives every other task's (:mod:`.store`), the
+        transform, ``c``, ``ρ``, counters, the RNG and the greedy index's model of a never-observed task (the
+        float32 mirrors are rebuilt on load; the greedy index at the next greedy selection)."""
         return {
             **super().state_dict(),
-            "alpha_tilde": self._alpha_t.copy(),
-            "beta_tilde": self._beta_t.copy(),
+            **self._store.state(),
             "transform": {"a": self._a, "b": self._b, "b_beta": self._b_beta, "p": self._p, "q": self._q},
             "capability": self.capability,
             "rho": self.rho,
@@ -328,15 +342,9 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict` output (lists in place of arrays are accepted)."""
-        arrays = {}
-        for key in ("alpha_tilde", "beta_tilde"):
-            arr = np.array(state[key], dtype=np.float64)
-            if arr.shape != (self.size,):
-                raise ValueError(f"saved {key} has shape {arr.shape}, expected ({self.size},)")
-            if not np.isfinite(arr).all():
-                raise ValueError(f"saved {key} holds non-finite values")
-            arrays[key] = arr
+        """Restore :meth:`state_dict` output (lists in place of arrays are accepted), or a checkpoint of the
+        earlier dense format (``alpha_tilde``, ``beta_tilde`` of every task, no ``task_ids``)."""
+        stored = load_stored_tasks(state, self.size)
         transform = {k: float(state["transform"][k]) for k in ("a", "b", "b_beta", "p", "q")}
         if not transform["a"] > 0:
             raise ValueError(f"saved transform scale must be positive, got {transform['a']!r}")
@@ -353,7 +361,10 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
         if not all(math.isfinite(v) for v in model):
             raise ValueError(f"saved model holds non-finite values: {model!r}")
         super().load_state_dict(state)
-        self._alpha_t, self._beta_t = arrays["alpha_tilde"], arrays["beta_tilde"]
+        if stored.dense:
+            self._store.load_dense(stored.alpha, stored.beta, model[:3] if "model" in state else None)
+        else:
+            self._store.load(stored.untouched, stored.ids, stored.alpha, stored.beta)
         self._a, self._b, self._b_beta = transform["a"], transform["b"], transform["b_beta"]
         self._p, self._q = transform["p"], transform["q"]
         self.capability = None if capability is None else float(capability)

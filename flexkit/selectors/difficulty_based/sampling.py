@@ -160,15 +160,11 @@ class SamplingMixin:
         """Stage 3: the remaining ``r`` tasks (not in ``chosen``) as the Gumbel top-r over the tasks within
         ``τ·(ln N + 45)`` (plus the float32 margins) of the r-th smallest float32 cost, in drawing order."""
         n = self.size
-        buf = np.empty(n, dtype=np.float32)
-        self._cost32_all(buf, coef)
-        buf[chosen] = np.inf
-        buf.partition(r - 1)
-        window = (math.log(n) + tuning.GUMBEL_WINDOW) * tau
-        limit = round_up32(float(buf[r - 1]) + 2.0 * tuning.COST32_MARGIN + window)
-        del buf
         chunk = tuning.CHUNK
         cost, tmp = self._scratch(0, chunk)
+        window = (math.log(n) + tuning.GUMBEL_WINDOW) * tau
+        rth = float(self._rth_smallest32(r, chosen, coef, cost, tmp))
+        limit = round_up32(rth + 2.0 * tuning.COST32_MARGIN + window)
 
         def key_of(cand: np.ndarray) -> np.ndarray:  # cost/τ − Gumbel: the top-r of score/τ + Gumbel
             with np.errstate(over="ignore"):  # cost/τ beyond float64 for a tiny τ: inf, drawn last
@@ -187,6 +183,27 @@ class SamplingMixin:
                 best.offer(cand)
         idx, key = best.result()
         return idx[np.lexsort((idx, key))]
+
+
+    def _rth_smallest32(
+        self, r: int, chosen: np.ndarray, coef: tuple, cost: np.ndarray, tmp: np.ndarray
+    ) -> np.float32:
+        """The ``r``-th smallest float32 cost over the tasks not in ``chosen`` (chunk by chunk, keeping the ``r``
+        smallest so far: no N-sized array)."""
+        n, chunk = self.size, cost.size
+        best = np.empty(0, dtype=np.float32)
+        for start in range(0, n, chunk):
+            stop = min(start + chunk, n)
+            c = cost[: stop - start]
+            self._cost32(start, stop, c, tmp[: stop - start], coef)
+            if chosen.size:
+                c[chosen[(chosen >= start) & (chosen < stop)] - start] = np.inf
+            if best.size == r:
+                c = c[c < best.max()]
+            best = np.concatenate([best, c])
+            if best.size > r:
+                best = np.partition(best, r - 1)[:r]
+        return best.max()
 
 
 def _new_in_order(hits: np.ndarray, taken: np.ndarray) -> np.ndarray:

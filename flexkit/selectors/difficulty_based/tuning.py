@@ -26,6 +26,9 @@ COST32_MARGIN = 128 * U32
 #: Up to this many tasks the features get float32 copies for the fast pass (8 bytes per task); above it the
 #: pass reads the float64 features (slower, but no extra memory at N = 10^8).
 FEATURE_MIRROR_MAX = 1 << 25
+#: Up to this many tasks the float32 mirrors ``D``, ``S`` of the state are kept (8 bytes per task, updated at each
+#: feedback, rebuilt at a fold); above it every pass computes them chunk by chunk from the stored posteriors.
+MIRROR_MAX = FEATURE_MIRROR_MAX
 #: The float32 pass is used only while every magnitude it meets stays below this (float32 max is 3.4e38).
 FLOAT32_LIMIT = 1e36
 #: Envelope sampler: block width, and the clamp of the exponent in temperature units (e^-80 is a normal float32).
