@@ -1,4 +1,9 @@
-"""flexkit inside verl's ``RayPPOTrainer`` (verl 0.9.x).
+"""flexkit inside verl 0.9.x: the v1 trainer (default) and the legacy ``RayPPOTrainer``.
+
+v1 (``trainer.use_v1=true``): ``python -m flexkit_verl.main_ppo ... +flexkit.pipeline=/abs/pipeline.toml``, or
+verl's own entry point with ``trainer.v1.sampler.custom_sampler.path=pkg://flexkit_verl.replay_buffer`` (the
+sample stage alone); see :mod:`flexkit_verl.replay_buffer`, :mod:`flexkit_verl.trainer_v1`,
+:mod:`flexkit_verl.main_ppo`, :mod:`flexkit_verl.config` and :mod:`flexkit_verl.checks`. Legacy:
 
 - :class:`FlexkitSampler`: pass it as ``RayPPOTrainer(..., train_sampler=...)``; verl's ``StatefulDataLoader``
   saves its state with the trainer checkpoint (``data.pt``); :meth:`FlexkitSampler.update` feeds a rollout
@@ -12,6 +17,7 @@
 verl itself is imported only where a function needs it, so this package imports without verl.
 """
 
+from flexkit_verl.config import pipeline_from_config
 from flexkit_verl.dataset import INDEX_KEY, IndexedDataset, dataset_indices
 from flexkit_verl.sampler import FlexkitSampler
 from flexkit_verl.trainer import FlexkitTrainerMixin
@@ -27,5 +33,6 @@ __all__ = [
     "__version__",
     "apply_token_weights",
     "dataset_indices",
+    "pipeline_from_config",
     "to_rollout_batch",
 ]

@@ -62,6 +62,16 @@ class FlexkitSampler(_TorchSampler):
             if name is not None and name in batch.batch.keys():  # noqa: SIM118 - TensorDict refuses `in`
                 fields[name] = batch.batch[name]
         rewards = RolloutBatch.from_dict(fields).sequence_rewards(self.reward_key).double().cpu().numpy()
+        return self.update_groups(uids, indices, rewards)
+
+    def update_groups(self, uids: Any, indices: Any, rewards: Any) -> dict:
+        """Feed back one reward per response: ``uids`` group the responses of one prompt, ``indices`` are their
+        dataset indices, ``rewards`` their sequence rewards. Each group becomes one experience with its mean
+        reward; a group whose samples name different dataset indices is rejected. Returns the selector
+        metrics (the feedback payload)."""
+        uids = np.asarray(uids, dtype=object)
+        indices = np.asarray(indices, dtype=np.int64)
+        rewards = np.asarray(rewards, dtype=np.float64)
         group, count = RolloutBatch.from_dict({"uid": uids}).group_index("uid")
         sums = np.bincount(group, weights=rewards, minlength=count)
         sizes = np.bincount(group, minlength=count)

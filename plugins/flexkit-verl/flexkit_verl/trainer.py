@@ -1,21 +1,27 @@
-"""``FlexkitTrainerMixin``: feedback and token weights before each actor update of verl's ``RayPPOTrainer``.
+"""``FlexkitTrainerMixin``: flexkit in verl's legacy ``RayPPOTrainer`` (``trainer.use_v1=false``, verl 0.9.x).
 
-verl 0.9.x calls ``self._update_actor(batch)`` once per step with the finished batch (rewards, ``uid``,
-advantages, verl's own ``rollout_is_weights``); the mixin runs there::
+verl calls ``self._update_actor(batch)`` once per step with the finished batch (rewards, ``uid``, advantages,
+verl's own ``rollout_is_weights``); the mixin feeds the rewards back and weights the tokens there::
 
     class Trainer(FlexkitTrainerMixin, RayPPOTrainer):
         pass
 
     trainer = Trainer(config, ..., train_dataset=IndexedDataset(ds), train_sampler=FlexkitSampler(pipe, ds))
 
-Steps in critic warm-up (no actor update) give no feedback.
+It also checks the verl config against the pipeline when verl builds the dataloader
+(:func:`~flexkit_verl.checks.check_trainer_config`), restores the sampler from ``data.pt`` after verl's
+``_load_checkpoint`` (which skips that file at epoch boundaries), and adds ``flexkit/...`` metrics to the actor
+update's metrics, which verl logs with the step. Steps in critic warm-up (no actor update) give no feedback.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from flexkit.host_metrics import pipeline_metrics
 from flexkit.pipeline import Pipeline
+from flexkit_verl.checks import check_trainer_config
+from flexkit_verl.resume import checkpoint_folder, restore_sampler
 from flexkit_verl.sampler import FlexkitSampler
 from flexkit_verl.weights import apply_token_weights
 
@@ -35,13 +41,45 @@ class FlexkitTrainerMixin:
         sampler = getattr(loader, "sampler", None)
         return sampler if isinstance(sampler, FlexkitSampler) else None
 
-    def _update_actor(self, batch: Any) -> Any:
-        """Feed the batch back, weight its tokens, then run the trainer's own actor update."""
+    def _create_dataloader(self, *args: Any, **kwargs: Any) -> Any:
+        """verl's dataloaders, then :func:`~flexkit_verl.checks.check_trainer_config` (``ConfigError``)."""
+        result = super()._create_dataloader(*args, **kwargs)  # type: ignore[misc]
         sampler = self._flexkit_sampler()
-        if sampler is not None:
-            sampler.update(batch)
+        pipeline = sampler.pipeline if sampler is not None else self.flexkit_pipeline
+        if pipeline is not None:
+            steps = len(self.train_dataloader) if sampler is not None else None  # type: ignore[attr-defined]
+            config = self.config  # type: ignore[attr-defined]
+            if sampler is None:  # a sample stage alone: only the loss modes matter
+                from flexkit_verl.checks import loss_mode_issues
+
+                issues = loss_mode_issues(config, pipeline, v1=False)
+                if issues:
+                    from flexkit.errors import ConfigError
+
+                    raise ConfigError(issues, source="verl config vs flexkit pipeline")
+            else:
+                check_trainer_config(config, pipeline, steps_per_epoch=steps, v1=False)
+        return result
+
+    def _load_checkpoint(self) -> Any:
+        """verl's checkpoint load, then the flexkit sampler from ``data.pt`` even where verl skipped it."""
+        result = super()._load_checkpoint()  # type: ignore[misc]
+        restore_sampler(getattr(self, "train_dataloader", None),
+                        checkpoint_folder(self.config, getattr(self, "global_steps", 0)))  # type: ignore[attr-defined]
+        return result
+
+    def _update_actor(self, batch: Any) -> Any:
+        """Feed the batch back, weight its tokens, run the trainer's own actor update, add flexkit's metrics."""
+        sampler = self._flexkit_sampler()
+        payload = sampler.update(batch) if sampler is not None else None
         pipeline = self.flexkit_pipeline or (sampler.pipeline if sampler is not None else None)
         if pipeline is not None and pipeline.has_sample_stage:
             apply_token_weights(pipeline, batch, step=int(getattr(self, "global_steps", 0)),
                                 index_key=sampler.index_key if sampler is not None else "flexkit_index")
-        return super()._update_actor(batch)  # type: ignore[misc]
+        output = super()._update_actor(batch)  # type: ignore[misc]
+        source = pipeline if pipeline is not None else (sampler.scheduler if sampler is not None else None)
+        metrics = getattr(output, "meta_info", {}).get("metrics") if hasattr(output, "meta_info") else None
+        if source is not None and isinstance(metrics, dict):
+            rollouts = len(batch) if hasattr(batch, "__len__") else None
+            metrics.update({k: [v] for k, v in pipeline_metrics(source, feedback=payload, rollouts=rollouts).items()})
+        return output

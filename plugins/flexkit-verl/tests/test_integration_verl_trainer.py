@@ -106,3 +106,78 @@ def test_the_mixin_overrides_verl_update_hook() -> None:
 
     assert Trainer._update_actor is FlexkitTrainerMixin._update_actor
     assert Trainer.__mro__.index(FlexkitTrainerMixin) < Trainer.__mro__.index(RayPPOTrainer)
+
+
+def legacy_trainer(cls: type, tmp_path: Path, sampler: FlexkitSampler, dataset) -> RayPPOTrainer:
+    """A ``cls`` (RayPPOTrainer or a subclass) built without workers: config, dataloader, stub actor group."""
+    trainer = object.__new__(cls)
+    trainer.config = OmegaConf.create({
+        "data": {"train_batch_size": 4, "gen_batch_size": None, "dataloader_num_workers": 0, "val_batch_size": None,
+                 "validation_shuffle": False},
+        "trainer": {"total_epochs": 6, "total_training_steps": None, "resume_mode": "auto", "default_hdfs_dir": None,
+                    "default_local_dir": str(tmp_path / "ckpt"), "resume_from_path": None,
+                    "del_local_ckpt_after_load": False},
+    })
+    trainer._create_dataloader(dataset, Rows(2), verl_collate_fn, sampler)
+    trainer.actor_rollout_wg = SimpleNamespace(load_checkpoint=lambda *a, **k: None)
+    trainer.use_critic = False
+    return trainer
+
+
+@pytest.mark.parametrize("mixin", [False, True])
+def test_resume_at_an_epoch_boundary_through_verl_load_checkpoint(tmp_path: Path, mixin: bool) -> None:
+    """verl's RayPPOTrainer._load_checkpoint skips data.pt at step 5 of 5 ("Skipping dataloader state restore"):
+    plain verl restarts the curriculum; the mixin restores the sampler and resumes exactly."""
+    whole = run_verl_steps(tmp_path, range(8))
+    folder = tmp_path / "ckpt" / "global_step_5"
+    folder.mkdir(parents=True)
+    run_verl_steps(tmp_path, range(5), save_to=folder)  # data.pt where verl's _save_checkpoint puts it
+    (tmp_path / "ckpt" / "latest_checkpointed_iteration.txt").write_text("5")
+
+    class Trainer(FlexkitTrainerMixin, RayPPOTrainer):
+        pass
+
+    dataset = IndexedDataset(Rows(sum(SIZES)))
+    sampler = FlexkitSampler(make_pipeline(tmp_path), dataset)
+    trainer = legacy_trainer(Trainer if mixin else RayPPOTrainer, tmp_path, sampler, dataset)
+    trainer._load_checkpoint()
+    assert trainer.global_steps == 5
+    first = [dataset_indices(DataProto.from_single_dict(b).non_tensor_batch).tolist()
+             for _, b in zip(range(1), trainer.train_dataloader, strict=False)]
+    if mixin:
+        assert sampler.scheduler.step == 6 and first == whole[5:6]
+    else:  # the verl behaviour the mixin fixes: fresh selectors, the first batch again
+        assert first == whole[:1]
+
+
+def test_legacy_checks_and_metrics(tmp_path: Path) -> None:
+    class Trainer(FlexkitTrainerMixin, RayPPOTrainer):
+        pass
+
+    from flexkit import ConfigError
+
+    dataset = IndexedDataset(Rows(sum(SIZES)))
+    pipe = make_pipeline(tmp_path)  # 6 epochs of 5 steps
+    trainer = legacy_trainer(Trainer, tmp_path, FlexkitSampler(pipe, dataset), dataset)
+    assert len(trainer.train_dataloader) == 5
+    trainer.config.trainer.total_epochs = 3
+    with pytest.raises(ConfigError, match=r"verl runs 15 steps .*trainer\.total_epochs=3.* pipeline 30"):
+        trainer._create_dataloader(dataset, Rows(2), verl_collate_fn, FlexkitSampler(pipe, dataset))
+    trainer.config.trainer.total_epochs = 6
+    trainer.config.data.train_batch_size = 8
+    with pytest.raises(ConfigError, match=r"data\.train_batch_size: is 8 .*batch_size is 4"):
+        trainer._create_dataloader(dataset, Rows(2), verl_collate_fn, FlexkitSampler(pipe, dataset))
+
+    class Base:
+        def _update_actor(self, batch):
+            return SimpleNamespace(meta_info={"metrics": {"actor/pg_loss": [0.1]}})
+
+    class Mixed(FlexkitTrainerMixin, Base):
+        pass
+
+    mixed = Mixed()
+    mixed.train_dataloader = SimpleNamespace(sampler=FlexkitSampler(pipe, dataset))
+    out = mixed._update_actor(rollout([0, 3], n=2, rewards=[1, 0, 1, 1]))
+    metrics = out.meta_info["metrics"]
+    assert metrics["flexkit/feedback/tasks"] == [2.0] and metrics["flexkit/rollouts"] == [4.0]
+    assert metrics["actor/pg_loss"] == [0.1]

@@ -1,0 +1,132 @@
+"""flexkit in verl's v1 trainer through its own hook: ``trainer.v1.sampler.custom_sampler``.
+
+verl 0.9.x's v1 ``PPOTrainer`` builds its replay buffer from ``custom_sampler.{path,name}`` and calls
+``sample(global_steps, partition_id, batch_size)`` once per step, when the batch's rollouts and rewards are in
+TransferQueue. The classes here are verl's own buffers plus, for each training batch:
+
+1. feedback: one reward per response (``rm_scores`` summed) grouped by ``uid`` → the trainer's
+   :class:`~flexkit_verl.FlexkitSampler` (attached by :class:`~flexkit_verl.trainer_v1.FlexkitV1TrainerMixin`);
+2. the pipeline's ``[sample]`` stage: keep / reweight become per-token ``rollout_is_weights`` written next to
+   the trajectories (the v1 policy loss multiplies them in, so a dropped group gets zero gradient); mix sets
+   the scheduler's taskset proportions;
+3. ``flexkit/...`` metrics (:func:`flexkit.host_metrics.pipeline_metrics`) in the returned metrics, which the
+   trainer adds to the step's metrics and so to its trackers.
+
+YAML::
+
+    trainer.v1.sampler.custom_sampler.path=pkg://flexkit_verl.replay_buffer
+    trainer.v1.sampler.custom_sampler.name=FlexkitReplayBuffer   # FlexkitReplayBufferAsync in async modes
+    +flexkit.pipeline=/abs/path/pipeline.toml
+
+The pipeline comes from ``trainer.v1.sampler.sampler_kwargs`` when it has a ``pipeline`` key (the keys of
+:mod:`flexkit_verl.config`), else from the config's ``flexkit`` keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import transfer_queue as tq
+from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
+
+from flexkit.errors import ConfigError
+from flexkit.host_metrics import pipeline_metrics
+from flexkit.pipeline import Pipeline
+from flexkit.sample.actuator import Mix
+from flexkit.sample.batch import RolloutBatch
+from flexkit_verl.checks import loss_mode_issues, v1_sampling_issues
+from flexkit_verl.config import flexkit_settings, pipeline_from_settings
+from flexkit_verl.sampler import FlexkitSampler
+from flexkit_verl.tq_batch import read_batch, write_token_weights
+
+
+def _root(node: Any) -> Any:
+    """The whole verl config a child node belongs to (``None`` for a plain dict)."""
+    get_root = getattr(node, "_get_root", None)
+    return get_root() if callable(get_root) else None
+
+
+class FlexkitSampling:
+    """What the flexkit replay buffers add to verl's; mixed in before verl's class."""
+
+    pipeline: Pipeline
+    flexkit_sampler: FlexkitSampler | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        kwargs_node = kwargs.get("sampler_kwargs")
+        root = _root(kwargs_node)
+        if isinstance(kwargs_node, Mapping) and "pipeline" in kwargs_node:
+            settings, key = flexkit_settings({"flexkit": kwargs_node}), "trainer.v1.sampler.sampler_kwargs"
+        else:
+            settings, key = flexkit_settings(root) if root is not None else None, "flexkit"
+        if settings is None:
+            raise ConfigError("flexkit's replay buffer needs a pipeline: set +flexkit.pipeline=/abs/path.toml (or "
+                              "+trainer.v1.sampler.sampler_kwargs.pipeline=...)")
+        self.pipeline = pipeline_from_settings(settings, key=key)
+        self._check_mode(self.trainer_mode)
+        if root is not None:
+            issues = loss_mode_issues(root, self.pipeline, v1=True) + v1_sampling_issues(root, self.pipeline)
+            if issues:
+                raise ConfigError(issues, source="verl config vs flexkit pipeline")
+
+    def _check_mode(self, mode: str) -> None:
+        wanted = "FlexkitReplayBuffer" if mode == "sync" else "FlexkitReplayBufferAsync"
+        if type(self).__name__ != wanted and type(self).__name__ in ("FlexkitReplayBuffer", "FlexkitReplayBufferAsync"):
+            raise ConfigError(f"trainer.v1.trainer_mode={mode!r} needs trainer.v1.sampler.custom_sampler.name={wanted}")
+
+    def attach_sampler(self, sampler: FlexkitSampler) -> None:
+        """Feed each training batch's rewards back to ``sampler`` (the trainer's dataloader sampler)."""
+        self.flexkit_sampler = sampler
+
+    def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[Any, dict]:
+        """verl's sampling, then feedback, the ``[sample]`` stage and metrics for training batches."""
+        batch, metrics = super().sample(global_steps=global_steps, partition_id=partition_id,  # type: ignore[misc]
+                                        batch_size=batch_size)
+        if partition_id != "val" and batch.keys:
+            metrics = {**metrics, **self.process(batch, step=global_steps)}
+        return batch, metrics
+
+    def process(self, batch: Any, *, step: int) -> dict[str, float]:
+        """Feedback and the sample stage on one ``KVBatchMeta``; returns the ``flexkit/...`` metrics."""
+        keys, pid = list(batch.keys), batch.partition_id
+        data = read_batch(tq, keys, pid, index_key=self._index_key())
+        rewards = (data["token_level_scores"] * data["response_mask"]).sum(-1).double().numpy()
+        payload = None
+        if self.flexkit_sampler is not None:
+            if data["indices"] is None:
+                from flexkit.errors import FeedbackError
+
+                raise FeedbackError("the batch's extra_info carries no dataset index: the trainer's dataset must be "
+                                    "wrapped in flexkit_verl.IndexedDataset (FlexkitV1TrainerMixin does it)")
+            payload = self.flexkit_sampler.update_groups(data["uid"], data["indices"], rewards)
+        if self.pipeline.has_sample_stage:
+            self._apply_stage(keys, pid, data, step=step)
+        return pipeline_metrics(self.pipeline, feedback=payload, rollouts=len(keys))
+
+    def _index_key(self) -> str:
+        return self.flexkit_sampler.index_key if self.flexkit_sampler is not None else "flexkit_index"
+
+    def _apply_stage(self, keys: list[str], pid: str, data: dict[str, Any], *, step: int) -> None:
+        fields: dict[str, Any] = {"uid": data["uid"], "token_level_scores": data["token_level_scores"],
+                                  "response_mask": data["response_mask"]}
+        if data["indices"] is not None:
+            sampler = self.flexkit_sampler
+            fields["taskset_id"] = sampler.locate(data["indices"])[0] if sampler is not None else None
+            if fields["taskset_id"] is None:
+                del fields["taskset_id"]
+        rollout = RolloutBatch.from_dict(fields)
+        action = self.pipeline.apply_sample_stage(rollout, step=step)
+        if action is None or isinstance(action, Mix):
+            return
+        weights = self.pipeline.sample_stage.token_weights(rollout, step=step)
+        write_token_weights(tq, keys, pid, weights, data["lengths"], field=self.pipeline.sample_stage.weights_key)
+
+
+class FlexkitReplayBuffer(FlexkitSampling, ReplayBuffer):
+    """verl's synchronous ``ReplayBuffer`` with flexkit (``trainer.v1.trainer_mode=sync``)."""
+
+
+class FlexkitReplayBufferAsync(FlexkitSampling, ReplayBufferAsync):
+    """verl's ``ReplayBufferAsync`` with flexkit (``colocate_async`` / ``separate_async`` modes)."""

@@ -1,0 +1,61 @@
+"""Restoring :class:`~flexkit_verl.FlexkitSampler` from verl's ``data.pt`` whatever verl did with it.
+
+verl saves ``train_dataloader.state_dict()`` as ``<checkpoint>/global_step_<N>/data.pt``; the sampler's state
+(pipeline + position) is inside it. The legacy ``RayPPOTrainer._load_checkpoint`` skips that file when ``N``
+is a multiple of the steps per epoch ("Skipping dataloader state restore"), so a resume at the end of an epoch
+restarted the curriculum from its first batch with fresh selectors. :func:`restore_sampler` loads the
+sampler's part of the file on its own; at an epoch boundary that is all the loader needs (its next pass is a
+new epoch), elsewhere it is the state the loader restores too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from flexkit.errors import FlexkitError
+from flexkit_verl.sampler import FlexkitSampler
+
+
+def checkpoint_folder(config: Any, global_steps: int) -> str | None:
+    """The ``global_step_<N>`` folder verl resumed from, or ``None`` (fresh start, resume disabled)."""
+    trainer = config.trainer
+    if trainer.get("resume_mode", "auto") == "disable" or not global_steps:
+        return None
+    if trainer.get("resume_mode") == "resume_path" and trainer.get("resume_from_path"):
+        folder = str(trainer.resume_from_path)
+    else:
+        folder = os.path.join(str(trainer.default_local_dir), f"global_step_{int(global_steps)}")
+    return folder if os.path.isabs(folder) else os.path.join(os.getcwd(), folder)
+
+
+def sampler_state(loader_state: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The sampler's ``state_dict()`` inside a ``StatefulDataLoader`` state (``num_workers`` 0 or more)."""
+    candidates = [loader_state]
+    snapshot = loader_state.get("_snapshot")
+    if isinstance(snapshot, Mapping):
+        candidates.append(snapshot.get("_main_snapshot") or {})
+    for state in candidates:
+        inner = state.get("_sampler_iter_state") if isinstance(state, Mapping) else None
+        if isinstance(inner, Mapping) and isinstance(inner.get("sampler_state"), Mapping):
+            return inner["sampler_state"]
+    return None
+
+
+def restore_sampler(loader: Any, folder: str | None) -> bool:
+    """Load the :class:`FlexkitSampler` of ``loader`` from ``folder/data.pt``; ``False`` when there is none
+    (no flexkit sampler, no folder or no file). A file without a sampler state raises ``FlexkitError``."""
+    sampler = getattr(loader, "sampler", None)
+    if not isinstance(sampler, FlexkitSampler) or folder is None:
+        return False
+    path = os.path.join(folder, "data.pt")
+    if not os.path.exists(path):
+        return False
+    state = sampler_state(torch.load(path, weights_only=False))
+    if state is None:
+        raise FlexkitError(f"{path} holds no sampler state: it was not saved by a loader with a FlexkitSampler")
+    sampler.load_state_dict(state)
+    return True
