@@ -4,8 +4,9 @@
     python benchmarks/all.py --quick                  # every benchmark in its CI smoke mode
 
 Runs, in turn: ``run.py`` (selectors vs the torch reference), ``sample_stage.py`` (scorers + actuator + token
-weights vs a per-group loop), ``scheduler.py`` (8 tasksets, prefetch on/off) and ``overhead.py`` (flexkit's share
-of an embedded trainer step; skipped with a note when ``plugins/flexkit-toyrl`` is not installed).
+weights vs a per-group loop), ``scheduler.py`` (8 tasksets, prefetch on/off), ``overhead.py`` (flexkit's share
+of an embedded trainer step; skipped with a note when ``plugins/flexkit-toyrl`` is not installed) and
+``service.py`` (the Ray scheduler actor under concurrent workers; skipped without ``plugins/flexkit-ray``).
 """
 
 from __future__ import annotations
@@ -16,13 +17,17 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = ("run", "sample_stage", "scheduler", "overhead")
+BENCHMARKS = ("run", "sample_stage", "scheduler", "overhead", "service")
+#: Benchmarks that need a plugin distribution: the module they import, and the install hint.
+NEEDS = {"overhead": ("flexkit_toyrl", "pip install -e plugins/flexkit-toyrl to measure the embedded trainer step"),
+         "service": ("flexkit_ray", "pip install -e plugins/flexkit-ray to measure the Ray scheduler actor")}
 
 
 def _load(name: str):
     spec = importlib.util.spec_from_file_location(f"flexkit_bench_{name}", HERE / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # so that classes it defines can be pickled (the Ray benchmark's actors)
     spec.loader.exec_module(module)
     return module
 
@@ -38,8 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     for name in BENCHMARKS:
         print(f"\n== benchmarks/{name}.py ==", flush=True)
-        if name == "overhead" and importlib.util.find_spec("flexkit_toyrl") is None:
-            print("skipped: pip install -e plugins/flexkit-toyrl to measure the embedded trainer step")
+        needed = NEEDS.get(name)
+        if needed is not None and importlib.util.find_spec(needed[0]) is None:
+            print(f"skipped: {needed[1]}")
             continue
         sub = ["--quick"] if args.quick else []
         if args.json_dir:

@@ -3,11 +3,12 @@
     python benchmarks/overhead.py             # the levels 1-4 embedded run (PIPELINE), 60 timed steps after 10 warm-up
     python benchmarks/overhead.py --quick     # a tiny model and batch, a few steps (the CI smoke mode)
 
-Each step is timed part by part, the way ``flexkit run`` drives it: flexkit's parts are ``scheduler.read()``,
-``pipeline.feedback()`` (pass-rate calculator and selector update) and the sample stage (scorer, actuator,
-token weights; the pipeline gets a ``group_solve_rate`` + ``threshold_band`` stage so there is one to time);
-the trainer's parts are rollout, advantages and update. It prints the median of each part and flexkit's share
-of the step, computed per step and then the median. No timing is asserted anywhere.
+Each step is timed part by part, the way ``flexkit run`` drives it: flexkit's parts on the step's critical path
+are ``scheduler.read()``, the sample stage (scorer, actuator, token weights; the pipeline gets a
+``group_solve_rate`` + ``threshold_band`` stage so there is one to time) and the wait for ``pipeline.feedback()``
+(pass-rate calculator, selector update and the next batch's selection), which runs in a thread alongside the
+trainer's update; the trainer's parts are rollout, advantages and update. It prints the median of each part
+and flexkit's share of the step, computed per step and then the median. No timing is asserted anywhere.
 """
 
 from __future__ import annotations
@@ -17,14 +18,19 @@ import json
 import statistics
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 ROOT = Path(__file__).resolve().parent.parent
-FLEXKIT_PARTS = ("read", "feedback", "sample_stage")
+#: flexkit's parts on the step's critical path (``feedback_wait``: the time the step waits for the feedback after
+#: the update, which ran alongside it); ``feedback_thread`` is the feedback's own duration in its thread, shown
+#: but not counted.
+FLEXKIT_PARTS = ("read", "sample_stage", "feedback_wait")
 TRAINER_PARTS = ("rollout", "advantages", "update")
+OFF_PATH_PARTS = ("feedback_thread",)
 SAMPLE = {"mechanism": "select", "scorer": {"type": "group_solve_rate"},
           "actuator": {"type": "threshold_band", "low": 0.0, "high": 1.0}}
 QUICK_TRAINER = {"type": "toyrl", "d_model": 16, "n_heads": 2, "group_size": 4, "warmup_steps": 2,
@@ -40,9 +46,18 @@ PIPELINE = {
 }
 
 
-def run(*, quick: bool = False, steps: int = 60, warmup: int = 10, sample: bool = True) -> dict[str, Any]:
+def _timed(fn: Any, *args: Any) -> tuple[Any, float]:
+    """``fn(*args)`` and its duration in seconds."""
+    start = time.perf_counter()
+    result = fn(*args)
+    return result, time.perf_counter() - start
+
+
+def run(*, quick: bool = False, steps: int = 60, warmup: int = 10, sample: bool = True,
+        prefetch: bool | None = None) -> dict[str, Any]:
     """Time ``steps`` training steps after ``warmup`` untimed ones; returns per-part medians in ms. Without
-    ``sample`` the pipeline is :data:`PIPELINE` as written (no sample stage)."""
+    ``sample`` the pipeline is :data:`PIPELINE` as written (no sample stage); ``prefetch`` sets ``[run]
+    prefetch`` (``None``: the pipeline's default)."""
     import copy
 
     from flexkit.pipeline import pipeline_from_dict
@@ -51,6 +66,8 @@ def run(*, quick: bool = False, steps: int = 60, warmup: int = 10, sample: bool 
     data = copy.deepcopy(PIPELINE)
     if sample:
         data["sample"] = SAMPLE
+    if prefetch is not None:
+        data["run"]["prefetch"] = prefetch
     if quick:
         data["run"].update(batch_size=8, total_steps=20)
         data["tasksets"][0]["size"] = 400
@@ -62,8 +79,9 @@ def run(*, quick: bool = False, steps: int = 60, warmup: int = 10, sample: bool 
                                                                          seed=trainer_seed(cfg.run.seed))
     trainer.setup(pipe)
     trainer.evaluate(step=0)  # includes the warm start, which is not part of a step
-    parts: dict[str, list[float]] = {name: [] for name in (*FLEXKIT_PARTS, *TRAINER_PARTS)}
+    parts: dict[str, list[float]] = {name: [] for name in (*FLEXKIT_PARTS, *TRAINER_PARTS, *OFF_PATH_PARTS)}
     shares: list[float] = []
+    background = ThreadPoolExecutor(max_workers=1)
     try:
         for step in range(warmup + steps):
             t: dict[str, float] = {}
@@ -72,32 +90,35 @@ def run(*, quick: bool = False, steps: int = 60, warmup: int = 10, sample: bool 
             t1 = time.perf_counter()
             rollout = trainer.rollout(tasks, step=step)
             t2 = time.perf_counter()
-            pipe.feedback(rollout.experiences)
-            t3 = time.perf_counter()
             if sample:
                 pipe.apply_sample_stage(rollout.batch, step=step, timing="post_reward")
-            t4 = time.perf_counter()
+            t3 = time.perf_counter()
             trainer.compute_advantages(rollout.batch, step=step)
-            t5 = time.perf_counter()
+            t4 = time.perf_counter()
             weights = None
             if sample:
                 pipe.apply_sample_stage(rollout.batch, step=step, timing="post_advantage")
                 weights = pipe.sample_stage.token_weights(rollout.batch, step=step)
-            t6 = time.perf_counter()
+            t5 = time.perf_counter()
+            pending = background.submit(_timed, pipe.feedback, rollout.experiences)
             trainer.update(rollout.batch, weights, step=step)
+            t6 = time.perf_counter()
+            _result, feedback_s = pending.result()  # as flexkit run: the feedback runs alongside the update
             t7 = time.perf_counter()
-            t = {"read": t1 - t0, "rollout": t2 - t1, "feedback": t3 - t2, "sample_stage": (t4 - t3) + (t6 - t5),
-                 "advantages": t5 - t4, "update": t7 - t6}
+            t = {"read": t1 - t0, "rollout": t2 - t1, "sample_stage": (t3 - t2) + (t5 - t4), "advantages": t4 - t3,
+                 "update": t6 - t5, "feedback_wait": t7 - t6, "feedback_thread": feedback_s}
             if step >= warmup:
                 for name, seconds in t.items():
                     parts[name].append(seconds * 1e3)
                 shares.append(sum(t[p] for p in FLEXKIT_PARTS) / (t7 - t0))
     finally:
+        background.shutdown(wait=True)
         pipe.scheduler.close()
     return {
         "steps": steps,
         "batch": f"{cfg.run.batch_size} tasks x {cfg.trainer.config.group_size} samples",
         "sample_stage": sample,
+        "prefetch": pipe.scheduler.prefetch,
         "median_ms": {name: statistics.median(v) for name, v in parts.items()},
         "flexkit_share_median": statistics.median(shares),
         "flexkit_share_max": max(shares),
@@ -110,13 +131,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny model and batch, a few steps (CI smoke)")
     parser.add_argument("--steps", type=int, default=60, help="timed steps (default 60)")
     parser.add_argument("--no-sample", action="store_true", help="PIPELINE as written, no sample stage")
+    parser.add_argument("--prefetch", choices=("default", "true", "false"), default="default",
+                        help="[run] prefetch (default: the pipeline's default)")
     parser.add_argument("--json", metavar="PATH", help="also write the result as JSON")
     args = parser.parse_args(argv)
-    result = run(quick=args.quick, steps=args.steps, sample=not args.no_sample)
+    prefetch = None if args.prefetch == "default" else args.prefetch == "true"
+    result = run(quick=args.quick, steps=args.steps, sample=not args.no_sample, prefetch=prefetch)
     stage = "with a group_solve_rate + threshold_band stage" if result["sample_stage"] else "no sample stage"
-    print(f"embedded trainer step ({result['batch']}, {stage}), median of {result['steps']} steps:")
+    print(f"embedded trainer step ({result['batch']}, {stage}, prefetch {result['prefetch']}), median of "
+          f"{result['steps']} steps:")
     for name, ms in result["median_ms"].items():
-        owner = "flexkit" if name in FLEXKIT_PARTS else "trainer"
+        owner = "flexkit" if name in FLEXKIT_PARTS else "(thread)" if name in OFF_PATH_PARTS else "trainer"
         print(f"  {owner:<8}{name:<14}{ms:>10.3f} ms")
     print(f"flexkit share of a step: median {result['flexkit_share_median']:.2%}, "
           f"max {result['flexkit_share_max']:.2%}")

@@ -21,7 +21,6 @@ import argparse
 import gc
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -39,6 +38,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+from _machine import machine_info  # noqa: E402
 from reference_difficulty import MULTINOMIAL_MAX, ReferenceDifficulty  # noqa: E402
 
 import flexkit  # noqa: E402
@@ -238,25 +238,11 @@ def bench_huge(n: int, reps: int, warmup: int) -> list[dict[str, Any]]:
 
 
 def machine() -> dict[str, Any]:
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            model = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), "")
-    except OSError:
-        pass
+    """The machine, numpy and torch (with its thread count and BLAS/OpenMP settings)."""
     import torch
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {
-        "cores": cores,
-        "cpu_model": model or platform.processor(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "flexkit": getattr(flexkit, "__version__", "?"),
-        "env": {k: v for k, v in os.environ.items() if k.startswith(("OPENBLAS_", "OMP_", "MKL_"))},
-    }
+    return machine_info(numpy=np.__version__, torch=torch.__version__, torch_threads=torch.get_num_threads(),
+                        env={k: v for k, v in os.environ.items() if k.startswith(("OPENBLAS_", "OMP_", "MKL_"))})
 
 
 def run_suite(*, quick: bool = False, reps: int | None = None, huge: bool | None = None) -> dict[str, Any]:

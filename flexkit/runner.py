@@ -15,6 +15,7 @@ import os
 import sys
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
@@ -299,10 +300,15 @@ def _record_selection(record: dict[str, Any], tasks: list[Any], before: Estimate
 
 
 def _plain_step(pipe: Pipeline, trainer: Any, stage: Any, step: int) -> _StepOutcome:
-    """Read, roll out, feed back, sample stage at its timing, advantages, update."""
+    """Read, roll out, sample stage at its timings, advantages, then the update with the feedback alongside it.
+
+    The feedback (pass rates, selector updates and, with the default prefetch, the next batch's selection) runs
+    in a background thread while the trainer updates the policy: neither reads what the other writes (the
+    sample stage never reads selectors, and its mix proportions are set before the feedback), so the results
+    are those of running them one after the other, and flexkit's work leaves the step's critical path. An error
+    in either is raised after both are done, before the step is recorded or checkpointed."""
     tasks = pipe.scheduler.read()
     rollout = trainer.rollout(tasks, step=step)
-    feedback = pipe.feedback(rollout.experiences)
     batch = rollout.batch
     if stage is not None:
         pipe.apply_sample_stage(batch, step=step, timing="post_reward")
@@ -312,12 +318,26 @@ def _plain_step(pipe: Pipeline, trainer: Any, stage: Any, step: int) -> _StepOut
         pipe.apply_sample_stage(batch, step=step, timing="post_advantage")
         if not isinstance(stage.last_action, Mix) and stage.last_step == step:
             weights = stage.token_weights(batch, step=step)
-    update = trainer.update(batch, weights, step=step)
+    pending = _background().submit(pipe.feedback, rollout.experiences)
+    try:
+        update = trainer.update(batch, weights, step=step)
+    finally:
+        feedback = pending.result()  # waits even when the update failed, so no feedback outlives the step
     kept_fraction = stage.kept_fraction if stage is not None else None
     return _StepOutcome(tasks=tasks, feedback=[feedback], rollout_metrics=dict(rollout.metrics), update=update,
                         responses=batch.batch_size, tokens=count_tokens(batch),
                         kept_groups=_kept_groups(batch, stage.last_action if stage is not None else None),
                         filter_rounds=1, kept_fraction=kept_fraction)
+
+
+_FEEDBACK_THREAD: list[ThreadPoolExecutor] = []
+
+
+def _background() -> ThreadPoolExecutor:
+    """The one thread that runs each step's feedback alongside the trainer's update (created on first use)."""
+    if not _FEEDBACK_THREAD:
+        _FEEDBACK_THREAD.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="flexkit-feedback"))
+    return _FEEDBACK_THREAD[0]
 
 
 def _refill_step(pipe: Pipeline, trainer: Any, step: int) -> _StepOutcome:

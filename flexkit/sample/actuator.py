@@ -35,7 +35,10 @@ def _as_indices(value: Any) -> np.ndarray:
         return np.empty(0, dtype=np.int64)
     if arr.ndim != 1 or arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
         raise SampleError(f"Keep.indices must be a 1-D array of integers, got {arr.dtype} with shape {arr.shape}")
-    return np.unique(arr.astype(np.int64, copy=False))
+    arr = arr.astype(np.int64, copy=False)
+    if arr.size > 1 and not (arr[1:] > arr[:-1]).all():  # already sorted and unique (flatnonzero's output): kept
+        arr = np.unique(arr)
+    return arr
 
 
 @attrs.frozen(eq=False)
@@ -134,9 +137,11 @@ class Actuator(Configurable, abc.ABC):
         """``'name' (ClassName)`` for messages: the name the class is registered under, if any."""
         return display_name(cls)
 
-    def __call__(self, scores: Any, batch: RolloutBatch, *, step: int) -> Action:
-        """Check the scores are finite, act, and check the action's type matches :attr:`mechanism`."""
-        check_finite(scores, batch, who=f"actuator {display_name(self)}")
+    def __call__(self, scores: Any, batch: RolloutBatch, *, step: int, scores_checked: bool = False) -> Action:
+        """Check the scores are finite (unless the caller just did: ``scores_checked``), act, and check the
+        action's type matches :attr:`mechanism`."""
+        if not scores_checked:
+            check_finite(scores, batch, who=f"actuator {display_name(self)}")
         action = self.act(scores, batch, step=step)
         expected = ACTION_OF[self.mechanism]
         if not isinstance(action, expected):

@@ -106,8 +106,11 @@ class SampleStage:
         """
         batch = self._batches(batch, who="SampleStage.run")
         scores = check_score_output(self.scorer(batch, step=step), batch, self.scorer)
-        action = check_action_output(self.actuator(scores, batch, step=step), batch, self.actuator, self.mechanism,
-                                     self._num_tasksets)
+        if type(self.actuator).__call__ is Actuator.__call__:  # check_score_output just checked the scores
+            acted = self.actuator(scores, batch, step=step, scores_checked=True)
+        else:  # an actuator with its own __call__
+            acted = self.actuator(scores, batch, step=step)
+        action = check_action_output(acted, batch, self.actuator, self.mechanism, self._num_tasksets)
         self.last_scores, self.last_action, self.last_step = scores, action, int(step)
         self._ran_for = (int(step), batch.serial)
         self._token_weights = None

@@ -3,30 +3,23 @@ size, so the suite cannot rot. No timing is asserted anywhere."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from tests.benchmarks.loading import benchmark_module
+
 RUN_PY = Path(__file__).resolve().parents[2] / "benchmarks" / "run.py"
 
 
 @pytest.fixture(scope="module")
 def bench() -> Iterator[ModuleType]:
-    spec = importlib.util.spec_from_file_location("flexkit_benchmarks_run", RUN_PY)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
+    with benchmark_module("run.py") as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 def test_quick_run_reports_every_selector_and_size(

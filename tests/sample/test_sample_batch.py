@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from flexkit.sample import RolloutBatch, SampleError
 from flexkit.sample.batch import masked_sum
@@ -93,3 +95,25 @@ def test_masked_sum_blocks_match_dense(mask_dtype: torch.dtype, monkeypatch: pyt
     mask = torch.rand(37, 16, generator=g) > 0.3
     expected = (values * mask.float()).sum(-1)
     torch.testing.assert_close(masked_sum(values, mask.to(mask_dtype)), expected)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-3, 6), min_size=1, max_size=40), st.sampled_from(["int64", "int32", "uint8", "bool"]),
+       st.booleans())
+def test_group_index_equals_np_unique_for_sorted_and_unsorted_integer_ids(ids: list[int], dtype: str,
+                                                                          sort: bool) -> None:
+    """Sorted integer ids (each prompt's responses in a row) take a cumulative-sum path; the result is
+    ``np.unique``'s either way."""
+    values = np.asarray(ids).astype(dtype) if dtype != "uint8" else np.abs(np.asarray(ids)).astype(dtype)
+    if sort:
+        values = np.sort(values)
+    uniques, inverse = np.unique(values, return_inverse=True)
+    got, count = RolloutBatch.from_dict({"uid": values}).group_index()
+    assert count == len(uniques) and got.dtype == np.int64 and got.tolist() == inverse.tolist()
+
+
+@given(st.lists(st.integers(0, 30), max_size=20))
+def test_keep_indices_are_sorted_and_unique_whatever_the_actuator_returns(indices: list[int]) -> None:
+    from flexkit.sample.actuator import Keep
+
+    assert Keep(np.asarray(indices, dtype=np.int64)).indices.tolist() == sorted(set(indices))

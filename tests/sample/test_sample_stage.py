@@ -169,3 +169,24 @@ def test_mix_stage_drives_the_scheduler_proportions() -> None:
     assert hard_share[0] == 0.5  # sizes 100/100: the plain plan
     assert all(share >= 0.9 for share in hard_share[1:7])  # toward geometry
     assert all(share <= 0.1 for share in hard_share[8:])  # flipped, once the old steps left the window
+
+
+def test_scores_are_checked_once_and_an_actuator_with_its_own_call_still_works(monkeypatch) -> None:
+    import flexkit.sample.actuator as actuator_module
+
+    calls: list[str] = []
+    original = actuator_module.check_finite
+    monkeypatch.setattr(actuator_module, "check_finite", lambda *a, **k: (calls.append(k["who"]), original(*a, **k)))
+    import flexkit.sample.output_checks as checks_module
+
+    monkeypatch.setattr(checks_module, "check_finite", actuator_module.check_finite)
+    action = _select_stage().run(_batch(), step=0)
+    assert action.indices.tolist() == [0, 1, 2, 3] and len(calls) == 1 and calls[0].startswith("scorer")
+
+    class OwnCall(ThresholdBandSelector):
+        def __call__(self, scores, batch, *, step):  # an older signature, without scores_checked
+            return super().__call__(scores, batch, step=step)
+
+    stage = SampleStage(GroupSolveRateScorer(), OwnCall(ThresholdBandConfig(low=0.2, high=0.8)), mechanism="select",
+                        estimator="grpo")
+    assert stage.run(_batch(), step=0).indices.tolist() == [0, 1, 2, 3]

@@ -18,6 +18,7 @@ from typing import Any
 import ray
 
 from flexkit.distributed import Lease
+from flexkit_ray.runtime import local_runtime
 from flexkit_ray.service import SchedulerService
 
 __version__ = "0.1.0"
@@ -25,7 +26,7 @@ __version__ = "0.1.0"
 #: :class:`SchedulerService` as a Ray actor class (an async actor: calls share one event loop).
 SchedulerActor = ray.remote(SchedulerService)
 
-__all__ = ["SchedulerActor", "SchedulerService", "run_worker"]
+__all__ = ["SchedulerActor", "SchedulerService", "local_runtime", "run_worker"]
 
 
 def run_worker(

@@ -6,7 +6,6 @@ State and checkpoints go through the actor. Skipped when ray or flexkit-ray is n
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from collections import Counter
@@ -29,19 +28,8 @@ STALENESS = 1
 @pytest.fixture(scope="module")
 def ray_runtime() -> Iterator[None]:
     """One local Ray runtime for the module (start-up takes seconds); built-in plugins only in its workers."""
-    env = {"FLEXKIT_LOAD_PLUGINS": "", "RAY_USAGE_STATS_ENABLED": "0"}  # inherited by the runtime's workers
-    saved = {key: os.environ.get(key) for key in env}
-    os.environ.update(env)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="flexkit-test")
-    try:
+    with flexkit_ray.local_runtime(2, namespace="flexkit-test"):
         yield
-    finally:
-        ray.shutdown()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 @ray.remote(num_cpus=0.5)
