@@ -36,8 +36,8 @@ from flexkit.selectors._estimates import (
     candidate_count,
     draw_candidates,
     gumbel_top_k,
-    load_array,
 )
+from flexkit.selectors._task_table import TaskTable
 from flexkit.selectors.base import Selector
 
 
@@ -82,19 +82,29 @@ class LearnabilitySelector(Selector):
 
     def _init_state(self) -> None:
         config = self.config
-        self.sums = np.zeros(self.size)
-        self.counts = np.zeros(self.size)
+        self.table = TaskTable(self.size, (0.0, 0.0), ("sums", "counts"))
         self.pool = PooledRate(config.pool_rate)
         self.groups: GroupRates | None = None
         if config.feature_keys:
             self.groups = GroupRates.from_column(self.features[config.feature_keys[0]], config.group_rate)
 
+    @property
+    def sums(self) -> np.ndarray:
+        """Every task's discounted sum of feedback values (a dense array: 8 bytes per task)."""
+        return self.table.dense()[0]
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Every task's discounted number of feedback values (a dense array: 8 bytes per task)."""
+        return self.table.dense()[1]
+
     def estimates(self, indices: np.ndarray | None = None) -> np.ndarray:
         """Shrunk pass-rate estimates ``p̂`` of ``indices`` (all tasks when ``None``)."""
         sel = slice(None) if indices is None else indices
+        sums, counts = self.table.dense() if indices is None else self.table.get(indices)
         kappa = self.config.prior_strength
         prior = self.pool.value if self.groups is None else self.groups.of(sel, self.pool.value)
-        return (self.sums[sel] + kappa * prior) / (self.counts[sel] + kappa)
+        return (sums + kappa * prior) / (counts + kappa)
 
     def _select(self, batch_size: int, return_extra_info: bool) -> tuple[np.ndarray, dict[str, Any]]:
         cand = draw_candidates(self.rng, self.size, candidate_count(batch_size, self.config.candidates, self.size))
@@ -109,26 +119,24 @@ class LearnabilitySelector(Selector):
 
     def _update(self, indices: np.ndarray, values: np.ndarray) -> None:
         gamma = self.config.decay
-        self.sums[indices] = gamma * self.sums[indices] + values
-        self.counts[indices] = gamma * self.counts[indices] + 1.0
+        sums, counts = self.table.get(indices)
+        self.table.set(indices, gamma * sums + values, gamma * counts + 1.0)
         self.pool.update(values)
         if self.groups is not None:
             self.groups.update(indices, values)
 
     def state_dict(self) -> dict[str, Any]:
-        """RNG, per-task discounted sums and counts, pooled pass rate (and group rates)."""
-        state = {**super().state_dict(), "sums": self.sums.copy(), "counts": self.counts.copy(),
-                 "pool": self.pool.state_dict()}
+        """RNG, per-task discounted sums and counts (of the tasks with feedback only, above
+        :data:`~flexkit.selectors._task_table.DENSE_MAX` tasks), pooled pass rate (and group rates)."""
+        state = {**super().state_dict(), **self.table.state_dict(), "pool": self.pool.state_dict()}
         if self.groups is not None:
             state["groups"] = self.groups.state_dict()
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` output (checked first: nothing changes when it is invalid)."""
-        sums = load_array(state, "sums", self.size, np.float64, low=0.0)
-        counts = load_array(state, "counts", self.size, np.float64, low=0.0)
-        if (sums > counts + 1e-9).any():
-            raise ValueError("saved learnability sums exceed their counts")
+        table = TaskTable(self.size, (0.0, 0.0), ("sums", "counts"))
+        table.load_state_dict(state, _check_sums_and_counts)
         pool = PooledRate(self.config.pool_rate)
         pool.load_state_dict(state["pool"])
         groups = None
@@ -136,4 +144,13 @@ class LearnabilitySelector(Selector):
             groups = GroupRates(self.groups.group, len(self.groups.values), self.config.group_rate)
             groups.load_state_dict(state["groups"])
         super().load_state_dict(state)
-        self.sums, self.counts, self.pool, self.groups = sums, counts, pool, groups
+        self.table, self.pool, self.groups = table, pool, groups
+
+
+def _check_sums_and_counts(sums: np.ndarray, counts: np.ndarray) -> None:
+    """Saved sums and counts are >= 0, and no sum exceeds its count (values lie in [0, 1])."""
+    for name, arr in (("sums", sums), ("counts", counts)):
+        if arr.size and arr.min() < 0:
+            raise ValueError(f"saved {name!r} holds {arr.min()!r}, below 0.0")
+    if (sums > counts + 1e-9).any():
+        raise ValueError("saved learnability sums exceed their counts")

@@ -27,7 +27,8 @@ import attrs
 import numpy as np
 
 from flexkit.config import field
-from flexkit.selectors._estimates import candidate_count, draw_candidates, load_array, top_k
+from flexkit.selectors._estimates import candidate_count, draw_candidates, top_k
+from flexkit.selectors._task_table import TaskTable
 from flexkit.selectors.base import Selector
 
 
@@ -54,16 +55,27 @@ class ThompsonTargetSelector(Selector):
     learns_from_feedback = True
 
     def _init_state(self) -> None:
-        self.alpha = np.full(self.size, float(self.config.alpha0))
-        self.beta = np.full(self.size, float(self.config.beta0))
+        self.table = TaskTable(self.size, (float(self.config.alpha0), float(self.config.beta0)), ("alpha", "beta"))
+
+    @property
+    def alpha(self) -> np.ndarray:
+        """Every task's α (a dense array: 8 bytes per task)."""
+        return self.table.dense()[0]
+
+    @property
+    def beta(self) -> np.ndarray:
+        """Every task's β (a dense array: 8 bytes per task)."""
+        return self.table.dense()[1]
 
     def posterior_mean(self) -> np.ndarray:
         """``α / (α + β)`` per task."""
-        return self.alpha / (self.alpha + self.beta)
+        alpha, beta = self.table.dense()
+        return alpha / (alpha + beta)
 
     def _select(self, batch_size: int, return_extra_info: bool) -> tuple[np.ndarray, dict[str, Any]]:
         cand = draw_candidates(self.rng, self.size, candidate_count(batch_size, self.config.candidates, self.size))
-        theta = self.rng.beta(self.alpha[cand], self.beta[cand])
+        alpha, beta = self.table.get(cand)
+        theta = self.rng.beta(alpha, beta)
         pick = top_k(-np.abs(theta - self.config.target), batch_size)
         info = {"candidates": len(cand), "sampled_rate": theta[pick]} if return_extra_info else {}
         return cand[pick], info
@@ -71,18 +83,24 @@ class ThompsonTargetSelector(Selector):
     def _update(self, indices: np.ndarray, values: np.ndarray) -> None:
         c = self.config
         lam, m = c.discount, float(c.m)
-        self.alpha[indices] = lam * self.alpha[indices] + (1.0 - lam) * c.alpha0 + values * m
-        self.beta[indices] = lam * self.beta[indices] + (1.0 - lam) * c.beta0 + (1.0 - values) * m
+        alpha, beta = self.table.get(indices)
+        self.table.set(indices, lam * alpha + (1.0 - lam) * c.alpha0 + values * m,
+                       lam * beta + (1.0 - lam) * c.beta0 + (1.0 - values) * m)
 
     def state_dict(self) -> dict[str, Any]:
-        """RNG and the per-task posterior parameters."""
-        return {**super().state_dict(), "alpha": self.alpha.copy(), "beta": self.beta.copy()}
+        """RNG and the per-task posterior parameters (of the tasks with feedback only, above
+        :data:`~flexkit.selectors._task_table.DENSE_MAX` tasks)."""
+        return {**super().state_dict(), **self.table.state_dict()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` output (checked first: nothing changes when it is invalid)."""
-        alpha = load_array(state, "alpha", self.size, np.float64)
-        beta = load_array(state, "beta", self.size, np.float64)
-        if alpha.size and (alpha.min() <= 0 or beta.min() <= 0):
-            raise ValueError("saved Beta parameters must be > 0")
+        table = TaskTable(self.size, self.table.defaults, ("alpha", "beta"))
+        table.load_state_dict(state, _check_positive)
         super().load_state_dict(state)
-        self.alpha, self.beta = alpha, beta
+        self.table = table
+
+
+def _check_positive(alpha: np.ndarray, beta: np.ndarray) -> None:
+    """Saved Beta parameters are > 0."""
+    if alpha.size and (alpha.min() <= 0 or beta.min() <= 0):
+        raise ValueError("saved Beta parameters must be > 0")
