@@ -61,7 +61,7 @@ from flexkit.selectors.difficulty_based.costs import FastPassMixin
 from flexkit.selectors.difficulty_based.index import GreedyIndexMixin
 from flexkit.selectors.difficulty_based.index_structures import SlabGrid
 from flexkit.selectors.difficulty_based.sampling import SamplingMixin
-from flexkit.selectors.difficulty_based.store import TaskStore
+from flexkit.selectors.difficulty_based.store import make_store
 from flexkit.selectors.difficulty_based.store_state import load_stored_tasks
 from flexkit.selectors.difficulty_based.topk import smallest_k
 
@@ -161,7 +161,7 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
         self._m = int(config.m)
         self._target = float(config.target_reward)
         self._tau = float(config.tau)
-        self._store = TaskStore(self._f0, self._f1)
+        self._store = make_store(self._f0, self._f1)
         if self.size <= tuning.MIRROR_MAX:
             self._d32: np.ndarray | None = np.empty(self.size, dtype=np.float32)
             self._s32: np.ndarray | None = np.empty(self.size, dtype=np.float32)

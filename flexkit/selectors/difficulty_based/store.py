@@ -256,3 +256,81 @@ def _fold_rows(
     alpha += tmp
     beta -= tmp
     return alpha, beta
+
+
+class DenseTaskStore(TaskStore):
+    """:class:`TaskStore` with every task's ``α̃``, ``β̃`` in two N-sized arrays (16 bytes per task), for tasksets
+    up to :data:`~.tuning.DENSE_STORE_MAX` tasks: reads and writes are plain indexing, as fast as before the sparse
+    store. It keeps the untouched model too (folded the same way), so :meth:`state` is the sparse format and a
+    checkpoint loads into either store with the same values, bit for bit."""
+
+    def __init__(self, f0: np.ndarray, f1: np.ndarray, coef: tuple[float, float, float, float] = FRESH) -> None:
+        super().__init__(f0, f1, coef)
+        self.slot = np.empty(0, dtype=np.int32)  # unused: every task is held
+        self._alpha_all, self._beta_all = self.model_values(f0, f1)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held: the two N-sized arrays."""
+        return self._alpha_all.nbytes + self._beta_all.nbytes
+
+    def values(self, idx: np.ndarray, f0: np.ndarray, f1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``α̃``, ``β̃`` (new arrays) of the tasks ``idx``."""
+        return self._alpha_all[idx], self._beta_all[idx]
+
+    def slice_into(self, start: int, stop: int, alpha: np.ndarray, beta: np.ndarray) -> None:
+        """Copy ``α̃``, ``β̃`` of the tasks ``start:stop`` into ``alpha``, ``beta``."""
+        alpha[...] = self._alpha_all[start:stop]
+        beta[...] = self._beta_all[start:stop]
+
+    def dense(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every task's ``α̃``, ``β̃`` (copies)."""
+        return self._alpha_all.copy(), self._beta_all.copy()
+
+    def set(self, idx: np.ndarray, alpha: np.ndarray, beta: np.ndarray) -> None:
+        """Write ``α̃``, ``β̃`` of the tasks ``idx``."""
+        self._alpha_all[idx] = alpha
+        self._beta_all[idx] = beta
+
+    def fold(self, a: float, b: float, b_beta: float, p: float, q: float) -> None:
+        """Fold every task's ``α̃``, ``β̃`` (chunk by chunk, the selector's float steps) and the model."""
+        m0, mp, mq, n0 = self.coef
+        self.coef = (a * m0 + b, a * mp + p, a * mq + q, a * n0 + b_beta)
+        for start in range(0, self.size, tuning.CHUNK):
+            sl = slice(start, min(start + tuning.CHUNK, self.size))
+            self._alpha_all[sl], self._beta_all[sl] = _fold_rows(self._alpha_all[sl], self._beta_all[sl],
+                                                                 self.f0[sl], self.f1[sl], a, b, b_beta, p, q)
+
+    def state(self) -> dict[str, Any]:
+        """The sparse format: the tasks whose values the untouched model does not give, in increasing order."""
+        ids, alpha, beta = [], [], []
+        for start in range(0, self.size, tuning.CHUNK):
+            stop = min(start + tuning.CHUNK, self.size)
+            m_alpha, m_beta = self.model_values(self.f0[start:stop], self.f1[start:stop])
+            keep = np.flatnonzero((self._alpha_all[start:stop] != m_alpha) | (self._beta_all[start:stop] != m_beta))
+            ids.append(keep + start)
+            alpha.append(self._alpha_all[start:stop][keep])
+            beta.append(self._beta_all[start:stop][keep])
+        return {"num_tasks": self.size, "task_ids": np.concatenate(ids), "alpha_tilde": np.concatenate(alpha),
+                "beta_tilde": np.concatenate(beta), "untouched": dict(zip(("m0", "mp", "mq", "n0"), self.coef,
+                                                                           strict=True))}
+
+    def load(self, coef: tuple[float, ...], ids: np.ndarray, alpha: np.ndarray, beta: np.ndarray) -> None:
+        """Every task from the model ``coef``, then the tasks ``ids`` with their values."""
+        self.coef = tuple(float(c) for c in coef)  # type: ignore[assignment]
+        self._alpha_all, self._beta_all = self.model_values(self.f0, self.f1)
+        self._alpha_all[ids], self._beta_all[ids] = alpha, beta
+
+    def load_dense(self, alpha: np.ndarray, beta: np.ndarray, model: tuple[float, float, float] | None) -> None:
+        """Every task's values from N-sized arrays (the model is fitted as the sparse store does, for
+        :meth:`state`)."""
+        super().load_dense(alpha, beta, model)
+        self._alpha_all, self._beta_all = np.array(alpha, dtype=np.float64), np.array(beta, dtype=np.float64)
+
+    def _replace(self, ids: np.ndarray, alpha: np.ndarray, beta: np.ndarray) -> None:
+        """Called by :meth:`TaskStore.load_dense`: nothing to keep apart, every task is held."""
+
+
+def make_store(f0: np.ndarray, f1: np.ndarray) -> TaskStore:
+    """A :class:`DenseTaskStore` up to :data:`~.tuning.DENSE_STORE_MAX` tasks, a sparse :class:`TaskStore` above."""
+    return DenseTaskStore(f0, f1) if f0.size <= tuning.DENSE_STORE_MAX else TaskStore(f0, f1)

@@ -60,3 +60,7 @@ INDEX_BUDGET = 0.125
 #: The slab search aims at this many times k tasks, in at most SLAB_STEPS tries.
 SLAB_TARGET = 32
 SLAB_STEPS = 40
+
+#: Largest taskset whose α̃, β̃ are two dense arrays (16 bytes per task, plain indexing); larger tasksets keep
+#: them only for recently observed tasks (the sparse store, 4 bytes per task plus the stored ones).
+DENSE_STORE_MAX = 1 << 24
