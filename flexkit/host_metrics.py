@@ -79,11 +79,16 @@ def _mix_metrics(scheduler: Any) -> dict[str, float]:
 
 
 def feedback_metrics(feedback: Mapping[str, Any]) -> dict[str, float]:
-    """Statistics of the pass rates in one feedback payload, as ``flexkit/feedback/...``; empty without any."""
+    """Statistics of the pass rates in one feedback payload, as ``flexkit/feedback/...``; empty without any (parts
+    that are not numbers, and non-finite values, are left out)."""
     parts = feedback.get(SELECTOR_METRIC, {}) if isinstance(feedback, Mapping) else {}
-    values = [np.asarray(part["values"], dtype=np.float64).reshape(-1)
-              for part in (parts.values() if isinstance(parts, Mapping) else ())
-              if isinstance(part, Mapping) and "values" in part]
+    values = []
+    for part in parts.values() if isinstance(parts, Mapping) else ():
+        if isinstance(part, Mapping) and "values" in part:
+            try:
+                values.append(np.asarray(part["values"], dtype=np.float64).reshape(-1))
+            except (TypeError, ValueError):  # not numbers: nothing to report (metrics never stop a run)
+                continue
     rates = np.concatenate(values) if values else np.empty(0)
     rates = rates[np.isfinite(rates)]
     if not rates.size:

@@ -44,6 +44,20 @@ def test_feedback_statistics_are_those_of_the_fed_back_pass_rates(tmp_path: Path
     assert feedback_metrics({}) == {} and feedback_metrics({SELECTOR_METRIC: {}}) == {}
 
 
+@pytest.mark.parametrize("payload", [
+    None, [], {SELECTOR_METRIC: None}, {SELECTOR_METRIC: [1, 2]}, {SELECTOR_METRIC: {0: "x"}},
+    {SELECTOR_METRIC: {0: {"values": ["a", "b"]}}}, {SELECTOR_METRIC: {0: {"values": [float("nan")]}}},
+    {SELECTOR_METRIC: {0: {"values": {"a": 1}}}},
+])
+def test_malformed_feedback_gives_no_statistics_and_never_raises(payload: object) -> None:
+    assert feedback_metrics(payload) == {}  # type: ignore[arg-type]
+
+
+def test_only_the_numeric_parts_of_a_mixed_payload_are_counted() -> None:
+    out = feedback_metrics({SELECTOR_METRIC: {0: {"values": ["a"]}, 1: {"values": [0.5, float("inf"), 1.0]}}})
+    assert out["flexkit/feedback/tasks"] == 2 and out["flexkit/feedback/pass_rate_mean"] == 0.75
+
+
 def test_selector_estimates_move_with_feedback_and_reading_them_changes_nothing(tmp_path: Path) -> None:
     pipe = make_pipeline(tmp_path, sizes=(40,), selectors=[LEARNING], run={"batch_size": 8})
     sched = pipe.scheduler
