@@ -218,6 +218,21 @@ def _serialise(state: Mapping[str, Any], meta: Mapping[str, Any]) -> tuple[bytes
     return _HEADER + digest + _HEADER_END + rest_bytes, blob, name
 
 
+def split_arrays(state: Any) -> tuple[Any, dict[str, np.ndarray]]:
+    """The checkpoint's encoding of ``state`` (plain data and numpy arrays): a JSON-ready tree in which each array
+    is ``{"__ndarray__": key}`` (and a mapping with non-string keys ``{"__items__": [[k, v], ...]}``), and the
+    arrays by key. Raises :class:`StateError` naming the key path of a value that is not plain data. For
+    adapters that store a state in a host's own checkpoint (:func:`join_arrays` inverts it)."""
+    arrays: dict[str, np.ndarray] = {}
+    return _encode(state, arrays, ()), arrays
+
+
+def join_arrays(tree: Any, arrays: Mapping[str, np.ndarray]) -> Any:
+    """The state :func:`split_arrays` encoded, from its tree (after a JSON round trip) and arrays; ``KeyError``
+    for an array the tree names but ``arrays`` lacks."""
+    return _decode(tree, arrays)
+
+
 def check_state(state: Mapping[str, Any]) -> None:
     """Check, in memory, that ``state`` can be checkpointed and loads back equal; raises :class:`StateError`
     naming the key path of the first value that cannot."""

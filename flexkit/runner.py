@@ -10,6 +10,7 @@ to it, so a resumed run ends with exactly the metrics of an uninterrupted one.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -330,14 +331,10 @@ def _plain_step(pipe: Pipeline, trainer: Any, stage: Any, step: int) -> _StepOut
                         filter_rounds=1, kept_fraction=kept_fraction)
 
 
-_FEEDBACK_THREAD: list[ThreadPoolExecutor] = []
-
-
+@functools.cache
 def _background() -> ThreadPoolExecutor:
     """The one thread that runs each step's feedback alongside the trainer's update (created on first use)."""
-    if not _FEEDBACK_THREAD:
-        _FEEDBACK_THREAD.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="flexkit-feedback"))
-    return _FEEDBACK_THREAD[0]
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="flexkit-feedback")
 
 
 def _refill_step(pipe: Pipeline, trainer: Any, step: int) -> _StepOutcome:

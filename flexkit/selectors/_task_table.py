@@ -9,7 +9,7 @@ the same float64 values, so a selector's choices do not depend on the layout.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -47,10 +47,10 @@ class TaskTable:
         if not self.sparse:
             return self._a[indices], self._b[indices]
         slots = self._lookup(indices)
-        found = slots >= 0
-        a = np.where(found, self._a[np.where(found, slots, 0)] if len(self._a) else 0.0, self.defaults[0])
-        b = np.where(found, self._b[np.where(found, slots, 0)] if len(self._b) else 0.0, self.defaults[1])
-        return a.astype(np.float64, copy=False), b.astype(np.float64, copy=False)
+        a, b = np.full(len(slots), self.defaults[0]), np.full(len(slots), self.defaults[1])
+        hit = np.flatnonzero(slots >= 0)
+        a[hit], b[hit] = self._a[slots[hit]], self._b[slots[hit]]
+        return a, b
 
     def set(self, indices: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
         """Store ``(a, b)`` for ``indices`` (distinct)."""
@@ -112,31 +112,32 @@ class TaskTable:
         ids, a, b = self._items()
         return {"task_ids": ids, self.names[0]: a, self.names[1]: b}
 
-    def load_state_dict(self, state: Mapping[str, Any], check: Any) -> None:
-        """Restore :meth:`state_dict` output of either layout (a dense state into a sparse table keeps the tasks
-        that differ from the defaults). ``check(a, b)`` validates the values (raise ``ValueError``); nothing
-        changes when anything is invalid."""
-        a = np.array(state[self.names[0]], dtype=np.float64).reshape(-1)
-        b = np.array(state[self.names[1]], dtype=np.float64).reshape(-1)
+    @classmethod
+    def from_state(cls, size: int, defaults: tuple[float, float], names: tuple[str, str], state: Mapping[str, Any],
+                   check: Callable[[np.ndarray, np.ndarray], None]) -> TaskTable:
+        """A table holding :meth:`state_dict` output of either layout (a dense state in a sparse table keeps the
+        tasks that differ from the defaults). ``check(a, b)`` validates the values (raises ``ValueError``), as
+        does the layout check here; the caller's table is untouched either way."""
+        table = cls(size, defaults, names)
+        a = np.array(state[names[0]], dtype=np.float64).reshape(-1)
+        b = np.array(state[names[1]], dtype=np.float64).reshape(-1)
         if "task_ids" in state:
             ids = np.array(state["task_ids"], dtype=np.int64).reshape(-1)
             if not (len(ids) == len(a) == len(b)):
-                raise ValueError(f"saved 'task_ids', {self.names[0]!r} and {self.names[1]!r} differ in length")
-            if ids.size and (ids.min() < 0 or ids.max() >= self.size or (np.diff(ids) <= 0).any()):
-                raise ValueError(f"saved 'task_ids' must be sorted, distinct ids in 0 .. {self.size - 1}")
+                raise ValueError(f"saved 'task_ids', {names[0]!r} and {names[1]!r} differ in length")
+            if ids.size and (ids.min() < 0 or ids.max() >= size or (np.diff(ids) <= 0).any()):
+                raise ValueError(f"saved 'task_ids' must be sorted, distinct ids in 0 .. {size - 1}")
         else:
-            for name, arr in zip(self.names, (a, b), strict=True):
-                if arr.shape != (self.size,):
-                    raise ValueError(f"saved {name!r} has shape {arr.shape}, expected ({self.size},)")
-            ids = np.arange(self.size, dtype=np.int64)
-        for name, arr in zip(self.names, (a, b), strict=True):
+            for name, arr in zip(names, (a, b), strict=True):
+                if arr.shape != (size,):
+                    raise ValueError(f"saved {name!r} has shape {arr.shape}, expected ({size},)")
+            ids = np.arange(size, dtype=np.int64)
+        for name, arr in zip(names, (a, b), strict=True):
             if arr.size and not np.isfinite(arr).all():
                 raise ValueError(f"saved {name!r} holds NaN or infinite values")
         check(a, b)
-        fresh = TaskTable(self.size, self.defaults, self.names)
-        if fresh.sparse:
-            keep = (a != self.defaults[0]) | (b != self.defaults[1]) if "task_ids" not in state else slice(None)
-            fresh.set(ids[keep], a[keep], b[keep])
-        else:
-            fresh._a[ids], fresh._b[ids] = a, b
-        self.__dict__.update(fresh.__dict__)
+        if table.sparse and "task_ids" not in state:
+            keep = (a != table.defaults[0]) | (b != table.defaults[1])
+            ids, a, b = ids[keep], a[keep], b[keep]
+        table.set(ids, a, b)
+        return table

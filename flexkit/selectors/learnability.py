@@ -135,8 +135,7 @@ class LearnabilitySelector(Selector):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` output (checked first: nothing changes when it is invalid)."""
-        table = TaskTable(self.size, (0.0, 0.0), ("sums", "counts"))
-        table.load_state_dict(state, _check_sums_and_counts)
+        table = TaskTable.from_state(self.size, (0.0, 0.0), ("sums", "counts"), state, _check_sums_and_counts)
         pool = PooledRate(self.config.pool_rate)
         pool.load_state_dict(state["pool"])
         groups = None

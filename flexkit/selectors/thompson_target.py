@@ -94,8 +94,7 @@ class ThompsonTargetSelector(Selector):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` output (checked first: nothing changes when it is invalid)."""
-        table = TaskTable(self.size, self.table.defaults, ("alpha", "beta"))
-        table.load_state_dict(state, _check_positive)
+        table = TaskTable.from_state(self.size, self.table.defaults, ("alpha", "beta"), state, _check_positive)
         super().load_state_dict(state)
         self.table = table
 

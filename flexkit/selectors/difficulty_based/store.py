@@ -73,12 +73,7 @@ class TaskStore:
         """``α̃``, ``β̃`` (new arrays) of the tasks ``idx``, whose features are ``f0``, ``f1``."""
         alpha, beta = self.model_values(f0, f1)
         if self.count:
-            s = self.slot[idx]
-            hit = np.flatnonzero(s >= 0)
-            if hit.size:
-                s = s[hit]
-                alpha[hit] = self.alpha[s]
-                beta[hit] = self.beta[s]
+            self._overlay(self.slot[idx], alpha, beta)
         return alpha, beta
 
     def slice_into(self, start: int, stop: int, alpha: np.ndarray, beta: np.ndarray) -> None:
@@ -86,12 +81,15 @@ class TaskStore:
         sl = slice(start, stop)
         self.model_values(self.f0[sl], self.f1[sl], alpha, beta)
         if self.count:
-            s = self.slot[sl]
-            hit = np.flatnonzero(s >= 0)
-            if hit.size:
-                s = s[hit]
-                alpha[hit] = self.alpha[s]
-                beta[hit] = self.beta[s]
+            self._overlay(self.slot[sl], alpha, beta)
+
+    def _overlay(self, slots: np.ndarray, alpha: np.ndarray, beta: np.ndarray) -> None:
+        """Replace the model's values in ``alpha``, ``beta`` by the stored ones where ``slots`` names a slot."""
+        hit = np.flatnonzero(slots >= 0)
+        if hit.size:
+            slots = slots[hit]
+            alpha[hit] = self.alpha[slots]
+            beta[hit] = self.beta[slots]
 
     def dense(self) -> tuple[np.ndarray, np.ndarray]:
         """Every task's ``α̃``, ``β̃`` as two N-sized arrays (16 bytes per task: for tests and old checkpoints)."""
@@ -216,6 +214,25 @@ class TaskStore:
         """Hold every task's ``α̃``, ``β̃`` from N-sized arrays (a checkpoint from before the sparse store): the
         model ``(m0, mp, mq)`` (the greedy index's, or the fresh one) with the ``n0`` that gives the most tasks of
         a sample exactly; the others are stored."""
+        self._fit_model(alpha, beta, model)
+        self._replace(*self._departures(alpha, beta))
+
+    def _departures(self, alpha: np.ndarray, beta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The tasks whose ``α̃``, ``β̃`` (N-sized arrays) the model does not give, in increasing order, with their
+        values (one chunked pass)."""
+        kept_ids, kept_alpha, kept_beta = [], [], []
+        for start in range(0, self.size, tuning.CHUNK):
+            stop = min(start + tuning.CHUNK, self.size)
+            m_alpha, m_beta = self.model_values(self.f0[start:stop], self.f1[start:stop])
+            keep = np.flatnonzero((alpha[start:stop] != m_alpha) | (beta[start:stop] != m_beta))
+            kept_ids.append(keep + start)
+            kept_alpha.append(alpha[start:stop][keep])
+            kept_beta.append(beta[start:stop][keep])
+        return np.concatenate(kept_ids), np.concatenate(kept_alpha), np.concatenate(kept_beta)
+
+    def _fit_model(self, alpha: np.ndarray, beta: np.ndarray, model: tuple[float, float, float] | None) -> None:
+        """Set the model to ``(m0, mp, mq)`` (the fresh one without ``model``) with the ``n0`` that gives the most
+        tasks of a sample of ``alpha``, ``beta`` exactly."""
         m0, mp, mq = model if model is not None else FRESH[:3]
         sample = min(self.size, tuning.CHUNK)
         f0, f1 = self.f0[:sample], self.f1[:sample]
@@ -228,15 +245,6 @@ class TaskStore:
             if hits > best_hits:
                 best, best_hits = float(n0), hits
         self.coef = (float(m0), float(mp), float(mq), best)
-        kept_ids, kept_alpha, kept_beta = [], [], []
-        for start in range(0, self.size, tuning.CHUNK):
-            stop = min(start + tuning.CHUNK, self.size)
-            m_alpha, m_beta = self.model_values(self.f0[start:stop], self.f1[start:stop])
-            keep = np.flatnonzero((alpha[start:stop] != m_alpha) | (beta[start:stop] != m_beta))
-            kept_ids.append(keep + start)
-            kept_alpha.append(alpha[start:stop][keep])
-            kept_beta.append(beta[start:stop][keep])
-        self._replace(np.concatenate(kept_ids), np.concatenate(kept_alpha), np.concatenate(kept_beta))
 
 
 def _fold_rows(
@@ -303,17 +311,9 @@ class DenseTaskStore(TaskStore):
 
     def state(self) -> dict[str, Any]:
         """The sparse format: the tasks whose values the untouched model does not give, in increasing order."""
-        ids, alpha, beta = [], [], []
-        for start in range(0, self.size, tuning.CHUNK):
-            stop = min(start + tuning.CHUNK, self.size)
-            m_alpha, m_beta = self.model_values(self.f0[start:stop], self.f1[start:stop])
-            keep = np.flatnonzero((self._alpha_all[start:stop] != m_alpha) | (self._beta_all[start:stop] != m_beta))
-            ids.append(keep + start)
-            alpha.append(self._alpha_all[start:stop][keep])
-            beta.append(self._beta_all[start:stop][keep])
-        return {"num_tasks": self.size, "task_ids": np.concatenate(ids), "alpha_tilde": np.concatenate(alpha),
-                "beta_tilde": np.concatenate(beta), "untouched": dict(zip(("m0", "mp", "mq", "n0"), self.coef,
-                                                                           strict=True))}
+        ids, alpha, beta = self._departures(self._alpha_all, self._beta_all)
+        return {"num_tasks": self.size, "task_ids": ids, "alpha_tilde": alpha, "beta_tilde": beta,
+                "untouched": dict(zip(("m0", "mp", "mq", "n0"), self.coef, strict=True))}
 
     def load(self, coef: tuple[float, ...], ids: np.ndarray, alpha: np.ndarray, beta: np.ndarray) -> None:
         """Every task from the model ``coef``, then the tasks ``ids`` with their values."""
@@ -324,11 +324,8 @@ class DenseTaskStore(TaskStore):
     def load_dense(self, alpha: np.ndarray, beta: np.ndarray, model: tuple[float, float, float] | None) -> None:
         """Every task's values from N-sized arrays (the model is fitted as the sparse store does, for
         :meth:`state`)."""
-        super().load_dense(alpha, beta, model)
+        self._fit_model(alpha, beta, model)
         self._alpha_all, self._beta_all = np.array(alpha, dtype=np.float64), np.array(beta, dtype=np.float64)
-
-    def _replace(self, ids: np.ndarray, alpha: np.ndarray, beta: np.ndarray) -> None:
-        """Called by :meth:`TaskStore.load_dense`: nothing to keep apart, every task is held."""
 
 
 def make_store(f0: np.ndarray, f1: np.ndarray) -> TaskStore:

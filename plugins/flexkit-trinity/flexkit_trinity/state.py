@@ -2,8 +2,9 @@
 
 Trinity-RFT (0.6) saves each taskset reader's ``state_dict()`` with ``json.dump`` into
 ``<checkpoint_job_dir>/<explorer name>_meta.json`` (its ``StateManager.save_explorer``). A flexkit selector's state
-holds numpy arrays (posteriors, scores) and big RNG integers, so :func:`encode` turns it into JSON values: the
-tree keeps its shape, each array becomes ``{"__ndarray__": "a<k>"}`` and all arrays travel together as one
+holds numpy arrays (posteriors, scores) and big RNG integers, so :func:`encode` turns it into JSON values with
+flexkit's own checkpoint encoding (:func:`flexkit.checkpoint.split_arrays`): the tree keeps its shape, each
+array becomes ``{"__ndarray__": "a<k>"}`` and all arrays travel together as one
 compressed ``.npz`` written with ``allow_pickle=False`` and base64-encoded. :func:`decode` inverts it exactly
 (float64 bits, dtypes and shapes kept). No pickle anywhere.
 """
@@ -18,19 +19,17 @@ from typing import Any
 
 import numpy as np
 
+from flexkit.checkpoint import join_arrays, split_arrays
+
 __all__ = ["FORMAT", "decode", "encode"]
 
 #: Version of the encoding, stored with it.
 FORMAT = 1
 
-_ARRAY = "__ndarray__"
-_ITEMS = "__items__"
-
 
 def encode(state: Mapping[str, Any]) -> dict[str, Any]:
     """``state`` (plain data and numpy arrays) as a JSON-serialisable dict ``{"format", "tree", "arrays"}``."""
-    arrays: dict[str, np.ndarray] = {}
-    tree = _encode(state, arrays)
+    tree, arrays = split_arrays(state)
     buffer = io.BytesIO()
     if arrays:
         np.savez_compressed(buffer, allow_pickle=False, **arrays)
@@ -49,40 +48,7 @@ def decode(blob: Mapping[str, Any]) -> Any:
                 arrays = {k: data[k] for k in data.files}
         except (zipfile.BadZipFile, OSError, ValueError) as exc:
             raise ValueError(f"the selector state's arrays are unreadable: {exc}") from None
-    return _decode(blob["tree"], arrays)
-
-
-def _encode(obj: Any, arrays: dict[str, np.ndarray]) -> Any:
-    if isinstance(obj, np.ndarray):
-        if obj.dtype.hasobject:
-            raise TypeError("object arrays cannot be saved without pickle")
-        key = f"a{len(arrays)}"
-        arrays[key] = obj
-        return {_ARRAY: key}
-    if isinstance(obj, np.generic):
-        return _encode(obj.item(), arrays)
-    if isinstance(obj, Mapping):
-        if all(isinstance(k, str) for k in obj) and _ARRAY not in obj and _ITEMS not in obj:
-            return {k: _encode(v, arrays) for k, v in obj.items()}
-        return {_ITEMS: [[_encode(k, arrays), _encode(v, arrays)] for k, v in obj.items()]}
-    if isinstance(obj, (list, tuple)):
-        return [_encode(v, arrays) for v in obj]
-    if obj is None or isinstance(obj, (bool, int, float, str)):
-        return obj
-    raise TypeError(f"cannot save a {type(obj).__name__} in a selector state (plain data and numpy arrays only)")
-
-
-def _decode(obj: Any, arrays: Mapping[str, np.ndarray]) -> Any:
-    if isinstance(obj, dict):
-        if set(obj) == {_ARRAY}:
-            return arrays[obj[_ARRAY]]
-        if set(obj) == {_ITEMS}:
-            return {_hashable(_decode(k, arrays)): _decode(v, arrays) for k, v in obj[_ITEMS]}
-        return {k: _decode(v, arrays) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_decode(v, arrays) for v in obj]
-    return obj
-
-
-def _hashable(key: Any) -> Any:
-    return tuple(_hashable(k) for k in key) if isinstance(key, list) else key
+    try:
+        return join_arrays(blob["tree"], arrays)
+    except KeyError as exc:
+        raise ValueError(f"the selector state names array {exc} that it does not hold") from None
