@@ -5,8 +5,8 @@
 
 Runs, in turn: ``run.py`` (selectors vs the torch reference), ``sample_stage.py`` (scorers + actuator + token
 weights vs a per-group loop), ``scheduler.py`` (8 tasksets, prefetch on/off), ``overhead.py`` (flexkit's share
-of an embedded trainer step; skipped with a note when ``plugins/flexkit-toyrl`` is not installed) and
-``service.py`` (the Ray scheduler actor under concurrent workers; skipped without ``plugins/flexkit-ray``).
+of an embedded trainer step; skipped with a note when ``plugins/flexkit-rft-toyrl`` is not installed) and
+``service.py`` (the Ray scheduler actor under concurrent workers; skipped without ``plugins/flexkit-rft-ray``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = ("run", "sample_stage", "scheduler", "overhead", "service")
 #: Benchmarks that need a plugin distribution: the module they import, and the install hint.
-NEEDS = {"overhead": ("flexkit_toyrl", "pip install -e plugins/flexkit-toyrl to measure the embedded trainer step"),
-         "service": ("flexkit_ray", "pip install -e plugins/flexkit-ray to measure the Ray scheduler actor")}
+NEEDS = {"overhead": ("flexkit_toyrl", "pip install -e plugins/flexkit-rft-toyrl to measure the embedded trainer step"),
+         "service": ("flexkit_ray", "pip install -e plugins/flexkit-rft-ray to measure the Ray scheduler actor")}
 
 
 def _load(name: str):

@@ -1,4 +1,4 @@
-"""flexkit's overhead inside a training step of the embedded trainer (``plugins/flexkit-toyrl``).
+"""flexkit's overhead inside a training step of the embedded trainer (``plugins/flexkit-rft-toyrl``).
 
     python benchmarks/overhead.py             # the levels 1-4 embedded run (PIPELINE), 60 timed steps after 10 warm-up
     python benchmarks/overhead.py --quick     # a tiny model and batch, a few steps (the CI smoke mode)

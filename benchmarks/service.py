@@ -1,4 +1,4 @@
-"""Capacity of the flexkit-ray scheduler actor: how many rollout workers one actor serves.
+"""Capacity of the flexkit-rft-ray scheduler actor: how many rollout workers one actor serves.
 
     python benchmarks/service.py                    # 1, 8, 32, 64 workers; 3 repetitions of a 5 s window each
     python benchmarks/service.py --quick            # 1 and 2 workers, one 1 s window (CI smoke mode)
@@ -110,7 +110,7 @@ def actor_classes() -> tuple[Any, Any]:
     from flexkit_ray import SchedulerService
 
     class MeasuredService(SchedulerService):
-        """The flexkit-ray scheduler service, plus its process id for CPU accounting."""
+        """The flexkit-rft-ray scheduler service, plus its process id for CPU accounting."""
 
         async def pid(self) -> int:
             """This actor's process id."""

@@ -9,7 +9,7 @@ The public surface::
     sel = flexkit.make_selector("difficulty_based", size=N, features={"f0": a0, "f1": a1}, target_reward=0.5)
 """
 
-from flexkit._version import __version__
+from flexkit._version import DISTRIBUTION, __version__
 from flexkit.errors import (
     CheckpointError,
     ComponentError,
@@ -28,6 +28,7 @@ from flexkit.scheduler import Task, TasksetScheduler
 from flexkit.selectors import Selector
 
 __all__ = [
+    "DISTRIBUTION",
     "SELECTOR_METRIC",
     "CheckpointError",
     "ComponentError",

@@ -10,7 +10,7 @@ The workflow (docs/annotate.md): annotate with the starting policy (``--column s
 stronger reference policy where one exists (``--checkpoint RUN_DIR`` loads the trainer state of a run folder,
 ``--column strong_pass_rate``), then name both columns as the selector's ``feature_keys``. Writing is
 incremental: rows are appended to ``OUT.partial`` as their chunk finishes, and running the same command again
-continues after the last finished chunk. Parquet output needs ``flexkit[parquet]``.
+continues after the last finished chunk. Parquet output needs ``flexkit-rft[parquet]``.
 """
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ def _finish(partial: Path, out: Path, fmt: str) -> None:
             import pyarrow as pa
             import pyarrow.parquet as pq
         except ImportError:
-            raise FlexkitError("Parquet output needs pyarrow: pip install \"flexkit[parquet]\"") from None
+            raise FlexkitError("Parquet output needs pyarrow: pip install \"flexkit-rft[parquet]\"") from None
         pq.write_table(pa.Table.from_pylist(rows), tmp)
     else:
         tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from flexkit._version import __version__
+from flexkit._version import DISTRIBUTION, __version__
 from flexkit.errors import ConfigError, FlexkitError
 from flexkit.log import configure_cli_logging
 
@@ -138,7 +138,7 @@ example:
                        description="Run a pipeline (with its [trainer]) under several settings and seeds, then\n"
                        "report final eval accuracy and steps/rollouts to a target accuracy as mean ± 95% Student-t\n"
                        "interval over seeds. Writes OUT/<setting>/seed<k>/ run folders, OUT/results.md,\n"
-                       "OUT/results.json and OUT/accuracy.png (needs matplotlib: pip install \"flexkit[plot]\").",
+                       "OUT/results.json and OUT/accuracy.png (needs matplotlib: pip install \"flexkit-rft[plot]\").",
                        epilog=f"""settings:
   --set NAME:KEY=VALUE[,KEY=VALUE...]   a named setting (NAME names its folder)
   --set NAME:                           no overrides (the file as it is)
@@ -174,7 +174,7 @@ The default target is initial + 90% of the way to the best setting's mean final 
                        "(or --out): overview.png, accuracy.png (held-out accuracy per level against steps and "
                        "rollouts), mix.png (taskset and level mix of the drawn tasks), pass_rates.png (the "
                        "selectors' predicted pass rates of the drawn tasks against the pool's) and filtering.png "
-                       "(kept fraction, filter rounds). Needs matplotlib: pip install \"flexkit[plot]\".")
+                       "(kept fraction, filter rounds). Needs matplotlib: pip install \"flexkit-rft[plot]\".")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder written by flexkit run (or by compare)")
     p.add_argument("--out", metavar="DIR", help="where to write the PNGs (default RUN_DIR/plots)")
     p.add_argument("--dpi", type=int, default=100, help="resolution of the PNGs (default 100)")
@@ -205,7 +205,7 @@ The default target is initial + 90% of the way to the best setting's mean final 
     _add_plugin_option(p, pipelines=False)
     p.add_argument("--distribution", action="append", default=[], metavar="NAME",
                    help="also include the components of this installed distribution (repeatable), e.g. "
-                   "flexkit-toyrl for schemas/toyrl.schema.json")
+                   "flexkit-rft-toyrl for schemas/toyrl.schema.json")
     p.set_defaults(func=cmd_schema)
     return parser
 
@@ -506,7 +506,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
     from flexkit.config.schema import REGENERATE_COMMAND, dumps, pipeline_schema
 
     host = _plugin_host(args.plugin)
-    wanted, local = {"flexkit", *args.distribution}, set(args.plugin)
+    wanted, local = {DISTRIBUTION, *args.distribution}, set(args.plugin)
     missing = sorted(set(args.distribution) - {c.distribution for c in host.all_components()})
     if missing:
         print(f"error: no installed distribution registers components: {', '.join(missing)}", file=sys.stderr)

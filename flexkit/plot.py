@@ -1,5 +1,5 @@
 """``flexkit plot RUN_DIR``: pictures of one run from its ``metrics.jsonl`` (needs matplotlib: ``pip install
-"flexkit[plot]"``).
+"flexkit-rft[plot]"``).
 
 Written into ``RUN_DIR/plots/`` (or ``--out``):
 
@@ -33,7 +33,7 @@ __all__ = ["PLOT_FILES", "plot_run"]
 #: The files :func:`plot_run` writes, in order.
 PLOT_FILES: tuple[str, ...] = ("overview.png", "accuracy.png", "mix.png", "pass_rates.png", "filtering.png")
 
-_INSTALL = 'pip install "flexkit[plot]"'
+_INSTALL = 'pip install "flexkit-rft[plot]"'
 
 
 def plot_run(run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *,

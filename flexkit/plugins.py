@@ -37,7 +37,7 @@ import structlog
 
 from flexkit import hookspecs
 from flexkit._files import NotRegularFileError, file_kind
-from flexkit._version import __version__
+from flexkit._version import DISTRIBUTION, __version__
 from flexkit.config.components import STAGES
 from flexkit.config.converter import did_you_mean
 from flexkit.contracts import check_built
@@ -68,9 +68,9 @@ _NAME = re.compile(r"^[a-z][a-z0-9_\-]*$")
 #: Components of flexkit's first-party plugin distributions (``plugins/`` in the repository), so that a pipeline
 #: naming one without the distribution is told which to install: (stage, name) -> distribution.
 FIRST_PARTY: dict[tuple[str, str], str] = {
-    ("storage", "arithmetic"): "flexkit-toyrl",
-    ("trainer", "toyrl"): "flexkit-toyrl",
-    ("selector", "reverse"): "flexkit-example",
+    ("storage", "arithmetic"): "flexkit-rft-toyrl",
+    ("trainer", "toyrl"): "flexkit-rft-toyrl",
+    ("selector", "reverse"): "flexkit-rft-example",
 }
 
 
@@ -183,7 +183,7 @@ class PluginHost:
         """
         host = cls(strict=_env_strict() if strict is None else strict)
         for module_name in BUILTIN_PLUGINS:
-            host.add(importlib.import_module(module_name), name=module_name, distribution="flexkit",
+            host.add(importlib.import_module(module_name), name=module_name, distribution=DISTRIBUTION,
                      version=__version__)
         if entry_points:
             host._load_entry_points(frozenset(allow) if allow is not None else _env_allow_list())
@@ -326,8 +326,8 @@ class PluginHost:
         try:
             importlib.metadata.distribution(dist)
         except importlib.metadata.PackageNotFoundError:
-            return (f" ({name!r} comes with the plugin distribution {dist}, which is not installed; from a flexkit "
-                    f"checkout: pip install -e plugins/{dist})")
+            return (f" ({name!r} comes with the plugin distribution {dist}, which is not installed: pip install {dist}"
+                    f", or from a flexkit checkout: pip install -e plugins/{dist})")
         allow = _env_allow_list()
         if allow is not None:
             return f" ({name!r} comes with {dist}, which {ENV_ALLOW}={','.join(sorted(allow))!r} does not load)"

@@ -7,7 +7,7 @@ explorer does. Every run is done twice: straight through, and cut after ``--cut`
 ``StateManager.save_explorer`` (the JSON explorer checkpoint), reloaded and resumed in a new scheduler. The script
 prints where the resumed run's batches differ from the straight one.
 
-Run from the repository root, in an environment with trinity-rft and flexkit-trinity (CPU, a few seconds)::
+Run from the repository root, in an environment with trinity-rft and flexkit-rft-trinity (CPU, a few seconds)::
 
     python examples/trinity/side_by_side.py
 """

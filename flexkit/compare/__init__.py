@@ -30,7 +30,7 @@ already be met at step 0 whenever the learner starts high.) ``--target`` sets it
 
 ``OUT`` receives ``results.md`` (table, exact command, pipeline, seeds), ``results.json`` (every number and
 every run's curve) and ``accuracy.png`` (mean accuracy vs step with a shaded 95% band; needs matplotlib,
-``pip install "flexkit[plot]"``, and is skipped with a note without it).
+``pip install "flexkit-rft[plot]"``, and is skipped with a note without it).
 
 Modules, by reader: :mod:`~flexkit.compare.overrides` (``--set``/``--seeds`` parsing and overrides),
 :mod:`~flexkit.compare.statistics` (intervals, curves, the target), :mod:`~flexkit.compare.report` (table,

@@ -181,7 +181,7 @@ def write_plot(
     try:
         from matplotlib.figure import Figure
     except ImportError:
-        say(progress, 'note: accuracy.png skipped: matplotlib is not installed (pip install "flexkit[plot]")')
+        say(progress, 'note: accuracy.png skipped: matplotlib is not installed (pip install "flexkit-rft[plot]")')
         return None
     fig = Figure(figsize=(12, 4.5), layout="constrained")
     by_step, by_rollouts = fig.subplots(1, 2, sharey=True)

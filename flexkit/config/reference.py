@@ -21,6 +21,7 @@ from typing import Any, Literal, Union
 
 import attrs
 
+from flexkit._version import DISTRIBUTION
 from flexkit.config.components import STAGES, ComponentSpec, component_meta, default_table_of
 from flexkit.config.fields import field_meta
 from flexkit.config.models import FeedbackConfig, PipelineConfig, RefillConfig, RunConfig, SampleConfig, TasksetConfig
@@ -69,7 +70,7 @@ from the same attrs classes that validate pipeline files and produce the JSON Sc
 ([schemas/pipeline.schema.json](../schemas/pipeline.schema.json)). A key whose default is *required* must be
 given; *unset* means the key may be left out. `tests/config/test_reference.py` fails when this file is out of
 date; regenerate it with `{command}`. The components of installed plugin distributions:
-`python -m flexkit.config.reference --all-plugins` (or `--distribution flexkit-toyrl`). Writing your own
+`python -m flexkit.config.reference --all-plugins` (or `--distribution flexkit-rft-toyrl`). Writing your own
 component: [plugins.md](plugins.md).
 
 **`difficulty_based` defaults to `target_reward = 1.0`**, as Trinity-RFT's selector does: it serves the tasks
@@ -112,7 +113,7 @@ def _anchor(title: str) -> str:
 def _component(component: Any) -> str:
     factory = component.factory
     where = f"{getattr(factory, '__module__', '?')}:{getattr(factory, '__qualname__', '?')}"
-    origin = "" if component.distribution == "flexkit" else f" From `{component.distribution or component.plugin}`."
+    origin = "" if component.distribution == DISTRIBUTION else f" From `{component.distribution or component.plugin}`."
     lines = [f"### `{component.name}`\n", f"{_cell(component.description)} (`{where}`){origin}\n"]
     traits = _traits(component.stage, factory)
     if traits:
@@ -251,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from flexkit.plugins import get_plugins  # the command asks for the registry; the generator takes one
 
-    wanted = {"flexkit", *args.distribution}
+    wanted = {DISTRIBUTION, *args.distribution}
     include = None if args.all_plugins else (lambda c: c.distribution in wanted)
     core_only = not (args.all_plugins or args.distribution)
     command = REGENERATE_COMMAND if core_only else "python -m flexkit.config.reference"

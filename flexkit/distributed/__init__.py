@@ -4,7 +4,7 @@
   every rank a replica, each reading its shard of the same global batch, feedback gathered before any selector
   changes;
 - :class:`~flexkit.distributed.ledger.BatchLedger`: one scheduler (single writer) handing batches to many
-  workers under leases, feedback applied exactly once per batch id; the ``flexkit-ray`` plugin serves it from a
+  workers under leases, feedback applied exactly once per batch id; the ``flexkit-rft-ray`` plugin serves it from a
   Ray actor.
 
 See ``docs/distributed.md``.

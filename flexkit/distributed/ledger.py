@@ -26,7 +26,7 @@ Two orders of application:
   resumes exactly. Late feedback for an abandoned batch the application order has not reached yet takes its
   place in that order; once passed, the ``late`` rule applies.
 
-The ledger is not thread-safe: one caller at a time (the Ray actor in ``flexkit-ray`` serialises calls on its
+The ledger is not thread-safe: one caller at a time (the Ray actor in ``flexkit-rft-ray`` serialises calls on its
 event loop). Its state (pipeline plus open leases, buffered feedback, counters) checkpoints with the pipeline;
 leases open at a checkpoint are restored with a fresh timeout.
 """

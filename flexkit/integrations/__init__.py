@@ -4,6 +4,6 @@
   ``torch.utils.data.Sampler`` for any map-style dataset whose state torchdata's ``StatefulDataLoader`` saves
   and restores.
 
-Trainer-specific integrations are separate distributions under ``plugins/``: ``flexkit-verl`` (package
-``flexkit_verl``) and ``flexkit-trl`` (package ``flexkit_trl``). Nothing here is imported by ``import flexkit``.
+Trainer-specific integrations are separate distributions under ``plugins/``: ``flexkit-rft-verl`` (package
+``flexkit_verl``) and ``flexkit-rft-trl`` (package ``flexkit_trl``). Nothing here is imported by ``import flexkit``.
 """

@@ -10,7 +10,7 @@ The built-in ``file`` storage (``storage_type = "file"`` in a ``[[tasksets]]`` t
   of memory per row (plus 8 more when it has blank lines) and never sits in memory whole;
 - **JSON** (``.json``): a top-level list of objects. JSON cannot be indexed without parsing it, so the file is
   loaded whole; use JSON Lines for large tasksets;
-- **Parquet** (``.parquet``): via pyarrow (``pip install "flexkit[parquet]"``), memory-mapped and read with
+- **Parquet** (``.parquet``): via pyarrow (``pip install "flexkit-rft[parquet]"``), memory-mapped and read with
   ``take``.
 
 Modules, by reader: :mod:`~flexkit.tasksets.base` (the :class:`Taskset` protocol and feature mappings),

@@ -1,4 +1,4 @@
-"""Parquet tasksets (``.parquet``): read with pyarrow (``pip install "flexkit[parquet]"``), memory-mapped and
+"""Parquet tasksets (``.parquet``): read with pyarrow (``pip install "flexkit-rft[parquet]"``), memory-mapped and
 read with ``take``."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ __all__ = ["ParquetTaskset"]
 
 
 class ParquetTaskset(Taskset):
-    """A Parquet file read with pyarrow (``pip install "flexkit[parquet]"``).
+    """A Parquet file read with pyarrow (``pip install "flexkit-rft[parquet]"``).
 
     The table is memory-mapped when opened; rows are converted to dicts only when read (``take``), columns
     with ``to_numpy``.
@@ -31,7 +31,7 @@ class ParquetTaskset(Taskset):
             import pyarrow as pa
             import pyarrow.parquet as pq
         except ImportError:
-            raise self._error('reading Parquet needs pyarrow: pip install "flexkit[parquet]"') from None
+            raise self._error('reading Parquet needs pyarrow: pip install "flexkit-rft[parquet]"') from None
         self._pa = pa
         try:
             mode = os.stat(path).st_mode

@@ -1,6 +1,6 @@
 """The Ray scheduler-actor benchmark's smoke mode (``python benchmarks/service.py --quick``) runs and reports a row per
 worker count with positive counts, so the benchmark cannot rot. No timing is asserted anywhere. The Ray run is
-skipped when ray or flexkit-ray is not installed."""
+skipped when ray or flexkit-rft-ray is not installed."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ def test_plugins_json_lists_builtins(capsys: pytest.CaptureFixture[str]) -> None
     rows = json.loads(capsys.readouterr().out)
     by_name = {(r["stage"], r["name"]): r for r in rows}
     row = by_name[("feedback", "pass_rate_calculator")]
-    assert row["plugin"] == "flexkit.builtins" and row["distribution"] == "flexkit"
+    assert row["plugin"] == "flexkit.builtins" and row["distribution"] == "flexkit-rft"
     assert row["version"] == flexkit.__version__
     assert {"name", "stage", "plugin", "distribution", "version"} <= set(row)
 

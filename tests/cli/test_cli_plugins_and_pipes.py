@@ -100,8 +100,9 @@ def test_a_first_party_component_names_its_distribution(monkeypatch: pytest.Monk
         host.component("storage", "arithmetic")
     message = str(info.value)
     assert message.startswith("unknown storage 'arithmetic'; registered: file, simulated")
-    assert "flexkit-toyrl, which is not installed" in message and "pip install -e plugins/flexkit-toyrl" in message
-    with pytest.raises(ConfigError, match="pip install -e plugins/flexkit-toyrl"):
+    assert "flexkit-rft-toyrl, which is not installed: pip install flexkit-rft-toyrl," in message
+    assert "pip install -e plugins/flexkit-rft-toyrl" in message
+    with pytest.raises(ConfigError, match="pip install -e plugins/flexkit-rft-toyrl"):
         host.component("trainer", "toyrl")
     with pytest.raises(ConfigError) as info:
         host.component("storage", "nonesuch")
@@ -111,5 +112,5 @@ def test_a_first_party_component_names_its_distribution(monkeypatch: pytest.Monk
 def test_a_first_party_distribution_left_out_by_the_allow_list(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLEXKIT_LOAD_PLUGINS", "")
     host = PluginHost.load()
-    with pytest.raises(ConfigError, match="flexkit-toyrl, which FLEXKIT_LOAD_PLUGINS='' does not load"):
+    with pytest.raises(ConfigError, match="flexkit-rft-toyrl, which FLEXKIT_LOAD_PLUGINS='' does not load"):
         host.component("storage", "arithmetic")

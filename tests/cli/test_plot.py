@@ -65,7 +65,7 @@ def test_plot_without_matplotlib_says_how_to_install_it(run_dir: Path, monkeypat
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     assert main(["plot", str(run_dir)]) == 1
-    assert 'flexkit plot needs matplotlib: pip install "flexkit[plot]"' in capsys.readouterr().err
+    assert 'flexkit plot needs matplotlib: pip install "flexkit-rft[plot]"' in capsys.readouterr().err
 
 
 def test_plot_of_a_folder_that_is_no_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

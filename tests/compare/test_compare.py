@@ -247,7 +247,7 @@ def test_no_matplotlib_skips_plot_with_a_note(comparison: Comparison, tmp_path: 
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     stream = io.StringIO()
     assert write_plot(comparison.results, 0.5, tmp_path / "a.png", progress=stream) is None
-    assert 'pip install "flexkit[plot]"' in stream.getvalue() and not (tmp_path / "a.png").exists()
+    assert 'pip install "flexkit-rft[plot]"' in stream.getvalue() and not (tmp_path / "a.png").exists()
 
 
 def test_cli_compare_explicit_target(pipeline_file: Path, tmp_path: Path,

@@ -11,7 +11,7 @@ from tests.fixtures import ROOT
 
 
 def core_reference() -> str:
-    return reference_markdown(get_plugins(), lambda c: c.distribution == "flexkit")
+    return reference_markdown(get_plugins(), lambda c: c.distribution == "flexkit-rft")
 
 
 def test_committed_reference_is_up_to_date() -> None:
@@ -25,7 +25,7 @@ def test_every_builtin_and_every_key_is_in_it() -> None:
     for stage in STAGES:
         for name in host.names(stage):
             component = host.component(stage, name)
-            if component.distribution != "flexkit":
+            if component.distribution != "flexkit-rft":
                 continue
             section = text.split(f"\n### `{name}`\n", 1)[1].split("\n### ", 1)[0]
             for key in component.config_cls.__attrs_attrs__:

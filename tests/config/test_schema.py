@@ -13,13 +13,13 @@ from flexkit.plugins import get_plugins
 from tests.fixtures import EXAMPLES, ROOT
 
 SCHEMA_PATH = ROOT / "schemas" / "pipeline.schema.json"
-#: The schema of the examples that use the embedded trainer: core components plus flexkit-toyrl's.
+#: The schema of the examples that use the embedded trainer: core components plus flexkit-rft-toyrl's.
 TOYRL_SCHEMA_PATH = ROOT / "schemas" / "toyrl.schema.json"
-TOYRL_REGENERATE = "flexkit schema --distribution flexkit-toyrl --output schemas/toyrl.schema.json"
+TOYRL_REGENERATE = "flexkit schema --distribution flexkit-rft-toyrl --output schemas/toyrl.schema.json"
 
 
 def core_schema() -> dict:
-    return pipeline_schema(get_plugins(), lambda c: c.distribution == "flexkit")
+    return pipeline_schema(get_plugins(), lambda c: c.distribution == "flexkit-rft")
 
 
 def test_committed_schema_is_up_to_date() -> None:
@@ -34,7 +34,7 @@ def test_schema_is_valid_draft7() -> None:
 
 def test_committed_toyrl_schema_is_up_to_date() -> None:
     pytest.importorskip("flexkit_toyrl")
-    wanted = {"flexkit", "flexkit-toyrl"}
+    wanted = {"flexkit-rft", "flexkit-rft-toyrl"}
     assert TOYRL_SCHEMA_PATH.read_text(encoding="utf-8") == dumps(
         pipeline_schema(get_plugins(), lambda c: c.distribution in wanted)
     ), f"schemas/toyrl.schema.json is out of date; regenerate with: {TOYRL_REGENERATE}"

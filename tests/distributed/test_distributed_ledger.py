@@ -1,5 +1,5 @@
 """BatchLedger: leases, exactly-once feedback by batch id, expiry/requeue/late policies, staleness-bounded
-deterministic order, checkpoint/resume. Pure Python (the Ray actor in flexkit-ray serves this object)."""
+deterministic order, checkpoint/resume. Pure Python (the Ray actor in flexkit-rft-ray serves this object)."""
 
 from __future__ import annotations
 

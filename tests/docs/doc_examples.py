@@ -208,13 +208,19 @@ def check_install(example: Example, commands: list[list[str]]) -> None:
     here (pins of packages not installed are skipped)."""
     from importlib import metadata
 
+    from tests.distribution_names import check_requirement
     from tests.fixtures import ROOT
 
     for command in commands:
+        editable = False
         for word in command[2:]:
             if word.startswith("-") or word.startswith("--"):
+                editable = word in ("-e", "--editable")
                 continue
             target = re.sub(r"\[.*\]$", "", word)
+            if not editable:
+                check_requirement(word, f"{example.path}:{example.line}")
+            editable = False
             if target.startswith((".", "plugins/")) or "/" in target:
                 folder = ROOT / target
                 assert (folder / "pyproject.toml").is_file(), (

@@ -74,7 +74,7 @@ def test_an_install_block_is_checked_not_run(tmp_path: Path, monkeypatch: pytest
     from importlib import metadata
 
     numpy = metadata.version("numpy")
-    _run(tmp_path, monkeypatch, f'{FENCE}bash\npip install -e ".[test]" -e plugins/flexkit-example  # local\n'
+    _run(tmp_path, monkeypatch, f'{FENCE}bash\npip install -e ".[test]" -e plugins/flexkit-rft-example  # local\n'
                                 f"pip install numpy=={numpy} not-installed==1.0 somepackage\n{FENCE}\n")
     with pytest.raises(AssertionError, match="not a distribution of this repository"):
         _run(tmp_path, monkeypatch, f"{FENCE}bash\npip install -e plugins/flexkit-missing\n{FENCE}\n")

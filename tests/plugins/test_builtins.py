@@ -48,9 +48,9 @@ def test_builtins_are_one_plugin_loaded_like_an_entry_point() -> None:
     assert BUILTIN_PLUGINS == ("flexkit.builtins",)
     host = PluginHost.load(entry_points=False)
     [info] = host.plugins
-    assert (info.name, info.distribution) == ("flexkit.builtins", "flexkit")
+    assert (info.name, info.distribution) == ("flexkit.builtins", "flexkit-rft")
     fresh = PluginHost()
-    assert fresh.add(flexkit.builtins, name="flexkit.builtins", distribution="flexkit")
+    assert fresh.add(flexkit.builtins, name="flexkit.builtins", distribution="flexkit-rft")
     assert {c.name for c in fresh.all_components()} == {c.name for c in host.all_components()}
 
 

@@ -81,4 +81,4 @@ def test_components_built_by_the_host_record_their_plugin_and_distribution() -> 
 
     sel = get_plugins().component("selector", "shuffle").build(size=4)
     assert (sel.registered_name, sel.registered_plugin, sel.registered_distribution) == (
-        "shuffle", "flexkit.builtins", "flexkit")
+        "shuffle", "flexkit.builtins", "flexkit-rft")

@@ -39,7 +39,7 @@ def test_builtins_register_through_the_plugin_path() -> None:
     assert {p.name for p in host.plugins} >= set(BUILTIN_PLUGINS)
     for component in host.all_components():
         if component.plugin in BUILTIN_PLUGINS:
-            assert component.distribution == "flexkit"
+            assert component.distribution == "flexkit-rft"
             assert component.version == flexkit.__version__
     assert "pass_rate_calculator" in host.names("feedback")
     assert "file" in host.names("storage")

@@ -217,7 +217,7 @@ def test_builtins_register_through_the_hooks() -> None:
     import flexkit.builtins
 
     host = PluginHost()
-    assert host.add(flexkit.builtins, name="flexkit.builtins", distribution="flexkit")
+    assert host.add(flexkit.builtins, name="flexkit.builtins", distribution="flexkit-rft")
     assert host.names("scorer") == ["advantage_magnitude", "group_reward_range", "group_reward_std",
                                     "group_solve_rate", "reward", "token_prob"]
     assert host.names("actuator") == ["advantage_reweight", "category_bandit", "difficulty_band", "dump_ucb",

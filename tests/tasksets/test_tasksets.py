@@ -509,7 +509,7 @@ def test_parquet_without_pyarrow_says_how_to_install(tmp_path: Path) -> None:
     path.write_bytes(b"PAR1")
     with (
         mock.patch.dict(sys.modules, {"pyarrow": None, "pyarrow.parquet": None}),
-        pytest.raises(TasksetError, match=r'taskset \'math\' \(.*\): .*pip install "flexkit\[parquet\]"'),
+        pytest.raises(TasksetError, match=r'taskset \'math\' \(.*\): .*pip install "flexkit-rft\[parquet\]"'),
     ):
         open_ts(path)
 
