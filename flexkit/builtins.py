@@ -41,6 +41,8 @@ SELECTORS: tuple[Builtin, ...] = (
     Builtin("difficulty_based", "flexkit.selectors.difficulty_based.model:DifficultyBasedSelector"),
     Builtin("learnability", "flexkit.selectors.learnability:LearnabilitySelector",
             "LILO (2502.12272): the most learnable p(1-p) of a candidate pool, shrunk estimates."),
+    Builtin("frontier", "flexkit.selectors.frontier:FrontierSelector",
+            "Discounted Thompson sampling over task groups for informative (mixed-reward) answer groups."),
     Builtin("thompson_target", "flexkit.selectors.thompson_target:ThompsonTargetSelector",
             "MoPPS (2507.04632): Beta-Bernoulli Thompson draws nearest a target success rate."),
     Builtin("zero_variance_skip", "flexkit.selectors.zero_variance_skip:ZeroVarianceSkipSelector",

@@ -409,5 +409,13 @@ def make_selector(
     ):
         params[FEATURE_KEYS] = list(features)
     config = structure(make_converter(host), params, component.config_cls)
-    arrays = {k: np.asarray(v, dtype=np.float64) for k, v in (features or {}).items()}
+    arrays = {k: _feature_array(v) for k, v in (features or {}).items()}
     return component.build(config, size=size, seed=seed, features=arrays)
+
+
+def _feature_array(values: Any) -> np.ndarray:
+    """A feature column as float64, or as given when it holds labels (strings) a grouping selector reads."""
+    array = np.asarray(values)
+    if array.dtype.kind in "USO":
+        return array
+    return np.asarray(array, dtype=np.float64)

@@ -3,7 +3,8 @@
 Five selectors after Trinity-RFT's task selection module: ``sequential``,
 ``shuffle``, ``random``, ``offline_easy2hard`` and ``difficulty_based``; and five from the literature (see
 docs/algorithms.md): ``learnability`` (LILO), ``thompson_target`` (MoPPS), ``zero_variance_skip`` (GRESO),
-``target_difficulty`` (AdaRFT) and ``prioritized_replay`` (PLR). One module each; :mod:`flexkit.builtins`
+``target_difficulty`` (AdaRFT) and ``prioritized_replay`` (PLR); and ``frontier``, discounted Thompson sampling over
+groups of tasks for informative answer groups. One module each; :mod:`flexkit.builtins`
 registers them, through the hook third-party plugins implement.
 
 Importing this package is cheap: it loads :mod:`~flexkit.selectors.base` only, and a selector's module when one
@@ -19,6 +20,8 @@ from flexkit.selectors.base import FEATURE_KEYS, Selector, feature_keys_of, read
 _LAZY: dict[str, str] = {
     "DifficultyBasedConfig": "flexkit.selectors.difficulty_based",
     "DifficultyBasedSelector": "flexkit.selectors.difficulty_based",
+    "FrontierConfig": "flexkit.selectors.frontier",
+    "FrontierSelector": "flexkit.selectors.frontier",
     "LearnabilityConfig": "flexkit.selectors.learnability",
     "LearnabilitySelector": "flexkit.selectors.learnability",
     "OfflineEasy2HardConfig": "flexkit.selectors.offline_easy2hard",

@@ -20,6 +20,14 @@ def draw_candidates(rng: np.random.Generator, size: int, count: int) -> np.ndarr
     return rng.choice(size, size=count, replace=False).astype(np.int64, copy=False)
 
 
+def uniform_floor(batch_size: int, fraction: float) -> int:
+    """How many of a batch are kept from the uniform candidates as drawn: ``round(fraction · batch_size)``.
+
+    Learning selectors draw their candidates uniformly; keeping the first ``floor`` of them as they are gives every
+    group of tasks (solved ones too) a share of the draws whatever the estimates say, against forgetting."""
+    return min(batch_size, round(fraction * batch_size))
+
+
 def top_k(keys: np.ndarray, k: int) -> np.ndarray:
     """Positions of the ``k`` largest ``keys``, largest first; ties keep their order (stable)."""
     return np.argsort(-keys, kind="stable")[:k]
@@ -64,41 +72,19 @@ class PooledRate:
         self.value, self.seen = value, bool(state["seen"])
 
 
-#: Longest feature column :meth:`GroupRates.from_column` groups in one ``np.unique`` (longer ones: in chunks).
-GROUP_CHUNK = 1 << 23
-
-
 class GroupRates:
     """Exponential moving averages of the mean feedback value per group of tasks (e.g. per level).
 
     When each task is seen only a few times, a per-task estimate is mostly its prior; the mean pass rate of the
-    task's group (a level, a source, a length bucket), learned online from every feedback batch, is a far better
-    prior than the pool's. A group with no feedback yet has no value (``NaN``); callers fall back to the pool.
-    ``group`` maps each task to its group id (``0 .. groups-1``).
+    task's group (a level, a source, a length bucket: :class:`~flexkit.selectors._grouping.TaskGroups`), learned
+    online from every feedback batch, is a far better prior than the pool's. A group with no feedback yet has no
+    value (``NaN``); callers fall back to the pool. ``group`` maps each task to its group id (``0 .. groups-1``).
     """
 
     def __init__(self, group: np.ndarray, groups: int, rate: float) -> None:
         self.group = group
         self.rate = float(rate)
         self.values = np.full(groups, np.nan)
-
-    @classmethod
-    def from_column(cls, column: np.ndarray, rate: float) -> GroupRates:
-        """Groups from a feature column: one per distinct value (in sorted order), ``np.unique``'s inverse.
-
-        Columns longer than :data:`GROUP_CHUNK` are read in chunks (distinct values per chunk, then each chunk's
-        positions among them), so a column of 10^8 values costs its 4-byte group ids instead of a full sort's
-        temporaries (about 3.8 GB)."""
-        column = np.asarray(column)
-        if len(column) <= GROUP_CHUNK:
-            uniques, inverse = np.unique(column, return_inverse=True)
-            return cls(inverse.reshape(-1).astype(np.int32), len(uniques), rate)
-        chunks = range(0, len(column), GROUP_CHUNK)
-        uniques = np.unique(np.concatenate([np.unique(column[s:s + GROUP_CHUNK]) for s in chunks]))
-        group = np.empty(len(column), dtype=np.int32)
-        for s in chunks:
-            group[s:s + GROUP_CHUNK] = np.searchsorted(uniques, column[s:s + GROUP_CHUNK])
-        return cls(group, len(uniques), rate)
 
     def of(self, indices: np.ndarray | slice, fallback: float) -> np.ndarray:
         """The group rate of each task of ``indices`` (``fallback`` where its group has no feedback yet)."""

@@ -10,12 +10,15 @@ spent on the filter):
 - estimates shrunk toward the pooled pass rate ``p̄`` (an EMA of every feedback batch's mean) with ``κ``
   pseudo-observations: ``p̂_i = (S_i + κ·p̄) / (n_i + κ)``. An unseen task gets ``p̄``; one lucky
   observation moves a task only part of the way, so the selector does not chase a few lucky tasks;
-- with ``feature_keys = ["level"]`` (any one column that groups tasks), ``p̄`` is the task's **group** pass
-  rate instead, an EMA of each feedback batch's per-group mean (the pool's until the group is observed).
+- with ``feature_keys = ["level"]`` (columns that group tasks: categorical values such as a level or a source
+  label, or with ``bins = k`` numeric features cut into ``k`` quantile bins each; see
+  :mod:`flexkit.selectors._grouping`), ``p̄`` is the task's **group** pass rate instead, an EMA of each feedback
+  batch's per-group mean (the pool's until the group is observed).
   When the pool is large and each task is seen about twice, per-task estimates stay at their prior, and the
   group rate is what tells a solved level from the frontier and from hopeless ones;
-- each batch: ``K = ceil(candidates · B)`` tasks drawn uniformly, then the ``B`` with the highest
-  ``p̂(1 − p̂)`` (``tau = 0``) or ``B`` drawn without replacement with probability ∝ ``(p̂(1 − p̂))^(1/tau)``.
+- each batch: ``K = ceil(candidates · B)`` tasks drawn uniformly; the first ``round(uniform_fraction · B)`` are
+  kept as drawn (a uniform floor, 0 by default), then the rest are the highest ``p̂(1 − p̂)`` of the other
+  candidates (``tau = 0``) or drawn without replacement with probability ∝ ``(p̂(1 − p̂))^(1/tau)``.
 
 Cost per step: O(K) to select, O(feedback) to update. State: ``S``, ``n`` (two floats per task), ``p̄``, RNG,
 and with a grouping column one rate per group (plus a 4-byte group id per task, derived from the column).
@@ -36,7 +39,9 @@ from flexkit.selectors._estimates import (
     candidate_count,
     draw_candidates,
     gumbel_top_k,
+    uniform_floor,
 )
+from flexkit.selectors._grouping import TaskGroups
 from flexkit.selectors._task_table import TaskTable
 from flexkit.selectors.base import Selector
 
@@ -62,16 +67,19 @@ class LearnabilityConfig:
     )
     feature_keys: tuple[str, ...] = field(
         factory=tuple,
-        doc="Optional: one feature column that groups tasks (e.g. level); estimates then shrink toward the "
+        doc="Optional: columns that group tasks (e.g. level, or a source label); estimates then shrink toward the "
         "group's pass rate, learned online, instead of the pool's. Empty: one pool.",
+    )
+    bins: int = field(
+        default=0, ge=0, le=256,
+        doc="0: group by the columns' distinct values; k > 0: cut each numeric column into k quantile bins.",
+    )
+    uniform_fraction: float = field(
+        default=0.0, ge=0, le=1, doc="Share of each batch drawn uniformly from the pool, whatever the estimates."
     )
     group_rate: float = field(
         default=0.2, gt=0, le=1, doc="EMA weight of each feedback batch's group mean in the group pass rates."
     )
-
-    def __attrs_post_init__(self) -> None:
-        if len(self.feature_keys) > 1:
-            raise ValueError(f"feature_keys names at most one grouping column, got {list(self.feature_keys)}")
 
 
 class LearnabilitySelector(Selector):
@@ -86,7 +94,9 @@ class LearnabilitySelector(Selector):
         self.pool = PooledRate(config.pool_rate)
         self.groups: GroupRates | None = None
         if config.feature_keys:
-            self.groups = GroupRates.from_column(self.features[config.feature_keys[0]], config.group_rate)
+            groups = TaskGroups.from_features(self.features, config.feature_keys, self.size, bins=config.bins,
+                                              owner="learnability")
+            self.groups = GroupRates(groups.group, groups.count, config.group_rate)
 
     @property
     def sums(self) -> np.ndarray:
@@ -108,14 +118,18 @@ class LearnabilitySelector(Selector):
 
     def _select(self, batch_size: int, return_extra_info: bool) -> tuple[np.ndarray, dict[str, Any]]:
         cand = draw_candidates(self.rng, self.size, candidate_count(batch_size, self.config.candidates, self.size))
-        p = self.estimates(cand)
+        floor = uniform_floor(batch_size, self.config.uniform_fraction)
+        rest = cand[floor:]
+        p = self.estimates(rest)
         learnability = p * (1.0 - p)
-        pick = gumbel_top_k(np.log(learnability + 1e-12), batch_size, self.config.tau, self.rng)
+        pick = gumbel_top_k(np.log(learnability + 1e-12), batch_size - floor, self.config.tau, self.rng)
+        chosen = np.concatenate([cand[:floor], rest[pick]]) if floor else rest[pick]
         info = {}
         if return_extra_info:
-            info = {"candidates": len(cand), "pass_rate": p[pick], "learnability": learnability[pick],
+            rates = self.estimates(chosen)
+            info = {"candidates": len(cand), "uniform": floor, "pass_rate": rates, "learnability": rates * (1 - rates),
                     "pooled_pass_rate": self.pool.value}
-        return cand[pick], info
+        return chosen, info
 
     def _update(self, indices: np.ndarray, values: np.ndarray) -> None:
         gamma = self.config.decay

@@ -28,6 +28,8 @@ __all__ = ["LazyFeatures", "Taskset", "TasksetError", "check_rows", "lazy_featur
 
 #: Marks a content id not computed yet (``None`` is a computed "unknown").
 _NOT_COMPUTED = object()
+#: Rows read at a time by :meth:`Taskset.labels`.
+LABEL_CHUNK = 65536
 
 
 # -- the protocol ---------------------------------------------------------------------------------------
@@ -62,6 +64,27 @@ class Taskset(abc.ABC):
 
         Every row must hold a finite number (not a bool) under ``key``. Columns are cached.
         """
+
+    def labels(self, key: str) -> np.ndarray:
+        """The value under ``key`` of every row as labels, for grouping by a categorical column (``source``).
+
+        Strings stay strings; other JSON scalars become their JSON text (``3`` and ``"3"`` differ). Every row
+        must hold a string, number or bool under ``key``. Reads the rows in chunks (not cached).
+        """
+        out = np.empty(len(self), dtype=object)
+        for start in range(0, len(self), LABEL_CHUNK):
+            stop = min(len(self), start + LABEL_CHUNK)
+            for i, row in zip(range(start, stop), self.read(np.arange(start, stop)), strict=True):
+                if key not in row:
+                    if i == 0:
+                        raise self._error(_missing_key_message(key, list(row)))
+                    raise self._error(f"no feature {key!r} at row {i}")
+                value = row[key]
+                if not isinstance(value, (str, int, float, bool)) or value != value:  # NaN is no label
+                    raise self._error(f"feature {key!r} at row {i} must be a string or a number to group by, "
+                                      f"got {type(value).__name__}")
+                out[i] = value if isinstance(value, str) else json.dumps(value)
+        return np.asarray(out.tolist(), dtype=str)
 
     def _first_keys(self) -> list[str]:
         """The keys of the first row (or the column names): the candidates for a did-you-mean."""
@@ -216,6 +239,12 @@ class LazyFeatures(Mapping[str, np.ndarray]):
             if key not in self._loaded:
                 self._loaded[key] = self._taskset.column(key)
         return self._loaded[key]
+
+    def labels(self, key: str) -> np.ndarray:
+        """The requested column ``key`` as labels (:meth:`Taskset.labels`), for grouping by a categorical column."""
+        if key not in self._keys:
+            raise KeyError(key)
+        return self._taskset.labels(key)
 
     def __contains__(self, key: object) -> bool:
         return key in self._keys

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from flexkit import ConfigError, make_selector
+from flexkit import make_selector
 
 
 def _selector(**params):
@@ -46,6 +46,30 @@ def test_resume_with_groups_is_exact_and_checks_the_saved_rates() -> None:
         other.load_state_dict(broken)
 
 
-def test_at_most_one_grouping_column() -> None:
-    with pytest.raises(ConfigError, match="at most one grouping column"):
-        make_selector("learnability", size=10, features={"a": np.zeros(10), "b": np.zeros(10)})
+def test_several_grouping_columns_pool_by_their_combinations() -> None:
+    levels = np.repeat([1.0, 2.0], 100)
+    source = np.tile(["a", "b"], 100)
+    sel = make_selector("learnability", size=200, seed=1, features={"level": levels, "source": source},
+                        group_rate=1.0)
+    assert sel.groups.values.shape == (4,)
+    sel.feedback(np.array([0, 1]), np.array([1.0, 0.0]))  # level 1 / a, level 1 / b
+    assert sel.estimates(np.array([2, 3])).tolist() == pytest.approx([1.0, 0.0])  # unseen tasks of each pair
+
+
+def test_bins_pool_tasks_by_quantiles_of_a_numeric_feature() -> None:
+    difficulty = np.linspace(0.0, 1.0, 300)
+    sel = make_selector("learnability", size=300, seed=1, features={"difficulty": difficulty}, bins=3,
+                        group_rate=1.0)
+    assert len(sel.groups.values) == 3 and np.bincount(sel.groups.group).tolist() == [100, 100, 100]
+    sel.feedback(np.array([0, 299]), np.array([1.0, 0.0]))
+    assert sel.estimates(np.array([50, 250])).tolist() == pytest.approx([1.0, 0.0])
+
+
+def test_a_uniform_floor_keeps_drawing_groups_the_estimates_rule_out() -> None:
+    def drawn_from_solved_level(fraction: float) -> int:
+        sel = _selector(candidates=8, group_rate=1.0, uniform_fraction=fraction)
+        sel.feedback(np.array([0, 100, 101, 200]), np.array([1.0, 0.5, 0.5, 0.0]))
+        return sum(int((sel.get_indices(30) < 100).sum()) for _ in range(20))
+
+    assert drawn_from_solved_level(0.0) == 0
+    assert 20 <= drawn_from_solved_level(0.3) <= 100  # 9 uniform draws a batch, a third of them on level 1

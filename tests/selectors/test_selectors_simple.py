@@ -54,7 +54,7 @@ def test_the_builtins_that_learn_from_feedback_say_so() -> None:
     seen: dict[str, type] = {}
     flexkit_register_selectors(register=lambda name, factory, config, **_: seen.__setitem__(name, factory))
     learners = {name for name, factory in seen.items() if factory.learns_from_feedback}
-    assert learners == {"difficulty_based", "learnability", "thompson_target", "zero_variance_skip",
+    assert learners == {"difficulty_based", "frontier", "learnability", "thompson_target", "zero_variance_skip",
                         "target_difficulty", "prioritized_replay"}
     assert not any(factory.allows_repeats for factory in seen.values())
 

@@ -100,15 +100,15 @@ def test_table_get_and_set_match_dense_arrays(updates: list[list[int]]) -> None:
 @given(st.lists(st.sampled_from([1.0, 2.0, 3.5, -1.0, 7.0, float("nan")]), min_size=1, max_size=60),
        st.integers(1, 7))
 def test_group_ids_of_a_long_column_read_in_chunks_are_np_uniques(values: list[float], chunk: int) -> None:
-    from flexkit.selectors import _estimates
-    from flexkit.selectors._estimates import GroupRates
+    from flexkit.selectors import _grouping
+    from flexkit.selectors._grouping import TaskGroups
 
     column = np.asarray(values)
     uniques, inverse = np.unique(column, return_inverse=True)
-    original = _estimates.GROUP_CHUNK
+    original = _grouping.GROUP_CHUNK
     try:
-        _estimates.GROUP_CHUNK = chunk
-        groups = GroupRates.from_column(column, 0.2)
+        _grouping.GROUP_CHUNK = chunk
+        groups = TaskGroups.from_features({"x": column}, ["x"], len(column))
     finally:
-        _estimates.GROUP_CHUNK = original
-    assert len(groups.values) == len(uniques) and groups.group.tolist() == inverse.tolist()
+        _grouping.GROUP_CHUNK = original
+    assert groups.count == len(uniques) and groups.group.tolist() == inverse.tolist()

@@ -1,0 +1,169 @@
+"""Groups of tasks for selectors that pool evidence: by categorical columns, or by quantile bins of numeric ones.
+
+A pool of 20,000 prompts seen about twice each gives every per-task estimate almost no evidence; the pass rate
+of the task's *group* (a level, a source, a difficulty label, a bucket of a numeric feature) is learned from every
+rollout of the group. :class:`TaskGroups` maps each task to a group id ``0 .. count-1``:
+
+- **categorical** (``bins = 0``): one group per distinct combination of the named columns' values. A numeric
+  column is read as numbers; a column of strings (``source = "gsm8k"``) is read as labels, through the feature
+  mapping's ``labels(key)`` (what a taskset's :class:`~flexkit.tasksets.base.LazyFeatures` offers) or, for a plain
+  mapping, from the array itself;
+- **binned** (``bins = k > 0``): each numeric column is cut at its ``k``-quantiles (estimated on an evenly strided
+  sample of at most :data:`QUANTILE_SAMPLE` values, so a column of 10^8 costs no sort) into at most ``k`` bins,
+  and a group is one combination of bins: a piecewise-constant pass-rate model over continuous features, which
+  shrinks per-task estimates the way a clean level column does.
+
+Group ids follow the sorted order of the distinct values (of the bin numbers), so they depend only on the data.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+#: Most values read to estimate a column's quantile edges (an evenly strided sample above that).
+QUANTILE_SAMPLE = 1 << 20
+#: Longest column grouped in one ``np.unique`` (longer ones: distinct values per chunk, then positions).
+GROUP_CHUNK = 1 << 23
+#: Most groups a grouping may make (beyond that, pooling gives each group too little evidence to help).
+MAX_GROUPS = 1 << 16
+
+
+@runtime_checkable
+class LabelledFeatures(Protocol):
+    """A feature mapping that can also return a column's raw values as labels (strings or numbers)."""
+
+    def labels(self, key: str) -> np.ndarray:
+        """Every task's value under ``key`` as an array of labels."""
+        ...
+
+
+class TaskGroups:
+    """Each task's group id (``int32``, ``0 .. count-1``) and a readable name per group.
+
+    Args:
+        group: the group id of every task.
+        names: one name per group (e.g. ``"level=3"`` or ``"weak_pass_rate∈[0.12, 0.31)"``).
+    """
+
+    def __init__(self, group: np.ndarray, names: Sequence[str]) -> None:
+        self.group = group
+        self.names = tuple(names)
+
+    @property
+    def count(self) -> int:
+        """Number of groups."""
+        return len(self.names)
+
+    def sizes(self) -> np.ndarray:
+        """Tasks per group."""
+        return np.bincount(self.group, minlength=self.count)
+
+    @classmethod
+    def from_features(cls, features: Mapping[str, np.ndarray], keys: Sequence[str], size: int, *, bins: int = 0,
+                      owner: str = "selector") -> TaskGroups:
+        """Groups of ``size`` tasks from the columns ``keys`` of ``features`` (see the module docstring).
+
+        Raises ``ValueError`` naming ``owner`` and the column when a column is missing, has the wrong length,
+        is not numeric while ``bins > 0``, or the grouping makes more than :data:`MAX_GROUPS` groups.
+        """
+        codes: list[np.ndarray] = []
+        names: list[list[str]] = []
+        for key in keys:
+            if bins > 0:
+                column = _numeric_column(features, key, size, owner)
+                code, labels = _bin_codes(column, bins, key)
+            else:
+                code, labels = _category_codes(_any_column(features, key, size, owner), key)
+            codes.append(code)
+            names.append(labels)
+        group, combos = _combine(codes, [len(n) for n in names])
+        if len(combos) > MAX_GROUPS:
+            raise ValueError(f"{owner}: grouping by {list(keys)} makes {len(combos)} groups, more than "
+                             f"{MAX_GROUPS}; use fewer columns or bins")
+        radices = [len(n) for n in names]
+        readable = []
+        for combo in combos.tolist():
+            parts = []
+            for position in reversed(range(len(radices))):
+                combo, digit = divmod(combo, radices[position])
+                parts.append(names[position][digit])
+            readable.append(", ".join(reversed(parts)))
+        return cls(group, readable)
+
+
+def _any_column(features: Mapping[str, np.ndarray], key: str, size: int, owner: str) -> np.ndarray:
+    """The column ``key`` as numbers when it holds numbers, else as labels."""
+    try:
+        column = np.asarray(features[key])
+    except KeyError:
+        raise ValueError(f"{owner}: feature column {key!r} is missing") from None
+    except Exception:  # a taskset refuses a non-numeric column: read it as labels when it can
+        if not isinstance(features, LabelledFeatures):
+            raise
+        column = np.asarray(features.labels(key))
+    if column.shape != (size,):
+        raise ValueError(f"{owner}: feature column {key!r} has shape {column.shape}, expected ({size},)")
+    return column
+
+
+def _numeric_column(features: Mapping[str, np.ndarray], key: str, size: int, owner: str) -> np.ndarray:
+    column = _any_column(features, key, size, owner)
+    if not np.issubdtype(column.dtype, np.number) or np.issubdtype(column.dtype, np.complexfloating):
+        raise ValueError(f"{owner}: bins need numeric feature columns; {key!r} has dtype {column.dtype}")
+    if np.issubdtype(column.dtype, np.floating) and column.size and not np.isfinite(column.min() + column.max()):
+        raise ValueError(f"{owner}: feature column {key!r} contains NaN or infinite values")
+    return column
+
+
+def _category_codes(column: np.ndarray, key: str) -> tuple[np.ndarray, list[str]]:
+    """One code per distinct value (sorted), chunked for long columns; labels ``key=value``."""
+    if column.dtype == object:  # labels of mixed JSON types: compare them as their JSON text
+        column = np.array([json.dumps(v) if not isinstance(v, str) else v for v in column.tolist()], dtype=str)
+    if len(column) <= GROUP_CHUNK:
+        uniques, inverse = np.unique(column, return_inverse=True)
+        code = inverse.reshape(-1).astype(np.int32)
+    else:
+        chunks = range(0, len(column), GROUP_CHUNK)
+        uniques = np.unique(np.concatenate([np.unique(column[s:s + GROUP_CHUNK]) for s in chunks]))
+        code = np.empty(len(column), dtype=np.int32)
+        for s in chunks:
+            code[s:s + GROUP_CHUNK] = np.searchsorted(uniques, column[s:s + GROUP_CHUNK])
+    return code, [f"{key}={_label(v)}" for v in uniques.tolist()]
+
+
+def _label(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _bin_codes(column: np.ndarray, bins: int, key: str) -> tuple[np.ndarray, list[str]]:
+    """Quantile bins of a numeric column: codes ``0 .. b-1`` (``b ≤ bins``: tied edges merge) and labels."""
+    step = max(1, len(column) // QUANTILE_SAMPLE)
+    sample = np.asarray(column[::step], dtype=np.float64)
+    inner = np.unique(np.quantile(sample, np.arange(1, bins) / bins)) if bins > 1 else np.empty(0)
+    code = np.empty(len(column), dtype=np.int32)
+    for s in range(0, len(column), GROUP_CHUNK):
+        code[s:s + GROUP_CHUNK] = np.searchsorted(inner, column[s:s + GROUP_CHUNK], side="right")
+    edges = [-np.inf, *inner.tolist(), np.inf]
+    labels = [f"{key}∈[{edges[b]:.3g}, {edges[b + 1]:.3g})" for b in range(len(edges) - 1)]
+    return code, labels
+
+
+def _combine(codes: list[np.ndarray], radices: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Group ids of the combinations of per-column codes that occur (sorted), and each group's combined code."""
+    if len(codes) == 1:
+        present = np.flatnonzero(np.bincount(codes[0], minlength=radices[0]))
+        remap = np.full(radices[0], -1, dtype=np.int32)
+        remap[present] = np.arange(len(present), dtype=np.int32)
+        return remap[codes[0]], present
+    combined = np.zeros(len(codes[0]), dtype=np.int64)
+    for code, radix in zip(codes, radices, strict=True):
+        combined *= radix
+        combined += code
+    present, inverse = np.unique(combined, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int32), present

@@ -1,0 +1,179 @@
+"""``frontier``: draw the groups of tasks that give a learning signal now, and keep probing the rest.
+
+With GRPO's group-normalised advantages ``(r − mean) / std``, every group of answers with mixed rewards gives a
+gradient of about the same size, and a group whose answers all get the same reward gives none (the groups DAPO's
+dynamic sampling drops, arXiv 2503.14476). So the value of drawing a task is the probability ``q`` that its group
+of answers comes back **informative** (mixed: ``0 < mean reward < 1``). A pool seen about twice per task gives no
+per-task evidence, so ``q`` is learned per **group** of tasks (a level, a source, a difficulty label, or quantile
+bins of numeric features: :mod:`flexkit.selectors._grouping`), from every feedback value.
+
+Selecting only by the current estimate stalls at the frontier: a level whose pass rate is near 0 gives almost no
+informative groups, gets no draws, and never becomes learnable, while a level whose pass rate sits still keeps
+its draws. The learning rate of each level changes as the policy trains, which makes this a *non-stationary*
+bandit over groups, and the selector treats it as one (discounted Thompson sampling; Raj & Kalyani,
+arXiv 1707.09727; Garivier & Moulines, arXiv 0805.3415 for discounting in non-stationary bandits):
+
+- per group ``g``, discounted counts of informative and uninformative feedback,
+  ``a_g ← γ·a_g + #informative``, ``b_g ← γ·b_g + #uninformative`` at each feedback batch, and a
+  ``Beta(1 + a_g, 1 + b_g)`` posterior over ``q_g``. Discounting keeps the posterior of a group that is not drawn
+  from hardening: its evidence fades, its posterior widens again, and a later draw of ``q_g`` can rank it first
+  — groups far from the frontier are re-probed at a rate that grows with the time since they were last seen,
+  and a group that starts to move (a level becoming learnable, or a solved level being forgotten and giving
+  mixed groups again) wins draws back at once (learning progress, as ALP-GMM measures it, arXiv 1910.07224);
+- forgetting is caught the same way: a solved level gives no gradient under GRPO (all answers right, all
+  advantages 0), so drawing it more cannot keep it; what keeps it is noticing at once when it starts to give
+  mixed groups again. Its evidence fades while it is not drawn, so it is re-probed, and a probe that comes back
+  mixed wins it draws until it is solved again;
+- each batch: ``K = ceil(candidates · B)`` tasks drawn uniformly; the first ``round(uniform_fraction · B)`` of
+  them are kept as they are (an optional uniform floor, 0 by default: its steady draws on hopeless and solved
+  groups keep their evidence fresh and *slow down* the detection of a change); for each other candidate a value
+  ``θ ~ Beta(1 + a_g, 1 + b_g)`` of its group is drawn
+  (``thompson = false``: the posterior mean instead, which removes the exploration), and the best are kept
+  (``tau = 0``) or drawn with probability ∝ ``θ^(1/tau)``. Drawing ``K`` uniform candidates caps the share of
+  any group at ``candidates`` times its share of the pool.
+
+Cost per step: O(K) to select, O(feedback) to update, plus one group id per task (4 bytes). State: two floats
+and a pass-rate average per group, and the RNG.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+
+from flexkit.config import field
+from flexkit.selectors._estimates import (
+    GroupRates,
+    candidate_count,
+    draw_candidates,
+    gumbel_top_k,
+    load_array,
+    uniform_floor,
+)
+from flexkit.selectors._grouping import TaskGroups
+from flexkit.selectors.base import Selector
+
+#: Group summaries :meth:`FrontierSelector.summary` reports one by one (more groups: only the totals).
+SUMMARY_GROUPS = 16
+
+
+@attrs.frozen(kw_only=True)
+class FrontierConfig:
+    """Parameters of the ``frontier`` selector."""
+
+    feature_keys: tuple[str, ...] = field(
+        factory=tuple,
+        doc="Columns that group tasks: categorical values (a level, a source label) or, with bins > 0, numeric "
+        "features cut into quantile bins. Empty: one group (the whole pool).",
+    )
+    bins: int = field(
+        default=0, ge=0, le=256,
+        doc="0: group by the columns' distinct values; k > 0: cut each numeric column into k quantile bins.",
+    )
+    candidates: float = field(
+        default=4.0, ge=1, le=1e6, doc="Candidates drawn uniformly per batch, as a multiple of the batch size."
+    )
+    discount: float = field(
+        default=0.95, gt=0, le=1,
+        doc="γ: weight of a group's earlier evidence at each feedback batch (1: none forgotten).",
+    )
+    thompson: bool = field(
+        default=True, doc="Draw each candidate's value from its group's posterior (false: the posterior mean)."
+    )
+    uniform_fraction: float = field(
+        default=0.0, ge=0, le=1, doc="Share of each batch drawn uniformly from the pool, whatever the estimates."
+    )
+    tau: float = field(
+        default=0.0, ge=0, doc="0: keep the candidates with the highest values; > 0: sample ∝ value^(1/tau)."
+    )
+    pass_rate: float = field(
+        default=0.2, gt=0, le=1,
+        doc="EMA weight of each feedback batch's group mean in the reported group pass rates (not used to select).",
+    )
+
+
+class FrontierSelector(Selector):
+    """Discounted Thompson sampling over groups of tasks for informative (mixed-reward) groups of answers
+    (module docstring)."""
+
+    Config = FrontierConfig
+    learns_from_feedback = True
+
+    def _init_state(self) -> None:
+        config = self.config
+        if config.feature_keys:
+            self.groups = TaskGroups.from_features(self.features, config.feature_keys, self.size, bins=config.bins,
+                                                   owner="frontier")
+        else:
+            self.groups = TaskGroups(np.zeros(self.size, dtype=np.int32), ["all"])
+        count = self.groups.count
+        self.informative = np.zeros(count)
+        self.uninformative = np.zeros(count)
+        self.pass_rates = GroupRates(self.groups.group, count, config.pass_rate)
+
+    def informative_rates(self) -> np.ndarray:
+        """Posterior mean of each group's probability of an informative group of answers."""
+        return (1.0 + self.informative) / (2.0 + self.informative + self.uninformative)
+
+    def predicted_pass_rates(self) -> np.ndarray:
+        """Every task's group pass rate (the pool's mean where its group has no feedback yet; 0.5 before any)."""
+        rates = self.pass_rates.values
+        seen = rates[~np.isnan(rates)]
+        return self.pass_rates.of(slice(None), float(seen.mean()) if seen.size else 0.5)
+
+    def _select(self, batch_size: int, return_extra_info: bool) -> tuple[np.ndarray, dict[str, Any]]:
+        config = self.config
+        cand = draw_candidates(self.rng, self.size, candidate_count(batch_size, config.candidates, self.size))
+        floor = uniform_floor(batch_size, config.uniform_fraction)
+        rest = cand[floor:]
+        gids = self.groups.group[rest]
+        alpha, beta = 1.0 + self.informative[gids], 1.0 + self.uninformative[gids]
+        values = self.rng.beta(alpha, beta) if config.thompson else alpha / (alpha + beta)
+        pick = gumbel_top_k(np.log(values + 1e-12), batch_size - floor, config.tau, self.rng)
+        chosen = np.concatenate([cand[:floor], rest[pick]])
+        info: dict[str, Any] = {}
+        if return_extra_info:
+            info = {"candidates": len(cand), "uniform": floor, "group": self.groups.group[chosen],
+                    "value": np.concatenate([np.full(floor, np.nan), values[pick]])}
+        return chosen, info
+
+    def _update(self, indices: np.ndarray, values: np.ndarray) -> None:
+        count = self.groups.count
+        gids = self.groups.group[indices]
+        informative = np.bincount(gids, weights=((values > 0) & (values < 1)).astype(np.float64), minlength=count)
+        seen = np.bincount(gids, minlength=count).astype(np.float64)
+        gamma = self.config.discount
+        self.informative = gamma * self.informative + informative
+        self.uninformative = gamma * self.uninformative + (seen - informative)
+        self.pass_rates.update(indices, values)
+
+    def summary(self) -> dict[str, float]:
+        """Per group (up to :data:`SUMMARY_GROUPS`): its posterior informative rate and its pass rate."""
+        out: dict[str, float] = {"groups": float(self.groups.count)}
+        if self.groups.count <= SUMMARY_GROUPS:
+            rates, passes = self.informative_rates(), self.pass_rates.values
+            for g, name in enumerate(self.groups.names):
+                out[f"informative/{name}"] = float(rates[g])
+                if not np.isnan(passes[g]):
+                    out[f"pass_rate/{name}"] = float(passes[g])
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        """RNG, each group's discounted informative and uninformative counts, and its pass rate."""
+        return {**super().state_dict(), "groups": self.groups.count, "informative": self.informative.copy(),
+                "uninformative": self.uninformative.copy(), "pass_rates": self.pass_rates.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` output (checked first: nothing changes when it is invalid)."""
+        count = self.groups.count
+        if int(state["groups"]) != count:
+            raise ValueError(f"saved state has {int(state['groups'])} groups, this taskset makes {count}")
+        informative = load_array(state, "informative", count, np.float64, low=0.0)
+        uninformative = load_array(state, "uninformative", count, np.float64, low=0.0)
+        rates = GroupRates(self.groups.group, count, self.config.pass_rate)
+        rates.load_state_dict(state["pass_rates"])
+        super().load_state_dict(state)
+        self.informative, self.uninformative, self.pass_rates = informative, uninformative, rates

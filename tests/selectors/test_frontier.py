@@ -1,0 +1,115 @@
+"""``frontier``: discounted Thompson sampling over task groups for informative (mixed-reward) answer groups.
+
+The scenario tests simulate a curriculum: each level has a pass rate, a drawn task's feedback is the mean of 8
+Bernoulli answers, and the pass rates change over time. They fail when the exploration is removed (the ablation
+``thompson = false, uniform_fraction = 0`` stalls), when discounting is removed, or when the floor is removed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from flexkit import make_selector
+
+LEVELS = np.repeat(np.arange(1.0, 7.0), 200)
+
+
+def _frontier(**params):
+    return make_selector("frontier", size=len(LEVELS), seed=5, features={"level": LEVELS},
+                         feature_keys=["level"], **params)
+
+
+def _simulate(sel, pass_rates, steps: int, rng: np.random.Generator, batch: int = 64) -> np.ndarray:
+    """Draw ``steps`` batches with ``pass_rates`` per level (a callable of the step); return draws per level."""
+    drawn = np.zeros((steps, 6), dtype=np.int64)
+    for step in range(steps):
+        idx = sel.get_indices(batch)
+        level = LEVELS[idx].astype(int) - 1
+        drawn[step] = np.bincount(level, minlength=6)
+        rates = np.asarray(pass_rates(step))[level]
+        sel.feedback(idx, rng.binomial(8, rates) / 8)
+    return drawn
+
+
+def test_informative_feedback_is_mixed_rewards_and_old_evidence_is_discounted() -> None:
+    sel = _frontier(discount=0.5)
+    sel.feedback(np.array([0, 1, 200, 201]), np.array([0.0, 1.0, 0.5, 0.125]))
+    assert sel.informative[:2].tolist() == [0.0, 2.0] and sel.uninformative[:2].tolist() == [2.0, 0.0]
+    sel.feedback(np.array([400]), np.array([1.0]))
+    assert sel.informative[:3].tolist() == [0.0, 1.0, 0.0]
+    assert sel.uninformative[:3].tolist() == [1.0, 0.0, 1.0]
+    assert sel.informative_rates()[1] == pytest.approx(2.0 / 3.0)
+
+
+def test_most_draws_go_to_the_groups_that_give_informative_answers() -> None:
+    rates = [1.0, 0.5, 0.2, 0.0, 0.0, 0.0]
+    drawn = _simulate(_frontier(), lambda step: rates, 40, np.random.default_rng(0))[10:].sum(axis=0)
+    assert drawn[1] + drawn[2] > 0.75 * drawn.sum()
+    assert drawn[1] > drawn[0] and drawn[1] > drawn[3]
+
+
+def test_a_level_that_becomes_learnable_wins_its_draws_back_and_the_ablation_stalls() -> None:
+    # level 4 is hopeless for 60 steps, then learnable (pass rate 0.4): the exploring selector finds it again as
+    # its old evidence fades; the greedy ablation (posterior means) never draws it again.
+    def rates(step: int) -> list[float]:
+        return [1.0, 0.5, 0.5, 0.0 if step < 60 else 0.4, 0.0, 0.0]
+
+    exploring = _simulate(_frontier(), rates, 200, np.random.default_rng(1))
+    greedy = _simulate(_frontier(thompson=False), rates, 200, np.random.default_rng(1))
+    assert exploring[100:, 3].mean() > 6  # at the level of the other learnable levels' shares
+    assert greedy[40:, 3].sum() == 0
+
+
+def test_without_discounting_a_stale_group_is_never_found_again() -> None:
+    def rates(step: int) -> list[float]:
+        return [1.0, 0.5, 0.5, 0.0 if step < 60 else 0.4, 0.0, 0.0]
+
+    kept = _simulate(_frontier(), rates, 200, np.random.default_rng(1))
+    no_discount = _simulate(_frontier(discount=1.0), rates, 200, np.random.default_rng(1))
+    assert kept[100:, 3].sum() > 10 * max(1, no_discount[100:, 3].sum())
+
+
+def test_a_solved_level_that_is_forgotten_is_drawn_again_at_once() -> None:
+    # level 1 is solved (no informative answers) until step 50, then forgotten (pass rate 0.5).
+    def rates(step: int) -> list[float]:
+        return [1.0 if step < 50 else 0.5, 0.5, 0.5, 0.0, 0.0, 0.0]
+
+    drawn = _simulate(_frontier(), rates, 150, np.random.default_rng(3))
+    assert drawn[20:50, 0].mean() < 1  # solved: probed now and then, no more
+    assert drawn[90:, 0].mean() > 10  # forgotten: back to a learnable level's share within 40 steps
+
+
+def test_a_uniform_floor_keeps_a_share_of_every_group() -> None:
+    drawn = _simulate(_frontier(uniform_fraction=0.25), lambda step: [1.0, 0.5, 0.5, 0.0, 0.0, 0.0], 60,
+                      np.random.default_rng(3))
+    assert drawn[20:, 0].mean() >= 16 / 6 * 0.6  # 16 uniform draws a batch, a sixth of them on level 1
+
+
+def test_exact_resume_and_state_checks() -> None:
+    sel = _frontier(tau=0.3)
+    _simulate(sel, lambda step: [1.0, 0.5, 0.2, 0.0, 0.0, 0.0], 5, np.random.default_rng(4))
+    other = _frontier(tau=0.3)
+    other.load_state_dict(sel.state_dict())
+    assert other.get_indices(64).tolist() == sel.get_indices(64).tolist()
+    broken = sel.state_dict()
+    broken["informative"] = np.full(6, -1.0)
+    with pytest.raises(ValueError, match="below"):
+        other.load_state_dict(broken)
+    with pytest.raises(ValueError, match="groups"):
+        make_selector("frontier", size=len(LEVELS), features={"level": LEVELS % 2}).load_state_dict(sel.state_dict())
+
+
+def test_summary_and_predicted_pass_rates_are_per_group() -> None:
+    sel = _frontier(pass_rate=1.0)
+    sel.feedback(np.array([0, 200]), np.array([1.0, 0.5]))
+    summary = sel.summary()
+    assert summary["groups"] == 6 and summary["pass_rate/level=2"] == 0.5
+    assert summary["informative/level=2"] == pytest.approx(2 / 3)
+    rates = sel.predicted_pass_rates()
+    assert rates[0] == 1.0 and rates[399] == 0.5 and rates[1000] == 0.75  # unseen level: the groups' mean
+
+
+def test_without_grouping_columns_the_pool_is_one_group() -> None:
+    sel = make_selector("frontier", size=50, seed=0)
+    assert sel.groups.count == 1 and len(set(sel.get_indices(10).tolist())) == 10

@@ -1,0 +1,69 @@
+"""Task groups for pooling selectors: categorical columns (numbers or labels), combinations, quantile bins."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flexkit import load_pipeline
+from flexkit.selectors._grouping import MAX_GROUPS, TaskGroups
+
+
+def test_categorical_numbers_and_labels_group_by_distinct_value_in_sorted_order() -> None:
+    groups = TaskGroups.from_features({"level": np.array([3.0, 1.0, 3.0, 2.0])}, ["level"], 4)
+    assert groups.group.tolist() == [2, 0, 2, 1] and groups.names == ("level=1", "level=2", "level=3")
+    labels = TaskGroups.from_features({"source": np.array(["math", "code", "math"])}, ["source"], 3)
+    assert labels.group.tolist() == [1, 0, 1] and labels.names == ("source=code", "source=math")
+
+
+def test_combinations_of_columns_that_occur_are_the_groups() -> None:
+    features = {"level": np.array([1.0, 1.0, 2.0, 2.0]), "source": np.array(["a", "b", "a", "a"])}
+    groups = TaskGroups.from_features(features, ["level", "source"], 4)
+    assert groups.group.tolist() == [0, 1, 2, 2]
+    assert groups.names == ("level=1, source=a", "level=1, source=b", "level=2, source=a")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=200), st.integers(1, 8))
+def test_bins_are_ordered_and_no_bin_holds_more_than_its_share_plus_ties(values: list[float], bins: int) -> None:
+    column = np.asarray(values)
+    groups = TaskGroups.from_features({"x": column}, ["x"], len(column), bins=bins)
+    assert groups.count <= bins and set(groups.group.tolist()) == set(range(groups.count))
+    order = np.argsort(column, kind="stable")
+    assert (np.diff(groups.group[order]) >= 0).all()  # a larger value never falls in a lower bin
+
+
+def test_bins_of_a_smooth_feature_are_quantiles() -> None:
+    groups = TaskGroups.from_features({"x": np.arange(1000.0)}, ["x"], 1000, bins=4)
+    assert groups.sizes().tolist() == [250, 250, 250, 250]
+
+
+def test_refusals_name_the_column() -> None:
+    with pytest.raises(ValueError, match="numeric"):
+        TaskGroups.from_features({"s": np.array(["a", "b"])}, ["s"], 2, bins=2)
+    with pytest.raises(ValueError, match="'missing' is missing"):
+        TaskGroups.from_features({}, ["missing"], 2)
+    with pytest.raises(ValueError, match="shape"):
+        TaskGroups.from_features({"x": np.zeros(3)}, ["x"], 2)
+    with pytest.raises(ValueError, match=f"more than {MAX_GROUPS}"):
+        TaskGroups.from_features({"x": np.arange(MAX_GROUPS + 1.0)}, ["x"], MAX_GROUPS + 1)
+
+
+def test_a_taskset_string_column_groups_through_the_pipeline(tmp_path: Path) -> None:
+    rows = [{"prompt": f"p{i}", "source": ["gsm8k", "math", "aime"][i % 3]} for i in range(30)]
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "p.toml").write_text(
+        '[run]\nbatch_size = 6\ntotal_steps = 3\n\n[[tasksets]]\nname = "mixed"\npath = "tasks.jsonl"\n\n'
+        '[tasksets.selector]\ntype = "frontier"\nfeature_keys = ["source"]\n')
+    pipe = load_pipeline(tmp_path / "p.toml")
+    selector = pipe.scheduler.entries[0].selector
+    assert selector.groups.names == ("source=aime", "source=gsm8k", "source=math")
+    assert selector.groups.group[:3].tolist() == [1, 2, 0]
+    tasks = pipe.scheduler.read()
+    pipe.feedback([{"reward": 1.0, "taskset_id": t.taskset_id, "index": t.index} for t in tasks])
+    assert not np.isnan(selector.pass_rates.values).all()
