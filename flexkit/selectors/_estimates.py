@@ -112,6 +112,56 @@ class GroupRates:
         self.values = np.where(values < 0, np.nan, values)
 
 
+class GroupBeta:
+    """A discounted ``Beta(1 + a_g, 1 + b_g)`` posterior per group of tasks over a per-task success chance.
+
+    Each feedback batch adds every task's outcome ``x ∈ [0, 1]`` to its group, ``a_g ← γ·a_g + Σ x`` and
+    ``b_g ← γ·b_g + Σ (1 − x)``, after multiplying every group's earlier evidence by the discount ``γ``: the
+    posterior of a group that is not drawn widens again, which is what lets Thompson draws
+    (:meth:`draw`) re-probe it in a non-stationary bandit (discounted Thompson sampling, arXiv 1707.09727).
+
+    Args:
+        group: each task's group id (``0 .. count-1``).
+        count: number of groups.
+        discount: ``γ`` in (0, 1].
+        names: the state keys of ``a`` and ``b``.
+    """
+
+    def __init__(self, group: np.ndarray, count: int, discount: float, names: tuple[str, str] = ("a", "b")) -> None:
+        self.group = group
+        self.discount = float(discount)
+        self.names = names
+        self.a = np.zeros(count)
+        self.b = np.zeros(count)
+
+    def update(self, indices: np.ndarray, outcomes: np.ndarray) -> None:
+        """Discount every group's evidence once, then add the outcomes of ``indices`` to their groups."""
+        count = len(self.a)
+        gids = self.group[indices]
+        hits = np.bincount(gids, weights=outcomes, minlength=count)
+        seen = np.bincount(gids, minlength=count).astype(np.float64)
+        self.a = self.discount * self.a + hits
+        self.b = self.discount * self.b + (seen - hits)
+
+    def mean(self) -> np.ndarray:
+        """Posterior mean of each group."""
+        return (1.0 + self.a) / (2.0 + self.a + self.b)
+
+    def draw(self, rng: np.random.Generator, gids: np.ndarray) -> np.ndarray:
+        """One independent Thompson draw per entry of ``gids`` from its group's posterior."""
+        return rng.beta(1.0 + self.a[gids], 1.0 + self.b[gids])
+
+    def state_dict(self) -> dict[str, Any]:
+        """Both discounted counts of every group."""
+        return {self.names[0]: self.a.copy(), self.names[1]: self.b.copy()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` output (checked: one count per group, finite and >= 0)."""
+        a = load_array(state, self.names[0], len(self.a), np.float64, low=0.0)
+        b = load_array(state, self.names[1], len(self.b), np.float64, low=0.0)
+        self.a, self.b = a, b
+
+
 def load_array(state: Mapping[str, Any], key: str, size: int, dtype: Any, *, low: float | None = None,
                high: float | None = None) -> np.ndarray:
     """``state[key]`` as a fresh array of ``dtype`` and shape ``(size,)``; ``ValueError`` on a wrong shape,

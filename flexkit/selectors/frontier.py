@@ -46,11 +46,11 @@ import numpy as np
 
 from flexkit.config import field
 from flexkit.selectors._estimates import (
+    GroupBeta,
     GroupRates,
     candidate_count,
     draw_candidates,
     gumbel_top_k,
-    load_array,
     uniform_floor,
 )
 from flexkit.selectors._grouping import TaskGroups
@@ -109,14 +109,25 @@ class FrontierSelector(Selector):
                                                    owner="frontier")
         else:
             self.groups = TaskGroups(np.zeros(self.size, dtype=np.int32), ["all"])
-        count = self.groups.count
-        self.informative = np.zeros(count)
-        self.uninformative = np.zeros(count)
-        self.pass_rates = GroupRates(self.groups.group, count, config.pass_rate)
+        self.posterior = self._new_posterior()
+        self.pass_rates = GroupRates(self.groups.group, self.groups.count, config.pass_rate)
+
+    def _new_posterior(self) -> GroupBeta:
+        return GroupBeta(self.groups.group, self.groups.count, self.config.discount, ("informative", "uninformative"))
+
+    @property
+    def informative(self) -> np.ndarray:
+        """Each group's discounted count of informative feedback."""
+        return self.posterior.a
+
+    @property
+    def uninformative(self) -> np.ndarray:
+        """Each group's discounted count of uninformative feedback."""
+        return self.posterior.b
 
     def informative_rates(self) -> np.ndarray:
         """Posterior mean of each group's probability of an informative group of answers."""
-        return (1.0 + self.informative) / (2.0 + self.informative + self.uninformative)
+        return self.posterior.mean()
 
     def predicted_pass_rates(self) -> np.ndarray:
         """Every task's group pass rate (the pool's mean where its group has no feedback yet; 0.5 before any)."""
@@ -130,8 +141,7 @@ class FrontierSelector(Selector):
         floor = uniform_floor(batch_size, config.uniform_fraction)
         rest = cand[floor:]
         gids = self.groups.group[rest]
-        alpha, beta = 1.0 + self.informative[gids], 1.0 + self.uninformative[gids]
-        values = self.rng.beta(alpha, beta) if config.thompson else alpha / (alpha + beta)
+        values = self.posterior.draw(self.rng, gids) if config.thompson else self.posterior.mean()[gids]
         pick = gumbel_top_k(np.log(values + 1e-12), batch_size - floor, config.tau, self.rng)
         chosen = np.concatenate([cand[:floor], rest[pick]])
         info: dict[str, Any] = {}
@@ -141,13 +151,7 @@ class FrontierSelector(Selector):
         return chosen, info
 
     def _update(self, indices: np.ndarray, values: np.ndarray) -> None:
-        count = self.groups.count
-        gids = self.groups.group[indices]
-        informative = np.bincount(gids, weights=((values > 0) & (values < 1)).astype(np.float64), minlength=count)
-        seen = np.bincount(gids, minlength=count).astype(np.float64)
-        gamma = self.config.discount
-        self.informative = gamma * self.informative + informative
-        self.uninformative = gamma * self.uninformative + (seen - informative)
+        self.posterior.update(indices, ((values > 0) & (values < 1)).astype(np.float64))
         self.pass_rates.update(indices, values)
 
     def summary(self) -> dict[str, float]:
@@ -163,17 +167,17 @@ class FrontierSelector(Selector):
 
     def state_dict(self) -> dict[str, Any]:
         """RNG, each group's discounted informative and uninformative counts, and its pass rate."""
-        return {**super().state_dict(), "groups": self.groups.count, "informative": self.informative.copy(),
-                "uninformative": self.uninformative.copy(), "pass_rates": self.pass_rates.state_dict()}
+        return {**super().state_dict(), "groups": self.groups.count, **self.posterior.state_dict(),
+                "pass_rates": self.pass_rates.state_dict()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` output (checked first: nothing changes when it is invalid)."""
         count = self.groups.count
         if int(state["groups"]) != count:
             raise ValueError(f"saved state has {int(state['groups'])} groups, this taskset makes {count}")
-        informative = load_array(state, "informative", count, np.float64, low=0.0)
-        uninformative = load_array(state, "uninformative", count, np.float64, low=0.0)
+        posterior = self._new_posterior()
+        posterior.load_state_dict(state)
         rates = GroupRates(self.groups.group, count, self.config.pass_rate)
         rates.load_state_dict(state["pass_rates"])
         super().load_state_dict(state)
-        self.informative, self.uninformative, self.pass_rates = informative, uninformative, rates
+        self.posterior, self.pass_rates = posterior, rates

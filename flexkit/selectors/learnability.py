@@ -16,6 +16,12 @@ spent on the filter):
   batch's per-group mean (the pool's until the group is observed).
   When the pool is large and each task is seen about twice, per-task estimates stay at their prior, and the
   group rate is what tells a solved level from the frontier and from hopeless ones;
+- with ``explore = true``, selection shrinks toward a Thompson draw of the group's pass rate from a
+  ``Beta(1 + s_g, 1 + f_g)`` posterior whose evidence is discounted by ``1 − group_rate`` at each feedback
+  (the memory of the moving average), one draw per candidate. A group that is not drawn loses its evidence and is
+  re-probed, so a level out of reach when last seen gets draws again when it may have become learnable (the
+  ``frontier`` selector's mechanism, :mod:`flexkit.selectors.frontier`). Without it, a group whose rate is near 0
+  or 1 keeps a learnability near 0 and is never drawn again;
 - each batch: ``K = ceil(candidates · B)`` tasks drawn uniformly; the first ``round(uniform_fraction · B)`` are
   kept as drawn (a uniform floor, 0 by default), then the rest are the highest ``p̂(1 − p̂)`` of the other
   candidates (``tau = 0``) or drawn without replacement with probability ∝ ``(p̂(1 − p̂))^(1/tau)``.
@@ -34,6 +40,7 @@ import numpy as np
 
 from flexkit.config import field
 from flexkit.selectors._estimates import (
+    GroupBeta,
     GroupRates,
     PooledRate,
     candidate_count,
@@ -80,6 +87,12 @@ class LearnabilityConfig:
     group_rate: float = field(
         default=0.2, gt=0, le=1, doc="EMA weight of each feedback batch's group mean in the group pass rates."
     )
+    explore: bool = field(
+        default=False,
+        doc="Shrink toward a Thompson draw of the group's pass rate (a Beta posterior whose evidence is discounted "
+        "by 1 - group_rate at each feedback) instead of its moving average, so groups not drawn lately are "
+        "re-probed. Without feature_keys the pool is one group.",
+    )
 
 
 class LearnabilitySelector(Selector):
@@ -97,6 +110,12 @@ class LearnabilitySelector(Selector):
             groups = TaskGroups.from_features(self.features, config.feature_keys, self.size, bins=config.bins,
                                               owner="learnability")
             self.groups = GroupRates(groups.group, groups.count, config.group_rate)
+        self.posterior = self._new_posterior() if config.explore else None
+
+    def _new_posterior(self) -> GroupBeta:
+        group = self.groups.group if self.groups is not None else np.zeros(self.size, dtype=np.int32)
+        return GroupBeta(group, len(self.groups.values) if self.groups is not None else 1, 1.0 - self.config.group_rate,
+                         ("successes", "failures"))
 
     @property
     def sums(self) -> np.ndarray:
@@ -120,7 +139,12 @@ class LearnabilitySelector(Selector):
         cand = draw_candidates(self.rng, self.size, candidate_count(batch_size, self.config.candidates, self.size))
         floor = uniform_floor(batch_size, self.config.uniform_fraction)
         rest = cand[floor:]
-        p = self.estimates(rest)
+        if self.posterior is None:
+            p = self.estimates(rest)
+        else:  # shrink toward one Thompson draw of the group's pass rate per candidate
+            sums, counts = self.table.get(rest)
+            kappa = self.config.prior_strength
+            p = (sums + kappa * self.posterior.draw(self.rng, self.posterior.group[rest])) / (counts + kappa)
         learnability = p * (1.0 - p)
         pick = gumbel_top_k(np.log(learnability + 1e-12), batch_size - floor, self.config.tau, self.rng)
         chosen = np.concatenate([cand[:floor], rest[pick]]) if floor else rest[pick]
@@ -138,6 +162,8 @@ class LearnabilitySelector(Selector):
         self.pool.update(values)
         if self.groups is not None:
             self.groups.update(indices, values)
+        if self.posterior is not None:
+            self.posterior.update(indices, values)
 
     def state_dict(self) -> dict[str, Any]:
         """RNG, per-task discounted sums and counts (of the tasks with feedback only, above
@@ -145,6 +171,8 @@ class LearnabilitySelector(Selector):
         state = {**super().state_dict(), **self.table.state_dict(), "pool": self.pool.state_dict()}
         if self.groups is not None:
             state["groups"] = self.groups.state_dict()
+        if self.posterior is not None:
+            state["posterior"] = self.posterior.state_dict()
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -156,8 +184,12 @@ class LearnabilitySelector(Selector):
         if self.groups is not None:
             groups = GroupRates(self.groups.group, len(self.groups.values), self.config.group_rate)
             groups.load_state_dict(state["groups"])
+        posterior = None
+        if self.posterior is not None:
+            posterior = self._new_posterior()
+            posterior.load_state_dict(state["posterior"])
         super().load_state_dict(state)
-        self.table, self.pool, self.groups = table, pool, groups
+        self.table, self.pool, self.groups, self.posterior = table, pool, groups, posterior
 
 
 def _check_sums_and_counts(sums: np.ndarray, counts: np.ndarray) -> None:

@@ -73,3 +73,27 @@ def test_a_uniform_floor_keeps_drawing_groups_the_estimates_rule_out() -> None:
 
     assert drawn_from_solved_level(0.0) == 0
     assert 20 <= drawn_from_solved_level(0.3) <= 100  # 9 uniform draws a batch, a third of them on level 1
+
+
+def test_explore_re_probes_a_group_that_became_learnable_and_resumes_exactly() -> None:
+    levels = np.repeat(np.arange(1.0, 7.0), 200)
+
+    def run(explore: bool) -> np.ndarray:
+        sel = make_selector("learnability", size=1200, seed=2, features={"level": levels}, feature_keys=["level"],
+                            candidates=4, explore=explore)
+        rng = np.random.default_rng(0)
+        drawn = []
+        for step in range(160):
+            rates = np.array([1.0, 0.5, 0.5, 0.0 if step < 40 else 0.5, 0.0, 0.0])
+            idx = sel.get_indices(64)
+            level = levels[idx].astype(int) - 1
+            drawn.append(int((level == 3).sum()))
+            sel.feedback(idx, rng.binomial(8, rates[level]) / 8)
+        return np.array(drawn)
+
+    assert run(explore=True)[80:].sum() > 5 * max(1, run(explore=False)[80:].sum())
+    sel = make_selector("learnability", size=1200, seed=2, features={"level": levels}, explore=True)
+    sel.feedback(np.arange(0, 1200, 7), np.linspace(0, 1, len(range(0, 1200, 7))))
+    other = make_selector("learnability", size=1200, seed=2, features={"level": levels}, explore=True)
+    other.load_state_dict(sel.state_dict())
+    assert other.get_indices(64).tolist() == sel.get_indices(64).tolist()
