@@ -431,7 +431,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
     if args.dpi < 10:
         print("error: --dpi must be >= 10", file=sys.stderr)
         return 2
-    for path in plot_run(args.run_dir, args.out, dpi=args.dpi):
+    def note(text: str) -> None:
+        print(f"note: not drawn: {text}", file=sys.stderr)
+
+    for path in plot_run(args.run_dir, args.out, dpi=args.dpi, on_skip=note):
         print(path)
     return 0
 

@@ -12,6 +12,7 @@ rule, for code that handles experiences itself (e.g. the distributed pipeline).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
@@ -73,6 +74,41 @@ class FeedbackOperator(Protocol):
         """``(experiences, {SELECTOR_METRIC: {taskset_id: {"indices": [...], "values": [...]}}})``: the
         experiences (passed on to the trainer) and the feedback for the selectors."""
         ...
+
+
+def snapshot_experiences(experiences: Iterable[Any] | Mapping[str, Any]) -> list[Any] | dict[str, Any]:
+    """A copy of ``experiences`` that later in-place writes to the rollout's arrays cannot change.
+
+    The runner feeds back from this snapshot, taken right after the rollout, so a trainer whose
+    ``compute_advantages`` centres a reward array it shares with its experiences still feeds its selectors the
+    rewards, not the advantages. Columns (a mapping) get each array copied (numpy arrays, torch tensors, lists:
+    one (B·G) copy each); rows get each mapping copied the same way and each other object copied shallowly
+    (``copy.copy``; frozen :class:`Experience` objects are kept as they are)."""
+    if isinstance(experiences, Mapping):
+        return {key: _copied(value) for key, value in experiences.items()}
+    return [_copied_row(exp) for exp in experiences]
+
+
+def _copied(value: Any) -> Any:
+    """A copy of an array-like value (numpy array, torch tensor, list); other values as they are."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, list):
+        return list(value)
+    if callable(getattr(value, "clone", None)) and callable(getattr(value, "detach", None)):  # a torch tensor
+        return value.detach().clone()
+    return value
+
+
+def _copied_row(exp: Any) -> Any:
+    if isinstance(exp, (Experience, int, float, str)) or exp is None:
+        return exp
+    if isinstance(exp, Mapping):
+        return {key: _copied(value) for key, value in exp.items()}
+    try:
+        return copy.copy(exp)
+    except Exception:  # an object that cannot be copied is fed back as it is
+        return exp
 
 
 #: The fields of columnar experiences (see :meth:`PassRateCalculator.process`).

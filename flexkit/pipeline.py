@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,12 +16,13 @@ from flexkit.config.loader import local_plugin_specs, read_toml_file, structure_
 from flexkit.config.models import PipelineConfig
 from flexkit.dynamic_sampling import check_refill_stage
 from flexkit.errors import ConfigError, ConfigIssue, FlexkitError
+from flexkit.fingerprint import compare_fingerprints, pipeline_fingerprint
 from flexkit.plugins import PluginHost, get_plugins
 from flexkit.sample.actuator import Mix
 from flexkit.sample.stage import SampleStage
 from flexkit.scheduler import AFTER_FEEDBACK, TasksetEntry, TasksetScheduler
 from flexkit.selectors.base import FEATURE_KEYS, feature_keys_of
-from flexkit.state_checks import component_of, differences, fingerprint_hints, pipeline_state_problems
+from flexkit.state_checks import component_of, fingerprint_hints, pipeline_state_problems
 from flexkit.tasksets import TasksetError, lazy_features
 
 
@@ -94,30 +94,12 @@ class Pipeline:
         return metrics
 
     def fingerprint(self) -> dict[str, Any]:
-        """What a checkpoint must match to be loaded: batch size, seed, sample stage, trainer, and for each taskset
-        its name, size, content digest (:meth:`~flexkit.tasksets.Taskset.content_id`), storage type and
-        parameters (the path as written included), weight, and selector type and parameters."""
-        cfg = self.config
-        trainer = None
-        if cfg.trainer is not None:
-            trainer = {"type": cfg.trainer.type, "params": _plain(cfg.trainer.config)}
-        sample = None
-        if cfg.sample is not None:
-            sample = {"mechanism": cfg.sample.mechanism, "estimator": cfg.sample.estimator,
-                      "scorer": cfg.sample.scorer.type, "scorer_params": _plain(cfg.sample.scorer.config),
-                      "actuator": cfg.sample.actuator.type, "actuator_params": _plain(cfg.sample.actuator.config)}
-        return {
-            "batch_size": cfg.run.batch_size,
-            "seed": cfg.run.seed,
-            "sample": sample,
-            "trainer": trainer,
-            "tasksets": [
-                {"name": ts.name, "size": entry.size, "content": _content_id(entry.taskset),
-                 "storage": {"type": ts.storage.type, "params": _plain(ts.storage.config)},
-                 "weight": ts.weight, "selector": ts.selector.type, "params": _plain(ts.selector.config)}
-                for ts, entry in zip(cfg.tasksets, self.scheduler.entries, strict=True)
-            ],
-        }
+        """What a checkpoint must match to be loaded: batch size, seed, sample stage (with ``[sample.refill]``),
+        ``[feedback]``, trainer, and for each taskset its name, size, content digest
+        (:meth:`~flexkit.tasksets.Taskset.content_id`), storage type and parameters, weight, and selector type
+        and parameters. A taskset's path and parameters marked ``speed_only`` are recorded but not compared
+        (:mod:`flexkit.fingerprint`)."""
+        return pipeline_fingerprint(self)
 
     def state_dict(self) -> dict[str, Any]:
         """The whole pipeline state (scheduler with every selector, RNGs included)."""
@@ -164,15 +146,16 @@ class Pipeline:
         """Load a checkpoint saved by :meth:`save_checkpoint` and return its ``extra``.
 
         Checks, before anything changes: the checksums, the fingerprint (a checkpoint of a different pipeline,
-        of edited taskset files or of other weights is refused, saying what differs), and the scheduler's and
-        sample stage's state (step, weights, mix, pending batch; each component checks its own state as it
-        loads). Any failure raises :class:`~flexkit.errors.CheckpointError` and leaves the pipeline as it was."""
+        of edited taskset files or of other weights is refused, saying what differs; a moved taskset file with
+        the same content and a changed ``speed_only`` parameter are accepted, :mod:`flexkit.fingerprint`), and
+        the scheduler's and sample stage's state (step, weights, mix, pending batch; each component checks its
+        own state as it loads). Any failure raises :class:`~flexkit.errors.CheckpointError` and leaves the
+        pipeline as it was."""
         state, meta = load_state(directory)
         if not isinstance(meta, Mapping) or not isinstance(state, Mapping) or "pipeline" not in state:
             raise CheckpointError(f"checkpoint in {directory} is not a flexkit pipeline checkpoint")
-        mine, theirs = self.fingerprint(), meta.get("fingerprint")
-        if mine != theirs:
-            diffs = differences(theirs, mine)
+        diffs = compare_fingerprints(meta.get("fingerprint"), self.fingerprint(), self, str(directory))
+        if diffs:
             raise CheckpointError(f"checkpoint in {directory} is from a different pipeline: "
                                   + "; ".join(diffs + fingerprint_hints(diffs)))
         problems = pipeline_state_problems(self, state["pipeline"])
@@ -234,17 +217,6 @@ class Pipeline:
         lines.append(f"feedback: {fb.operator.type}{_format_params(fb.operator.config)}, "
                      f"out_of_range={fb.out_of_range}")
         return lines
-
-
-def _content_id(taskset: Any) -> str | None:
-    """A taskset's content digest for fingerprints (``None`` for storages that cannot tell)."""
-    content_id = getattr(taskset, "content_id", None)
-    return content_id() if callable(content_id) else None
-
-
-def _plain(config: Any) -> dict[str, Any]:
-    """A config as JSON-like data (tuples become lists), for fingerprints."""
-    return json.loads(json.dumps(_params(config)))
 
 
 def _params(config: Any) -> dict[str, Any]:

@@ -13,20 +13,28 @@ Written into ``RUN_DIR/plots/`` (or ``--out``):
   as a dashed line when it has one). Selectors that keep no estimate (``random``, ``shuffle``) get a note;
 * ``filtering.png`` — the fraction of responses kept by the sample stage and the filter rounds per step
   (``kept_fraction``, ``filter_rounds``).
+
+Values a plot cannot draw (a string where a number belongs, a malformed count table or histogram) are left out,
+with a note naming the key (:func:`flexkit.plot_records.drawable_records`); the rest is drawn.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import structlog
 
 from flexkit.errors import FlexkitError
+from flexkit.plot_records import drawable_records
 from flexkit.run_folder import METRICS_FILE, read_metrics
+
+log = structlog.get_logger("flexkit.plot")
 
 __all__ = ["PLOT_FILES", "plot_run"]
 
@@ -37,10 +45,14 @@ _INSTALL = 'pip install "flexkit-rft[plot]"'
 
 
 def plot_run(run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *,
-             dpi: int = 100, files: Sequence[str] = PLOT_FILES) -> list[Path]:
+             dpi: int = 100, files: Sequence[str] = PLOT_FILES,
+             on_skip: Callable[[str], None] | None = None) -> list[Path]:
     """Write ``files`` (some of :data:`PLOT_FILES`, default all) for the run in ``run_dir`` into ``out_dir``
     (default ``run_dir/plots``); return their paths. Raises :class:`~flexkit.FlexkitError` without matplotlib or
-    without metrics."""
+    without metrics.
+
+    Values the plots cannot draw are left out; ``on_skip`` is called with a note naming each such key (default:
+    a logged warning)."""
     unknown = sorted(set(files) - set(PLOT_FILES))
     if unknown:
         raise ValueError(f"unknown plot file(s) {unknown}; known: {', '.join(PLOT_FILES)}")
@@ -52,6 +64,12 @@ def plot_run(run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | 
     records = [record for _line, record in read_metrics(run_dir / METRICS_FILE)]
     if not records:
         raise FlexkitError(f"{run_dir / METRICS_FILE}: no metrics to plot (is {run_dir} a flexkit run folder?)")
+    records, notes = drawable_records(records)
+    for note in notes:
+        if on_skip is not None:
+            on_skip(note)
+        else:
+            log.warning("left out of the plots", what=note, path=str(run_dir / METRICS_FILE))
     run = _Run(run_dir, records)
     out = Path(out_dir) if out_dir is not None else run_dir / "plots"
     out.mkdir(parents=True, exist_ok=True)
@@ -124,7 +142,8 @@ def _targets(run_dir: Path) -> list[float]:
     except (OSError, ValueError, KeyError, TypeError):
         return []
     return sorted({float(c["target_reward"]) for c in configs
-                   if isinstance(c, dict) and isinstance(c.get("target_reward"), (int, float))})
+                   if isinstance(c, dict) and isinstance(c.get("target_reward"), (int, float))
+                   and not isinstance(c["target_reward"], bool) and math.isfinite(c["target_reward"])})
 
 
 def _note(ax: Any, title: str, text: str) -> None:

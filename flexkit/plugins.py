@@ -479,10 +479,13 @@ def _import_by_name(spec: str, base_dir: str | os.PathLike[str] | None) -> Any:
 
 @contextlib.contextmanager
 def _exit_is_import_error() -> Iterator[None]:
-    """Turn ``sys.exit()`` (or any ``BaseException`` but ``KeyboardInterrupt``) raised by importing a plugin into
-    :class:`ImportError`, so it is reported as a plugin failure instead of ending the process silently."""
+    """Run a plugin's import or registration code: turn ``sys.exit()`` (or any ``BaseException`` but
+    ``KeyboardInterrupt``) into :class:`ImportError`, so it is reported as a plugin failure instead of ending the
+    process silently; and send what it prints to stderr, so that a plugin printing on import cannot corrupt a
+    command's machine-readable output (``flexkit plugins --json``, ``schema``, ``preview --json``)."""
     try:
-        yield
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
     except (Exception, KeyboardInterrupt):
         raise
     except SystemExit as exc:

@@ -27,7 +27,7 @@ import structlog
 
 from flexkit.dynamic_sampling import count_tokens, fill_batch
 from flexkit.errors import ConfigError, ConfigIssue, FlexkitError
-from flexkit.feedback import SELECTOR_METRIC
+from flexkit.feedback import SELECTOR_METRIC, snapshot_experiences
 from flexkit.pipeline import Pipeline
 from flexkit.run_estimates import EstimateSnapshot, level_mix
 from flexkit.run_folder import (
@@ -40,6 +40,7 @@ from flexkit.run_folder import (
 )
 from flexkit.sample.actuator import Keep, Mix
 from flexkit.tasksets import Taskset, TasksetError
+from flexkit.trainer_output import trainer_metrics
 
 log = structlog.get_logger("flexkit.runner")
 
@@ -219,7 +220,7 @@ def _loop(
     stage = pipe.sample_stage if pipe.has_sample_stage else None
     with metrics_path.open("a", encoding="utf-8") as out:
         if start == 0 and eval_every:
-            first_eval = dict(trainer.evaluate(step=0))
+            first_eval = trainer_metrics(trainer, trainer.evaluate(step=0), "evaluate")
             last_eval = dict(first_eval)
             out.write(json.dumps({"step": INITIAL_STEP, **counters, **first_eval}) + "\n")
             out.flush()
@@ -230,7 +231,7 @@ def _loop(
             snapshot = _record_selection(record, tasks, snapshot, sched)
             done = step + 1 == total or (budget is not None and counters["rollouts"] >= budget)
             if eval_every and ((step + 1) % eval_every == 0 or done):
-                last_eval = dict(trainer.evaluate(step=step + 1))
+                last_eval = trainer_metrics(trainer, trainer.evaluate(step=step + 1), "evaluate")
                 record.update(last_eval)
             out.write(json.dumps(record) + "\n")
             out.flush()
@@ -304,12 +305,16 @@ def _plain_step(pipe: Pipeline, trainer: Any, stage: Any, step: int) -> _StepOut
     """Read, roll out, sample stage at its timings, advantages, then the update with the feedback alongside it.
 
     The feedback (pass rates, selector updates and, with the default prefetch, the next batch's selection) runs
-    in a background thread while the trainer updates the policy: neither reads what the other writes (the
-    sample stage never reads selectors, and its mix proportions are set before the feedback), so the results
-    are those of running them one after the other, and flexkit's work leaves the step's critical path. An error
-    in either is raised after both are done, before the step is recorded or checkpointed."""
+    in a background thread while the trainer updates the policy, on a snapshot of the experiences taken right
+    after the rollout (:func:`snapshot_experiences`): it sees the rewards the rollout returned even when the
+    trainer's ``compute_advantages`` rewrites a shared reward array in place. Neither reads what the other
+    writes (the sample stage never reads selectors, and its mix proportions are set before the feedback), so
+    the results are those of running them one after the other, and flexkit's work leaves the step's critical
+    path. An error in either is raised after both are done, before the step is recorded or checkpointed."""
     tasks = pipe.scheduler.read()
     rollout = trainer.rollout(tasks, step=step)
+    rollout_metrics = trainer_metrics(trainer, rollout.metrics, "rollout")
+    experiences = snapshot_experiences(rollout.experiences)
     batch = rollout.batch
     if stage is not None:
         pipe.apply_sample_stage(batch, step=step, timing="post_reward")
@@ -319,13 +324,14 @@ def _plain_step(pipe: Pipeline, trainer: Any, stage: Any, step: int) -> _StepOut
         pipe.apply_sample_stage(batch, step=step, timing="post_advantage")
         if not isinstance(stage.last_action, Mix) and stage.last_step == step:
             weights = stage.token_weights(batch, step=step)
-    pending = _background().submit(pipe.feedback, rollout.experiences)
+    pending = _background().submit(pipe.feedback, experiences)
     try:
         update = trainer.update(batch, weights, step=step)
     finally:
         feedback = pending.result()  # waits even when the update failed, so no feedback outlives the step
     kept_fraction = stage.kept_fraction if stage is not None else None
-    return _StepOutcome(tasks=tasks, feedback=[feedback], rollout_metrics=dict(rollout.metrics), update=update,
+    return _StepOutcome(tasks=tasks, feedback=[feedback], rollout_metrics=rollout_metrics,
+                        update=trainer_metrics(trainer, update, "update"),
                         responses=batch.batch_size, tokens=count_tokens(batch),
                         kept_groups=_kept_groups(batch, stage.last_action if stage is not None else None),
                         filter_rounds=1, kept_fraction=kept_fraction)
@@ -344,12 +350,14 @@ def _refill_step(pipe: Pipeline, trainer: Any, step: int) -> _StepOutcome:
     update: Mapping[str, float] = {}
     if batch.batch_size:  # nothing kept after every round: no update this step
         trainer.compute_advantages(batch, step=step)
-        update = trainer.update(batch, None, step=step)
+        update = trainer_metrics(trainer, trainer.update(batch, None, step=step), "update")
     responses = filled.responses
     metrics: dict[str, float] = {}
-    for key in {k for r in filled.rounds for k in r.rollout.metrics}:  # response-weighted mean over rounds
-        parts = [(float(r.rollout.metrics[key]), r.responses) for r in filled.rounds if key in r.rollout.metrics]
-        metrics[key] = sum(v * n for v, n in parts) / max(1, sum(n for _, n in parts))
+    rounds = [(trainer_metrics(trainer, r.rollout.metrics, "rollout"), r.responses) for r in filled.rounds]
+    for key in {k for m, _n in rounds for k in m}:  # response-weighted mean over rounds
+        parts = [(float(m[key]), n) for m, n in rounds if m.get(key) is not None]
+        if parts:
+            metrics[key] = sum(v * n for v, n in parts) / max(1, sum(n for _, n in parts))
     return _StepOutcome(tasks=filled.tasks, feedback=[r.feedback for r in filled.rounds],
                         rollout_metrics=dict(sorted(metrics.items())), update=update, responses=responses,
                         tokens=filled.generated_tokens, kept_groups=filled.kept_groups,

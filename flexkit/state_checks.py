@@ -95,6 +95,13 @@ def fingerprint_hints(diffs: Sequence[str]) -> list[str]:
     if any(".content:" in d for d in diffs):
         hints.append("a taskset's rows changed since the checkpoint, so its selector's state (kept per task index) "
                      "would describe other tasks: restore the taskset the run started with, or start a new run")
+    if any(d.startswith("sample.refill") for d in diffs):
+        hints.append("[sample.refill] (dynamic sampling) cannot be added, removed or changed within a run (the "
+                     "checkpointed steps were drawn and trained with the checkpoint's setting): put it back as it "
+                     "was to resume, or start a new run")
+    if any(d.startswith("feedback") for d in diffs):
+        hints.append("the [feedback] table cannot change within a run (the selectors' state was learnt from its "
+                     "values): put it back as it was to resume, or start a new run")
     return hints
 
 

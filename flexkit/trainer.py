@@ -5,12 +5,19 @@ table. Each step the runner (:mod:`flexkit.runner`) does::
 
     tasks = pipe.scheduler.read()
     rollout = trainer.rollout(tasks, step=step)            # rewards per response, experiences per response
-    pipe.feedback(rollout.experiences)                     # pass_rate_calculator -> selectors
+    experiences = snapshot_experiences(rollout.experiences)   # copies of the rewards as returned
     pipe.apply_sample_stage(rollout.batch, step=step, timing="post_reward")
     trainer.compute_advantages(rollout.batch, step=step)
     pipe.apply_sample_stage(rollout.batch, step=step, timing="post_advantage")
     weights = pipe.sample_stage.token_weights(rollout.batch, step=step)   # select / reweight stages only
+    # these two run at the same time, the feedback in a background thread:
+    pipe.feedback(experiences)                             # pass_rate_calculator -> selectors
     metrics = trainer.update(rollout.batch, weights, step=step)
+
+The feedback reads the snapshot (:func:`flexkit.feedback.snapshot_experiences`), so ``compute_advantages`` may
+rewrite rewards in place, even in an array the experiences share, without feeding the selectors advantages.
+Metrics (``Rollout.metrics``, ``update``'s and ``evaluate``'s) must be numbers and must not use the names the
+runner writes itself (:func:`flexkit.trainer_output.trainer_metrics` checks them).
 
 and every ``[run] eval_every`` steps ``trainer.evaluate(step=step)``. Third-party trainers follow the same
 protocol, so the runner has no special case for flexkit's own.
@@ -80,11 +87,14 @@ class Trainer(Configurable, abc.ABC):
         """Generate responses for ``tasks`` (a list of :class:`~flexkit.scheduler.Task`) and score them."""
 
     def compute_advantages(self, batch: Any, *, step: int) -> None:
-        """Add ``advantages`` to ``batch`` (e.g. GRPO's group-relative ones)."""
+        """Add ``advantages`` to ``batch`` (e.g. GRPO's group-relative ones). Called after the rollout's
+        experiences were snapshotted for the feedback, so rewriting rewards in place here is safe."""
 
     @abc.abstractmethod
     def update(self, batch: Any, weights: Any, *, step: int) -> Mapping[str, float]:
-        """One policy update from ``batch`` with per-token loss ``weights`` (``None``: all ones)."""
+        """One policy update from ``batch`` with per-token loss ``weights`` (``None``: all ones); returns metrics
+        (numbers; not the names the runner writes, :data:`flexkit.trainer_output.RESERVED_KEYS`). Runs while
+        the step's feedback updates the selectors in a background thread."""
 
     @abc.abstractmethod
     def evaluate(self, *, step: int) -> Mapping[str, float]:

@@ -35,13 +35,15 @@ def field(
     choices: Sequence[Any] | None = None,
     min_items: int | None = None,
     finite: bool = True,
+    speed_only: bool = False,
 ) -> Any:
     """An attrs field for a flexkit config class.
 
     ``ge``/``gt``/``le``/``lt`` bound a number, ``choices`` restricts a value to a set, ``min_items`` bounds
     a sequence's length, ``finite`` (default on) rejects NaN and infinities in numbers. Every bound becomes a
     validator with a readable message (``must be >= 0, got -1``) and a JSON Schema keyword; ``doc`` becomes
-    the schema's description.
+    the schema's description. ``speed_only`` marks a parameter that changes only how fast a run goes (a thread
+    count), not what it computes: a checkpoint's fingerprint does not compare it, so a resume may change it.
     """
     meta = {
         "doc": doc,
@@ -52,6 +54,7 @@ def field(
         "choices": tuple(choices) if choices is not None else None,
         "min_items": min_items,
         "finite": finite,
+        "speed_only": speed_only,
     }
     validator = _BoundsValidator(meta)
     if factory is not None:

@@ -5,6 +5,7 @@ JSON cannot be indexed without parsing it; use JSON Lines for large tasksets.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -30,7 +31,8 @@ class JsonTaskset(Taskset):
     """A JSON file holding a top-level list of objects.
 
     Loaded whole when opened: JSON cannot be indexed without parsing all of it. Use JSON Lines for tasksets
-    too large to hold in memory.
+    too large to hold in memory. The content digest (:meth:`~flexkit.tasksets.Taskset.content_id`) is of the
+    bytes parsed when it was opened, so a file replaced later cannot pass for the rows the run read.
     """
 
     def __init__(self, path: str, *, name: str) -> None:
@@ -40,7 +42,10 @@ class JsonTaskset(Taskset):
         fd = self._open_file()  # a FIFO is refused, not waited on
         try:
             with os.fdopen(fd, "rb") as f:
-                data = json.load(f)
+                raw = f.read()
+            # The content digest of the bytes parsed here, not of whatever the path holds at the first checkpoint
+            self.__dict__["_content_id_cache"] = f"sha256:{hashlib.sha256(raw).hexdigest()} ({len(raw)} bytes)"
+            data = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise self._error(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
         except ValueError as exc:  # UnicodeDecodeError

@@ -8,6 +8,7 @@ sits in memory whole. :meth:`JsonlTaskset.check_rows` parses every row (``flexki
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
@@ -288,6 +289,20 @@ class JsonlTaskset(Taskset):
         if len(data) != size:
             raise self._error("the file changed (it is shorter) since it was indexed")
         return data
+
+    def _file_content_id(self) -> str | None:
+        """``sha256:<hex> (<size> bytes)`` of the file the rows are read from: read through the same checked
+        descriptors as the rows, so a file replaced since it was indexed is refused (``the file changed since it
+        was indexed``), never fingerprinted in place of the rows the run read."""
+        digest, offset = hashlib.sha256(), 0
+        while True:
+            with self._lock, self._borrow() as fd:
+                chunk = self._pread(fd, _INDEX_CHUNK, offset)
+            if not chunk:
+                break
+            digest.update(chunk)
+            offset += len(chunk)
+        return f"sha256:{digest.hexdigest()} ({offset} bytes)"
 
     def close(self) -> None:
         """Give the file's descriptor back to the system (a later read opens it again)."""

@@ -3,8 +3,10 @@ read with ``take``."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,13 +22,15 @@ class ParquetTaskset(Taskset):
     """A Parquet file read with pyarrow (``pip install "flexkit-rft[parquet]"``).
 
     The table is memory-mapped when opened; rows are converted to dicts only when read (``take``), columns
-    with ``to_numpy``.
+    with ``to_numpy``. The content digest is of the mapped bytes, so a file replaced after opening cannot pass
+    for the rows the run reads.
     """
 
     def __init__(self, path: str, *, name: str) -> None:
         self.name = name
         self.path = path
         self._columns: dict[str, np.ndarray] = {}
+        self._map_lock = threading.Lock()
         try:
             import pyarrow as pa
             import pyarrow.parquet as pq
@@ -44,7 +48,8 @@ class ParquetTaskset(Taskset):
         if not stat.S_ISREG(mode):  # pyarrow would block on a FIFO
             raise self._error(f"is {file_kind(mode)}, not a regular file")
         try:
-            self._table = pq.read_table(path, memory_map=True)
+            self._map = pa.memory_map(path, "r")  # the bytes the rows come from, whatever later replaces the path
+            self._table = pq.read_table(self._map)
         except (OSError, pa.ArrowException) as exc:
             raise self._error(f"cannot read Parquet: {exc}") from None
         if self._table.num_rows == 0:
@@ -62,6 +67,19 @@ class ParquetTaskset(Taskset):
 
     def _first_keys(self) -> list[str]:
         return list(self._table.column_names)
+
+    def content_id(self) -> str | None:
+        """``sha256:<hex> (<size> bytes)`` of the file as it was mapped when the taskset was opened (the bytes the
+        rows are read from, even when the path has been replaced since); computed on the first call, then
+        cached."""
+        cached = self.__dict__.get("_content_id_cache")
+        if cached is None:
+            with self._map_lock:
+                self._map.seek(0)
+                data = self._map.read_buffer()
+            cached = f"sha256:{hashlib.sha256(memoryview(data)).hexdigest()} ({data.size} bytes)"
+            self.__dict__["_content_id_cache"] = cached
+        return cached
 
     def check_rows(self) -> int:
         """Nothing left to check: every column was decoded when the file was opened; returns the number of

@@ -1,5 +1,6 @@
-"""Checkpoint identity: a checkpoint loads only into the pipeline it describes (taskset content, path, storage
-parameters, weights, selector configuration), and a refusal names the difference."""
+"""Checkpoint identity: a checkpoint loads only into the pipeline it describes (taskset content, storage
+parameters, weights, selector configuration), and a refusal names the difference; a moved file with the same
+content loads."""
 
 from __future__ import annotations
 
@@ -60,11 +61,19 @@ def test_regression_rows_edited_with_the_same_size_are_refused(saved: Path) -> N
     _refused(saved, _data(), r"tasksets\[0\]\.content: 'sha256:.*in the checkpoint, 'sha256:.* now.*rows changed")
 
 
-def test_regression_another_path_is_refused_even_with_the_same_content(saved: Path) -> None:
-    """Regression: a taskset read from another file of the same size loaded."""
+def test_another_path_with_the_same_content_loads(saved: Path) -> None:
+    """Identity is content, not place: a taskset read from another file with the same bytes loads (issue 25,
+    item 16; it was refused before)."""
     shutil.copyfile(saved / "t0.jsonl", saved / "copy.jsonl")
-    _refused(saved, _data("copy.jsonl"), r"tasksets\[0\]\.storage\.params\.path: 't0.jsonl' in the checkpoint, "
-                                         r"'copy.jsonl' now")
+    pipe = pipeline_from_dict(_data("copy.jsonl"), base_dir=saved)
+    pipe.load_checkpoint(saved / "ckpt")
+    assert pipe.scheduler.step == 3
+    pipe.scheduler.close()
+
+
+def test_another_path_with_other_content_is_refused_by_its_content(saved: Path) -> None:
+    write_taskset(saved / "other.jsonl", 12, seed=9)
+    _refused(saved, _data("other.jsonl"), r"tasksets\[0\]\.content: 'sha256:.* in the checkpoint, 'sha256:.* now")
 
 
 def test_regression_other_storage_parameters_are_refused(saved: Path) -> None:

@@ -42,7 +42,7 @@ class ToyRLConfig:
         doc="Share of warm-start problems per level 1, 2, ...; mostly easy ones, so harder levels stay weak.",
     )
     num_threads: int = field(
-        default=1, ge=0,
+        default=1, ge=0, speed_only=True,
         doc="torch CPU threads for this run (0: leave torch's setting). One thread keeps this small model fast on a "
             "shared CPU (more threads wait for each other when another process holds a core) and gives the same "
             "results on every machine; results can differ with the thread count.",

@@ -6,6 +6,10 @@ is a multiple of the steps per epoch ("Skipping dataloader state restore"), so a
 restarted the curriculum from its first batch with fresh selectors. :func:`restore_sampler` loads the
 sampler's part of the file on its own; at an epoch boundary that is all the loader needs (its next pass is a
 new epoch), elsewhere it is the state the loader restores too.
+
+The file is read with ``torch.load(weights_only=True)``: tensors and plain containers only, never an arbitrary
+pickle, so a crafted ``data.pt`` cannot run code here (the sampler's state holds its arrays as tensors for
+that; see :mod:`flexkit.integrations.torch`). A file that needs more is refused with a ``CheckpointError``.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 
 import torch
 
-from flexkit.errors import FlexkitError
+from flexkit.errors import CheckpointError, FlexkitError
 from flexkit_verl.sampler import FlexkitSampler
 
 
@@ -47,14 +51,23 @@ def sampler_state(loader_state: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 def restore_sampler(loader: Any, folder: str | None) -> bool:
     """Load the :class:`FlexkitSampler` of ``loader`` from ``folder/data.pt``; ``False`` when there is none
-    (no flexkit sampler, no folder or no file). A file without a sampler state raises ``FlexkitError``."""
+    (no flexkit sampler, no folder or no file). A file without a sampler state raises ``FlexkitError``; one that
+    ``torch.load(weights_only=True)`` refuses (it holds objects besides tensors and plain data, e.g. a crafted
+    pickle) raises :class:`~flexkit.errors.CheckpointError`, and none of its code runs."""
     sampler = getattr(loader, "sampler", None)
     if not isinstance(sampler, FlexkitSampler) or folder is None:
         return False
     path = os.path.join(folder, "data.pt")
     if not os.path.exists(path):
         return False
-    state = sampler_state(torch.load(path, weights_only=False))
+    try:
+        loaded = torch.load(path, weights_only=True)
+    except Exception as exc:  # UnpicklingError for anything but tensors and plain data; damaged files
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise CheckpointError(f"cannot restore the flexkit sampler from {path}: torch.load(weights_only=True) "
+                              f"refused it ({type(exc).__name__}: {first[:200]}); flexkit never unpickles "
+                              "arbitrary objects from a checkpoint") from None
+    state = sampler_state(loaded) if isinstance(loaded, Mapping) else None
     if state is None:
         raise FlexkitError(f"{path} holds no sampler state: it was not saved by a loader with a FlexkitSampler")
     sampler.load_state_dict(state)

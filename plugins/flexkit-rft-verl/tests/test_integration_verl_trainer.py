@@ -51,7 +51,7 @@ def run_verl_steps(tmp_path: Path, steps: range, *, resume_from: Path | None = N
     sampler = FlexkitSampler(pipe, dataset)
     trainer = verl_trainer(sampler, dataset)
     if resume_from is not None:
-        trainer.train_dataloader.load_state_dict(torch.load(resume_from / "data.pt", weights_only=False))
+        trainer.train_dataloader.load_state_dict(torch.load(resume_from / "data.pt", weights_only=True))
     todo, seen = iter(steps), []
     step = next(todo, None)
     for _epoch in range(trainer.config.trainer.total_epochs + 1):

@@ -1,0 +1,161 @@
+"""A pipeline's checkpoint fingerprint, and what of it is identity: content, not place or speed.
+
+:func:`pipeline_fingerprint` records what a checkpoint must match to be loaded: batch size, seed, the sample
+stage (with ``[sample.refill]``), the ``[feedback]`` table, the trainer, and for each taskset its name, size,
+content digest, storage type and parameters, weight, and selector type and parameters.
+
+:func:`compare_fingerprints` compares the identity in two fingerprints, leaving out:
+
+* **place**: a taskset's ``path`` when its content digest is known (the digest then says whether the rows are the
+  same, wherever the file now lives); a moved file is reported, not refused;
+* **speed**: parameters a component's config marks ``speed_only`` (:func:`flexkit.config.field`), such as the
+  ``toyrl`` trainer's ``num_threads``: they change how fast a run goes, not what it computes.
+
+The ``[run]`` keys besides ``batch_size`` and ``seed`` (``prefetch``, ``total_steps``, ``eval_every``,
+``checkpoint_every``, ``max_rollouts``) were never part of the fingerprint. Checkpoints written before
+``[sample.refill]`` and ``[feedback]`` were recorded lack those parts; they are then not compared (and a
+warning says so).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import structlog
+
+from flexkit.config.fields import field_meta
+from flexkit.state_checks import differences
+
+if TYPE_CHECKING:
+    from flexkit.pipeline import Pipeline
+
+log = structlog.get_logger("flexkit.checkpoint")
+
+__all__ = ["LATER_PARTS", "compare_fingerprints", "pipeline_fingerprint", "speed_only_keys"]
+
+#: Parts of the fingerprint that older checkpoints lack (``(parent key or None, key)``): not compared then.
+LATER_PARTS: tuple[tuple[str | None, str], ...] = ((None, "feedback"), ("sample", "refill"))
+
+
+def _params(config: Any) -> dict[str, Any]:
+    return attrs.asdict(config) if config is not None and attrs.has(type(config)) else {}
+
+
+def _plain(config: Any) -> dict[str, Any]:
+    """A config as JSON-like data (tuples become lists), for fingerprints."""
+    return json.loads(json.dumps(_params(config)))
+
+
+def speed_only_keys(config: Any) -> frozenset[str]:
+    """The names of ``config``'s fields marked ``speed_only`` (none for a config that is not an attrs class)."""
+    if config is None or not attrs.has(type(config)):
+        return frozenset()
+    return frozenset(f.name for f in attrs.fields(type(config)) if field_meta(f).get("speed_only"))
+
+
+def _content_id(taskset: Any) -> str | None:
+    """A taskset's content digest for fingerprints (``None`` for storages that cannot tell)."""
+    content_id = getattr(taskset, "content_id", None)
+    return content_id() if callable(content_id) else None
+
+
+def pipeline_fingerprint(pipe: Pipeline) -> dict[str, Any]:
+    """What a checkpoint of ``pipe`` records about it (see the module docstring)."""
+    cfg = pipe.config
+    trainer = None
+    if cfg.trainer is not None:
+        trainer = {"type": cfg.trainer.type, "params": _plain(cfg.trainer.config)}
+    sample = None
+    if cfg.sample is not None:
+        sample = {"mechanism": cfg.sample.mechanism, "estimator": cfg.sample.estimator,
+                  "scorer": cfg.sample.scorer.type, "scorer_params": _plain(cfg.sample.scorer.config),
+                  "actuator": cfg.sample.actuator.type, "actuator_params": _plain(cfg.sample.actuator.config),
+                  "refill": None if cfg.sample.refill is None else _plain(cfg.sample.refill)}
+    feedback = {"type": cfg.feedback.operator.type, "params": _plain(cfg.feedback.operator.config),
+                "out_of_range": cfg.feedback.out_of_range}
+    return {
+        "batch_size": cfg.run.batch_size,
+        "seed": cfg.run.seed,
+        "sample": sample,
+        "feedback": feedback,
+        "trainer": trainer,
+        "tasksets": [
+            {"name": ts.name, "size": entry.size, "content": _content_id(entry.taskset),
+             "storage": {"type": ts.storage.type, "params": _plain(ts.storage.config)},
+             "weight": ts.weight, "selector": ts.selector.type, "params": _plain(ts.selector.config)}
+            for ts, entry in zip(cfg.tasksets, pipe.scheduler.entries, strict=True)
+        ],
+    }
+
+
+def _drop(table: Any, keys: frozenset[str]) -> None:
+    if isinstance(table, dict):
+        for key in keys:
+            table.pop(key, None)
+
+
+def _identity(fingerprint: Any, pipe: Pipeline) -> Any:
+    """``fingerprint`` without place (paths of tasksets with a content digest) and speed-only parameters."""
+    if not isinstance(fingerprint, dict):
+        return fingerprint
+    out = copy.deepcopy(fingerprint)
+    cfg = pipe.config
+    trainer = out.get("trainer")
+    if isinstance(trainer, dict) and cfg.trainer is not None:
+        _drop(trainer.get("params"), speed_only_keys(cfg.trainer.config))
+    sample = out.get("sample")
+    if isinstance(sample, dict) and cfg.sample is not None:
+        _drop(sample.get("scorer_params"), speed_only_keys(cfg.sample.scorer.config))
+        _drop(sample.get("actuator_params"), speed_only_keys(cfg.sample.actuator.config))
+    feedback = out.get("feedback")
+    if isinstance(feedback, dict):
+        _drop(feedback.get("params"), speed_only_keys(cfg.feedback.operator.config))
+    tasksets = out.get("tasksets")
+    if isinstance(tasksets, list):
+        for ts, spec in zip(tasksets, cfg.tasksets, strict=False):
+            if not isinstance(ts, dict):
+                continue
+            _drop(ts.get("params"), speed_only_keys(spec.selector.config))
+            storage = ts.get("storage")
+            if isinstance(storage, dict):
+                _drop(storage.get("params"), speed_only_keys(spec.storage.config))
+                if ts.get("content") is not None:
+                    _drop(storage.get("params"), frozenset({"path"}))
+    return out
+
+
+def _path_of(ts: Any) -> Any:
+    storage = ts.get("storage") if isinstance(ts, Mapping) else None
+    params = storage.get("params") if isinstance(storage, Mapping) else None
+    return params.get("path") if isinstance(params, Mapping) else None
+
+
+def compare_fingerprints(theirs: Any, mine: dict[str, Any], pipe: Pipeline, where: str) -> list[str]:
+    """The differences of identity between a checkpoint's fingerprint (``theirs``) and the pipeline's
+    (``mine``), as readable lines (none: the checkpoint fits). Logs a taskset read from another path with the
+    same content, and the parts an older checkpoint does not record (``where`` names the checkpoint)."""
+    mine = dict(mine)
+    if isinstance(theirs, dict):
+        for parent, key in LATER_PARTS:
+            holder_theirs = theirs if parent is None else theirs.get(parent)
+            holder_mine = mine if parent is None else mine.get(parent)
+            if (isinstance(holder_theirs, dict) and key not in holder_theirs and isinstance(holder_mine, dict)
+                    and key in holder_mine):
+                if parent is not None:
+                    mine[parent] = {k: v for k, v in holder_mine.items() if k != key}
+                else:
+                    mine.pop(key)
+                log.warning("the checkpoint, written by an older flexkit, does not record this part of the "
+                            "pipeline: it is not checked", part=f"{parent}.{key}" if parent else key,
+                            checkpoint=where)
+    diffs = differences(_identity(theirs, pipe), _identity(mine, pipe))
+    if not diffs and isinstance(theirs, dict):
+        for i, (old, new) in enumerate(zip(theirs.get("tasksets") or [], mine.get("tasksets") or [], strict=False)):
+            if _path_of(old) != _path_of(new):
+                log.warning("taskset file moved since the checkpoint; same content, resuming", taskset=new["name"],
+                            index=i, checkpoint_path=_path_of(old), path=_path_of(new))
+    return diffs

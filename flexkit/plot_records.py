@@ -1,0 +1,91 @@
+"""The values ``flexkit plot`` draws from a run's records, checked before anything is drawn.
+
+``metrics.jsonl`` is a file a user (or another tool, or a damaged disk) may have edited: a record may hold a
+string where a number belongs, a count table with a list in it, or histograms of different lengths.
+:func:`drawable_records` keeps the values a plot can draw and leaves out the others, with a note naming each
+key, how many records it was left out of, and an example, so that ``flexkit plot`` draws what it can instead
+of stopping with a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+__all__ = ["NUMBER_KEYS", "TABLE_KEYS", "drawable_records"]
+
+#: Keys drawn as one number per record (besides ``eval_accuracy/<level>``).
+NUMBER_KEYS: tuple[str, ...] = ("eval_accuracy", "rollouts", "kept_fraction", "filter_rounds")
+#: Keys drawn as a table of counts per record (name -> count).
+TABLE_KEYS: tuple[str, ...] = ("taskset_mix", "level_mix")
+_HISTOGRAMS = "predicted_pass_rate"
+
+
+def _finite(value: Any) -> bool:
+    """Whether ``value`` is a finite int or float (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # an int too large for a float
+        return False
+
+
+def _number_problem(value: Any) -> str | None:
+    return None if _finite(value) else "not a finite number"
+
+
+def _table_problem(value: Any) -> str | None:
+    if not isinstance(value, Mapping):
+        return "not a table of counts"
+    if not all(_finite(v) and v >= 0 for v in value.values()):
+        return "a count that is not a finite number >= 0"
+    return None
+
+
+def _histogram_problem(value: Any, length: int | None) -> str | None:
+    if not isinstance(value, Mapping) or not all(isinstance(value.get(k), list) for k in ("selected", "pool")):
+        return "not a table with 'selected' and 'pool' lists"
+    selected, pool = value["selected"], value["pool"]
+    if not pool or len(selected) != len(pool) or (length is not None and len(pool) != length):
+        return "histograms of different lengths"
+    if not all(_finite(v) and v >= 0 for v in [*selected, *pool]):
+        return "a count that is not a finite number >= 0"
+    return None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def drawable_records(records: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """``records`` without the values a plot cannot draw, and one note per key that lost any (``taskset_mix:
+    left out of 2 records (not a table of counts, e.g. [1, 2])``). Keys no plot draws are kept as they are."""
+    out: list[dict[str, Any]] = []
+    dropped: dict[str, tuple[int, str, Any]] = {}
+    length: int | None = None
+
+    def check(record: dict[str, Any], key: str, problem: Callable[[Any], str | None]) -> None:
+        why = problem(record[key])
+        if why is not None:
+            count, first_why, example = dropped.get(key, (0, why, record[key]))
+            dropped[key] = (count + 1, first_why, example)
+            del record[key]
+
+    for original in records:
+        record = dict(original)
+        for key in [k for k in record if k in NUMBER_KEYS or k.startswith("eval_accuracy/")]:
+            check(record, key, _number_problem)
+        for key in [k for k in TABLE_KEYS if k in record]:
+            check(record, key, _table_problem)
+        if _HISTOGRAMS in record:
+            check(record, _HISTOGRAMS, functools.partial(_histogram_problem, length=length))
+            if _HISTOGRAMS in record:
+                length = len(record[_HISTOGRAMS]["pool"])
+        out.append(record)
+    notes = [f"{key}: left out of {count} record{'s' if count != 1 else ''} ({why}, e.g. {_short(example)})"
+             for key, (count, why, example) in dropped.items()]
+    return out, notes

@@ -1,0 +1,116 @@
+"""``flexkit plot`` checks the value types of the records: what it cannot draw is left out with a note naming
+it, and the rest is drawn."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flexkit.cli import main
+from flexkit.pipeline import load_pipeline
+from flexkit.plot import PLOT_FILES
+from flexkit.plot_records import NUMBER_KEYS, TABLE_KEYS, drawable_records
+from flexkit.runner import run_pipeline
+from tests.cli.test_runner import PIPELINE, write
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+BAD = {
+    "eval_accuracy": "high",
+    "eval_accuracy/2": [0.5],
+    "rollouts": {"n": 3},
+    "kept_fraction": True,
+    "filter_rounds": 10 ** 400,
+    "taskset_mix": [1, 2],
+    "level_mix": {"1": "three"},
+    "predicted_pass_rate": {"selected": [1, 2], "pool": [1, 2, 3]},
+}
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("plot_values")
+    path = write(tmp, PIPELINE.replace("total_steps = 60", "total_steps = 20"))
+    run_pipeline(load_pipeline(path), run_dir=tmp / "run", progress=None)
+    return tmp / "run"
+
+
+def _damaged(run_dir: Path, tmp_path: Path, every: int = 3) -> Path:
+    """A copy of the run whose every ``every``-th record holds a value of the wrong type under each drawn key."""
+    copy = tmp_path / "damaged"
+    shutil.copytree(run_dir, copy)
+    records = [json.loads(line) for line in (copy / "metrics.jsonl").read_text().splitlines()]
+    for i, record in enumerate(records):
+        if i % every == 1:
+            record.update(BAD)
+    (copy / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return copy
+
+
+def test_regression_values_of_the_wrong_type_are_left_out_with_a_note(run_dir: Path, tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Regression: a string, list or table where a number belongs (or a malformed histogram) stopped ``flexkit
+    plot`` with a traceback. Now each such value is left out, a note names its key, and every PNG is written."""
+    pytest.importorskip("matplotlib")
+    damaged = _damaged(run_dir, tmp_path)
+    assert main(["plot", str(damaged), "--dpi", "30"]) == 0
+    out, err = capsys.readouterr()
+    assert out.split() == [str(damaged / "plots" / name) for name in PLOT_FILES]
+    for name in PLOT_FILES:
+        assert (damaged / "plots" / name).read_bytes().startswith(PNG)
+    for key in BAD:
+        assert f"note: not drawn: {key}: left out of 7 records" in err, key
+
+
+def test_a_run_whose_every_value_is_damaged_still_plots(run_dir: Path, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    damaged = _damaged(run_dir, tmp_path, every=1)
+    records = [json.loads(line) for line in (damaged / "metrics.jsonl").read_text().splitlines()]
+    for record in records:
+        record.update(BAD)
+    (damaged / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert main(["plot", str(damaged), "--dpi", "30"]) == 0
+    assert "rollouts: left out of 21 records" in capsys.readouterr().err
+
+
+def test_histograms_must_keep_the_first_length() -> None:
+    good = {"selected": [1, 0], "pool": [3, 4]}
+    records, notes = drawable_records([{"step": 0, "predicted_pass_rate": good},
+                                       {"step": 1, "predicted_pass_rate": {"selected": [1], "pool": [2]}}])
+    assert records[0]["predicted_pass_rate"] == good and "predicted_pass_rate" not in records[1]
+    assert notes == ["predicted_pass_rate: left out of 1 record (histograms of different lengths, e.g. "
+                     "{'selected': [1], 'pool': [2]})"]
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=3),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner,
+                                                                                 max_size=3), max_leaves=8)
+KEYS = st.sampled_from([*NUMBER_KEYS, *TABLE_KEYS, "eval_accuracy/1", "predicted_pass_rate", "loss"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.dictionaries(KEYS, JSON, max_size=4), min_size=1, max_size=6))
+def test_what_is_kept_is_drawable(records: list[dict]) -> None:
+    """Whatever the records hold, what is kept under a drawn key has the type the plots draw, and every key
+    that lost a value is named in a note."""
+    kept, notes = drawable_records([{"step": i, **r} for i, r in enumerate(records)])
+    length = None
+    for before, after in zip(records, kept, strict=True):
+        for key, value in after.items():
+            if key in NUMBER_KEYS or key.startswith("eval_accuracy/"):
+                assert isinstance(value, (int, float)) and not isinstance(value, bool)
+                assert abs(float(value)) < float("inf")
+            elif key in TABLE_KEYS:
+                assert all(isinstance(v, (int, float)) and v >= 0 for v in value.values())
+            elif key == "predicted_pass_rate":
+                assert len(value["selected"]) == len(value["pool"]) == (length or len(value["pool"]))
+                length = len(value["pool"])
+        for key in set(before) - set(after):
+            assert any(note.startswith(f"{key}: ") for note in notes)
+        assert after.get("loss", "absent") is before.get("loss", "absent")  # keys no plot draws are kept
