@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -116,8 +117,14 @@ def zygote() -> None:
     import flexkit.simulator  # noqa: F401
     from flexkit.plugins import get_plugins
 
-    with contextlib.suppress(ImportError):
-        import pyarrow.parquet  # noqa: F401
+    with contextlib.suppress(ImportError):  # its first write imports pandas: in every worker, without this
+        import tempfile
+
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        with tempfile.TemporaryDirectory() as folder:
+            pq.write_table(pa.table({"a": [1]}), Path(folder) / "warm.parquet")
     get_plugins()
     serve_forks(_child, announce_pid=True)
 
@@ -172,6 +179,9 @@ def zyg(tmp_path_factory: pytest.TempPathFactory) -> Any:
     zygote_process = Zygote.spawn("tests.cli.test_annotate_kill", [], workdir / "zygote.err", workdir=workdir)
     with zygote_process:
         yield zygote_process
+    lines = ", ".join(f"{fmt} {ref.lines}" for fmt, ref in _REFERENCES.items())
+    print(f"\nannotate kill test: {', '.join(f'{k}: {v}' for k, v in sorted(TALLY.items()))}; lines of an "
+          f"uninterrupted call: {lines}")
 
 
 def _argv(out: str) -> list[str]:
@@ -179,6 +189,9 @@ def _argv(out: str) -> list[str]:
 
 
 _REFERENCES: dict[str, Reference] = {}
+#: How the interrupted commands ended (``killed``, ``interrupted``, ``finished`` before their point), per format,
+#: and the reruns that ended with the uninterrupted output.
+TALLY: Counter[str] = Counter()
 
 
 def reference(zyg: Zygote, fmt: str) -> Reference:
@@ -209,10 +222,12 @@ def interrupt_then_rerun(zyg: Zygote, fmt: str, interruptions: list[tuple[str, f
         else:
             assert outcome.code == 0, outcome.stderr  # it finished before its interruption point
             ended.append("finished")
+        TALLY[f"{fmt} {ended[-1]}"] += 1
     final = zyg.run(_argv(name))
     assert final.code == 0, final.stderr
     assert out.read_bytes() == ref.output, f"{name} differs from the uninterrupted call's output"
     assert sorted(p.name for p in zyg.workdir.glob(f"{name}*")) == [name]  # no partial, record or temp file left
+    TALLY[f"{fmt} identical outputs"] += 1
     return ended
 
 
