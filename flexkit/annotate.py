@@ -28,6 +28,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from flexkit._files import require_regular_file
 from flexkit.annotate_output import output_format, row_lines, scan_rows, write_output
 from flexkit.annotate_partial import IDENTITY_VERSION, PartialOutput
 from flexkit.checkpoint import STATE_FILE, CheckpointError, load_state
@@ -139,6 +140,7 @@ def annotate(
         raise ValueError(f"samples must be >= 1, got {samples}")
     out = Path(out)
     fmt = output_format(out)
+    require_regular_file(out, "--out", ConfigError)  # a folder or a FIFO there would fail only after every rollout
     if not column.strip():
         raise ConfigError("--column must name the new column, got an empty name")
     tid = _taskset_id(pipe, taskset)

@@ -29,6 +29,7 @@ from typing import Any
 
 import attrs
 
+from flexkit._files import require_regular_file
 from flexkit.checkpoint import STATE_FILE, StateError, load_state, save_state
 from flexkit.errors import CheckpointError, FlexkitError
 from flexkit.state_checks import is_count
@@ -164,6 +165,7 @@ class PartialOutput:
         identity line. Raises :class:`FlexkitError` naming the problem and what to do."""
         identity = json.loads(json.dumps(dict(identity)))  # as it reads back
         header = (json.dumps({HEADER_KEY: identity}) + "\n").encode()
+        require_regular_file(partial, "the partial file")  # a FIFO would block the read
         try:
             data = partial.read_bytes()
         except FileNotFoundError:

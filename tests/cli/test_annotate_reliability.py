@@ -5,6 +5,7 @@ checkpoints of other pipelines. Every refusal comes before any rollout. (Kills: 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -238,6 +239,19 @@ def test_an_existing_or_empty_column_is_refused_unless_overwrite(
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert list(rows[0]) == ["id", "level", "difficulty", "weak_pass_rate", "strong_pass_rate"]  # in place
     assert all(0.0 <= r["level"] <= 1.0 for r in rows) and len(rows) == 16
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_an_out_folder_or_a_fifo_partial_is_refused_before_any_rollout(tmp_path: Path, rollouts: list[int]) -> None:
+    """A folder at ``--out`` failed only when the finished file was moved there, after every rollout; a FIFO at
+    ``OUT.partial`` blocked the command forever."""
+    (tmp_path / "folder.jsonl").mkdir()
+    with pytest.raises(FlexkitError, match="is a directory, not a regular file"):
+        _annotate(tmp_path, "folder.jsonl")
+    os.mkfifo(tmp_path / "fifo.jsonl.partial")
+    with pytest.raises(FlexkitError, match="is a FIFO"):
+        _annotate(tmp_path, "fifo.jsonl")
+    assert rollouts == []
 
 
 # -- 6: Parquet output ---------------------------------------------------------------------------------------------
