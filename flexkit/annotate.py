@@ -9,13 +9,16 @@ per task, so the selector's features describe the model that will be trained.
 The workflow (docs/annotate.md): annotate with the starting policy (``--column start_pass_rate``), and with a
 stronger reference policy where one exists (``--checkpoint RUN_DIR`` loads the trainer state of a run folder,
 ``--column strong_pass_rate``), then name both columns as the selector's ``feature_keys``. Writing is
-incremental: rows are appended to ``OUT.partial`` as their chunk finishes, and running the same command again
-continues after the last finished chunk. Parquet output needs ``flexkit-rft[parquet]``.
+incremental and crash-safe: each finished chunk is committed to ``OUT.partial`` with the trainer's state
+(:mod:`flexkit.annotate_partial`), and running the same command again continues after the last committed chunk,
+giving the file an uninterrupted call writes. What can be refused is refused before the first rollout: the output
+suffix, the column name, values the output cannot hold (:mod:`flexkit.annotate_output`), a checkpoint of another
+pipeline, a damaged partial file or one of another call. Parquet output needs ``flexkit-rft[parquet]``.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 import os
 import sys
 import time
@@ -25,36 +28,92 @@ from typing import IO, Any
 
 import numpy as np
 
-from flexkit.checkpoint import CheckpointError, load_state
-from flexkit.errors import ConfigError, FlexkitError
+from flexkit._files import require_regular_file
+from flexkit.annotate_output import output_format, row_lines, scan_rows, write_output
+from flexkit.annotate_partial import IDENTITY_VERSION, PartialOutput
+from flexkit.checkpoint import STATE_FILE, CheckpointError, load_state
+from flexkit.errors import ConfigError, FlexkitError, TasksetError
 from flexkit.feedback import task_triples
 from flexkit.pipeline import Pipeline
 from flexkit.runner import CHECKPOINT_DIR, trainer_seed
 from flexkit.scheduler import Task
+from flexkit.state_checks import differences
+
+
+def load_reference(pipe: Pipeline, checkpoint: str | os.PathLike[str]) -> tuple[Mapping[str, Any], str]:
+    """The trainer state of a run folder's checkpoint (``RUN_DIR`` or ``RUN_DIR/checkpoint``) and the digest of
+    the checkpoint's content (``sha256:...`` of its ``state.json``, which holds the arrays file's SHA-256).
+
+    The checkpoint must come from a run of the same trainer type over the same tasksets (names and sizes, in
+    order; an annotated copy of a taskset's rows qualifies): a trainer's state may be kept per task (the
+    simulator's memorisation is), so another taskset's state would describe other tasks. Anything else raises
+    :class:`CheckpointError` before any rollout.
+    """
+    folder = Path(checkpoint)
+    if (folder / CHECKPOINT_DIR).is_dir():
+        folder = folder / CHECKPOINT_DIR
+    before = _file_digest(folder / STATE_FILE)
+    state, meta = load_state(folder)
+    if _file_digest(folder / STATE_FILE) != before:
+        raise CheckpointError(f"the checkpoint in {folder} changed while it was read (is a run still writing it?); "
+                              "try again once it is finished")
+    extra = state.get("extra") if isinstance(state, Mapping) else None
+    fingerprint = meta.get("fingerprint") if isinstance(meta, Mapping) else None
+    if not isinstance(extra, Mapping) or "trainer" not in extra or not isinstance(fingerprint, Mapping):
+        raise CheckpointError(f"{folder} holds no trainer state (is it a flexkit run's checkpoint?)")
+    diffs = differences(_reference_identity(fingerprint), _reference_identity(pipe.fingerprint()))
+    if diffs:
+        raise CheckpointError(f"the checkpoint in {folder} is from a run of another pipeline: " + "; ".join(diffs)
+                              + ". --checkpoint needs a run of the same [trainer] type over the same tasksets "
+                              "(names and sizes)")
+    return extra["trainer"], before
+
+
+def _reference_identity(fingerprint: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a pipeline fingerprint a trainer state depends on: the trainer type, the tasksets' names and
+    sizes."""
+    trainer = fingerprint.get("trainer")
+    tasksets = fingerprint.get("tasksets")
+    return {"trainer": trainer.get("type") if isinstance(trainer, Mapping) else trainer,
+            "tasksets": [{"name": t.get("name"), "size": t.get("size")} if isinstance(t, Mapping) else t
+                         for t in (tasksets if isinstance(tasksets, list) else [])]}
+
+
+def _file_digest(path: Path) -> str:
+    try:
+        return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        raise CheckpointError(f"no checkpoint in {path.parent} (missing {path.name})") from None
+    except OSError as exc:
+        raise CheckpointError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def build_trainer(pipe: Pipeline, checkpoint: str | os.PathLike[str] | None = None) -> Any:
-    """The pipeline's trainer, set up, with the trainer state of a run folder's checkpoint when given."""
+    """The pipeline's trainer, set up, with the trainer state of a run folder's checkpoint when given (checked
+    with :func:`load_reference`)."""
+    state = load_reference(pipe, checkpoint)[0] if checkpoint is not None else None
+    return _set_up_trainer(pipe, state, f"the checkpoint in {checkpoint}")
+
+
+def _set_up_trainer(pipe: Pipeline, state: Mapping[str, Any] | None, where: str) -> Any:
+    """The pipeline's trainer, set up, then loaded with ``state`` (from ``where``) when given."""
     cfg = pipe.config
     if cfg.trainer is None:
         raise ConfigError("flexkit annotate needs a [trainer] table whose backend implements rollout", pipe.source)
     trainer = pipe.plugins.component("trainer", cfg.trainer.type).build(cfg.trainer.config,
                                                                          seed=trainer_seed(cfg.run.seed))
     trainer.setup(pipe)
-    if checkpoint is not None:
-        folder = Path(checkpoint)
-        if (folder / CHECKPOINT_DIR).is_dir():
-            folder = folder / CHECKPOINT_DIR
-        state, _meta = load_state(folder)
-        extra = state.get("extra") if isinstance(state, Mapping) else None
-        if not isinstance(extra, Mapping) or "trainer" not in extra:
-            raise CheckpointError(f"{folder} holds no trainer state (is it a flexkit run's checkpoint?)")
-        try:
-            trainer.load_state_dict(extra["trainer"])
-        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-            raise CheckpointError(f"the trainer state in {folder} does not fit this pipeline's [trainer]: "
-                                  f"{type(exc).__name__}: {exc}") from None
+    if state is not None:
+        _load_trainer_state(trainer, state, where, cfg.trainer.type)
     return trainer
+
+
+def _load_trainer_state(trainer: Any, state: Mapping[str, Any], where: str, kind: str) -> None:
+    try:
+        trainer.load_state_dict(state)
+    except Exception as exc:  # the trainer refusing its state: whatever it raises, named
+        raise CheckpointError(f"the trainer state in {where} does not fit this pipeline's trainer {kind!r}: "
+                              f"{type(exc).__name__}: {exc}") from None
 
 
 def annotate(
@@ -66,45 +125,60 @@ def annotate(
     taskset: str | None = None,
     checkpoint: str | os.PathLike[str] | None = None,
     chunk: int | None = None,
+    overwrite: bool = False,
     progress: IO[str] | None = sys.stderr,
 ) -> Path:
     """Write ``out``: every row of ``taskset`` with ``column`` = the trainer policy's mean reward over at least
     ``samples`` responses (whole rollouts of the trainer's group size). Returns the path written.
 
     ``chunk`` tasks are rolled out together (default: the pipeline's batch size). Continues a previous,
-    interrupted call with the same arguments from ``out.partial``.
+    interrupted call with the same arguments from ``out.partial`` (:mod:`flexkit.annotate_partial`), giving the
+    same file as an uninterrupted call. ``column`` must not be a column of the taskset unless ``overwrite``.
+    Everything that can be checked is checked before the first rollout.
     """
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
     out = Path(out)
-    fmt = "parquet" if out.suffix == ".parquet" else "jsonl"
-    if fmt == "jsonl" and out.suffix not in (".jsonl", ".json"):
-        raise ConfigError(f"--out must end in .jsonl or .parquet, got {out.name!r}")
+    fmt = output_format(out)
+    require_regular_file(out, "--out", ConfigError)  # a folder or a FIFO there would fail only after every rollout
+    if not column.strip():
+        raise ConfigError("--column must name the new column, got an empty name")
     tid = _taskset_id(pipe, taskset)
     entry = pipe.scheduler.entries[tid]
     size = entry.size
     chunk = int(chunk or pipe.config.run.batch_size)
-    trainer = build_trainer(pipe, checkpoint)
+    if pipe.config.trainer is None:
+        raise ConfigError("flexkit annotate needs a [trainer] table whose backend implements rollout", pipe.source)
+    reference, checkpoint_digest = load_reference(pipe, checkpoint) if checkpoint is not None else (None, None)
+    scan = scan_rows(entry.taskset, size=size, chunk=chunk, column=column, overwrite=overwrite, fmt=fmt)
+    identity = {"version": IDENTITY_VERSION, "taskset": entry.name, "size": size, "rows": scan.digest,
+                "checkpoint": checkpoint_digest, "samples": samples, "column": column, "overwrite": overwrite,
+                "chunk": chunk, "seed": pipe.config.run.seed, "trainer": pipe.fingerprint()["trainer"]}
     out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_name(out.name + ".partial")
-    header = {"flexkit_annotate": {"taskset": entry.name, "size": size, "samples": samples, "column": column,
-                                   "checkpoint": str(checkpoint) if checkpoint else None}}
-    done = _resume_count(partial, header)
+    partial = PartialOutput.open(out.with_name(out.name + ".partial"), identity)
+    trainer = _set_up_trainer(pipe, reference, f"the checkpoint in {checkpoint}")
+    if partial.committed:
+        _load_trainer_state(trainer, partial.trainer_state, f"{partial.path}'s commit record",
+                            pipe.config.trainer.type)
+    else:
+        partial.commit(b"", 0, trainer.state_dict())  # checks now that the trainer's state can be saved
     started = time.monotonic()
-    with partial.open("a", encoding="utf-8") as sink:
-        if done == 0:
-            sink.write(json.dumps(header) + "\n")
-        for start in range(done, size, chunk):
-            indices = list(range(start, min(size, start + chunk)))
-            rows = entry.taskset.read(indices)
-            tasks = [Task(taskset_id=tid, taskset=entry.name, index=i, data=row)
-                     for i, row in zip(indices, rows, strict=True)]
-            rates = _pass_rates(trainer, tasks, samples)
-            for row, rate in zip(rows, rates, strict=True):
-                sink.write(json.dumps({**row, column: rate}) + "\n")
-            sink.flush()
-            _report(progress, start + len(indices), size, started)
-    _finish(partial, out, fmt)
+    for start in range(partial.rows, size, chunk):
+        indices = list(range(start, min(size, start + chunk)))
+        rows = entry.taskset.read(indices)
+        if hashlib.sha256(row_lines(rows, start, entry.taskset)).hexdigest() != scan.chunk_digests[start // chunk]:
+            raise TasksetError(f"rows {start}..{indices[-1]} changed while they were being annotated: restore the "
+                               "file and run the command again", taskset=entry.name,
+                               path=getattr(entry.taskset, "path", None))
+        tasks = [Task(taskset_id=tid, taskset=entry.name, index=i, data=row)
+                 for i, row in zip(indices, rows, strict=True)]
+        rates = _pass_rates(trainer, tasks, samples)
+        data = row_lines([{**row, column: rate} for row, rate in zip(rows, rates, strict=True)], start,
+                         entry.taskset)
+        partial.commit(data, len(rows), trainer.state_dict())
+        _report(progress, start + len(indices), size, started)
+    write_output(out, fmt, partial.body())
+    partial.remove()
     return out
 
 
@@ -137,44 +211,9 @@ def _pass_rates(trainer: Any, tasks: list[Task], samples: int) -> list[float]:
     return (total / responses).tolist()
 
 
-def _resume_count(partial: Path, header: Mapping[str, Any]) -> int:
-    """Rows already written by an interrupted call with the same arguments (a torn last line is dropped)."""
-    if not partial.exists():
-        return 0
-    lines = partial.read_text(encoding="utf-8").split("\n")
-    complete = lines[:-1]  # the text after the last newline is a torn line, or empty
-    try:
-        first = json.loads(complete[0]) if complete else None
-    except json.JSONDecodeError:
-        first = None
-    if first != json.loads(json.dumps(header)):
-        raise FlexkitError(f"{partial} is from an annotate call with other arguments ({first}); remove it to "
-                           "start again")
-    if lines[-1]:
-        partial.write_text("\n".join(complete) + "\n", encoding="utf-8")
-    return len(complete) - 1
-
-
 def _report(stream: IO[str] | None, done: int, size: int, started: float) -> None:
     if stream is None:
         return
     elapsed = time.monotonic() - started
     stream.write(f"annotated {done:,}/{size:,} tasks ({100 * done / size:.0f}%) {elapsed:.1f}s\n")
     stream.flush()
-
-
-def _finish(partial: Path, out: Path, fmt: str) -> None:
-    """Turn the finished ``partial`` file into ``out`` (atomically), then remove it."""
-    rows = [json.loads(line) for line in partial.read_text(encoding="utf-8").splitlines()[1:]]
-    tmp = out.with_name(out.name + ".tmp")
-    if fmt == "parquet":
-        try:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise FlexkitError("Parquet output needs pyarrow: pip install \"flexkit-rft[parquet]\"") from None
-        pq.write_table(pa.Table.from_pylist(rows), tmp)
-    else:
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    os.replace(tmp, out)
-    partial.unlink()

@@ -123,8 +123,13 @@ example:
     p.add_argument("file", metavar="PIPELINE", help="pipeline TOML file with a [trainer] table")
     p.add_argument("--samples", "-k", type=int, required=True, metavar="K",
                    help="responses per task (rounded up to whole rollouts of the trainer's group size)")
-    p.add_argument("--out", required=True, metavar="FILE", help="output file: .jsonl, or .parquet (needs pyarrow)")
-    p.add_argument("--column", default="pass_rate", help="name of the new column (default pass_rate)")
+    p.add_argument("--out", required=True, metavar="FILE",
+                   help="output file: .jsonl, or .parquet (needs pyarrow); other suffixes are refused")
+    p.add_argument("--column", default="pass_rate",
+                   help="name of the new column (default pass_rate); an existing column is refused without "
+                   "--overwrite")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the values of --column when the taskset already has that column")
     p.add_argument("--taskset", metavar="NAME", help="which taskset (required when the pipeline has several)")
     p.add_argument("--checkpoint", metavar="RUN_DIR",
                    help="use the trainer state of this run folder's checkpoint (e.g. a stronger reference policy)")
@@ -393,7 +398,8 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         return 2
     pipe = load_pipeline(args.file, plugins=args.plugin)
     out = annotate(pipe, out=args.out, samples=args.samples, column=args.column, taskset=args.taskset,
-                   checkpoint=args.checkpoint, chunk=args.chunk, progress=None if args.quiet else sys.stderr)
+                   checkpoint=args.checkpoint, chunk=args.chunk, overwrite=args.overwrite,
+                   progress=None if args.quiet else sys.stderr)
     print(f"wrote {out}")
     return 0
 

@@ -71,9 +71,13 @@ def test_an_interrupted_annotation_continues_where_it_stopped(tmp_path: Path) ->
     assert len(rows) == 100
     assert rows[:48] == [json.loads(line) for line in written[1:]]  # finished rows are kept as they were
     assert progress.getvalue().splitlines()[0].startswith("annotated 64/100")
-    with pytest.raises(FlexkitError, match="other arguments"):
+    with pytest.raises(FlexkitError, match="written by an older flexkit version"):
         (tmp_path / "c.jsonl.partial").write_text(json.dumps({"flexkit_annotate": {"samples": 1}}) + "\n")
         annotate(pipeline_from_dict(DATA, base_dir=tmp_path), out=tmp_path / "c.jsonl", samples=4, progress=None)
+    with pytest.raises(_Interrupt):  # a partial of samples=4, column pass_rate
+        annotate(pipeline_from_dict(DATA, base_dir=tmp_path), out=out, samples=4, progress=_StopAfter(0))
+    with pytest.raises(FlexkitError, match=r"other arguments or inputs: --samples; --column changed since"):
+        annotate(pipeline_from_dict(DATA, base_dir=tmp_path), out=out, samples=8, column="other", progress=None)
 
 
 def test_cli_annotate_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -243,3 +243,40 @@ def test_quickstart_learns_on_the_frontier_and_counts_its_rollouts(tmp_path: Pat
     assert last["eval_accuracy/2"] - first["eval_accuracy/2"] >= 0.2  # the frontier level learns most
     assert last["eval_accuracy/1"] > 0.9  # and the solved level is kept
     assert 250_000 <= result.last_metrics["rollouts"] < 250_000 + 4 * 512  # stopped at the budget
+
+
+def test_annotate_interrupted_then_rerun_continues_the_generator_of_the_uninterrupted_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``flexkit annotate`` with the toy trainer: after an error in the third chunk, the same call rolls the third
+    chunk out with the generator state the uninterrupted call had there (the commit record holds it), and writes
+    the same file. (The tiny warm-started model solves nothing, so the file alone would not show it.)"""
+    import contextlib
+    import hashlib
+
+    import flexkit.annotate
+    from flexkit.annotate import annotate
+
+    path = tmp_path / "pipeline.toml"
+    path.write_text(TINY.replace("size = 400", "size = 40"))
+    original = flexkit.annotate._pass_rates
+
+    def run(out: str, fail_at: int = 0) -> list[str]:
+        states: list[str] = []
+
+        def recorded(trainer: ToyRLTrainer, tasks: list, samples: int) -> list[float]:
+            states.append(hashlib.sha256(trainer.generator.get_state().numpy().tobytes()).hexdigest())
+            if len(states) == fail_at:
+                raise RuntimeError("the GPU went away")
+            return original(trainer, tasks, samples)
+
+        monkeypatch.setattr(flexkit.annotate, "_pass_rates", recorded)
+        with contextlib.suppress(RuntimeError):
+            annotate(load_pipeline(path), out=tmp_path / out, samples=4, progress=None)
+        return states
+
+    full = run("full.jsonl")
+    assert len(full) == 5 and len(set(full)) == 5
+    assert run("out.jsonl", fail_at=3) == full[:3]
+    assert run("out.jsonl") == full[2:]  # continues at the third chunk, with its generator state
+    assert (tmp_path / "out.jsonl").read_bytes() == (tmp_path / "full.jsonl").read_bytes()
