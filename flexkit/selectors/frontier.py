@@ -28,9 +28,13 @@ arXiv 1707.09727; Garivier & Moulines, arXiv 0805.3415 for discounting in non-st
   them are kept as they are (an optional uniform floor, 0 by default: its steady draws on hopeless and solved
   groups keep their evidence fresh and *slow down* the detection of a change); for each other candidate a value
   ``θ ~ Beta(1 + a_g, 1 + b_g)`` of its group is drawn
-  (``thompson = false``: the posterior mean instead, which removes the exploration), and the best are kept
-  (``tau = 0``) or drawn with probability ∝ ``θ^(1/tau)``. Drawing ``K`` uniform candidates caps the share of
-  any group at ``candidates`` times its share of the pool.
+  (``thompson = false``: the posterior mean instead), and ``B`` of them are drawn without replacement with
+  probability ∝ ``θ^(1/tau)``: with ``tau = 1`` (the default) each group's share of the batch follows its chance
+  of informative answers (probability matching), so a level whose pass rate is still low but rising keeps a share
+  in proportion; ``tau = 0`` keeps the highest values, which lets the two or three most informative levels take
+  every draw and stalls at the frontier. Drawing ``K`` uniform candidates caps the share of any group at
+  ``candidates`` times its share of the pool. ``thompson = false, tau = 0`` removes the exploration (the
+  ablation).
 
 Cost per step: O(K) to select, O(feedback) to update, plus one group id per task (4 bytes). State: two floats
 and a pass-rate average per group, and the RNG.
@@ -87,7 +91,9 @@ class FrontierConfig:
         default=0.0, ge=0, le=1, doc="Share of each batch drawn uniformly from the pool, whatever the estimates."
     )
     tau: float = field(
-        default=0.0, ge=0, doc="0: keep the candidates with the highest values; > 0: sample ∝ value^(1/tau)."
+        default=1.0, ge=0,
+        doc="1: draw candidates ∝ their value (each group's share follows its chance of informative answers); "
+        "0: keep the highest values (winner takes all); other values temper between.",
     )
     pass_rate: float = field(
         default=0.2, gt=0, le=1,

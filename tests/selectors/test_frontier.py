@@ -56,17 +56,18 @@ def test_a_level_that_becomes_learnable_wins_its_draws_back_and_the_ablation_sta
         return [1.0, 0.5, 0.5, 0.0 if step < 60 else 0.4, 0.0, 0.0]
 
     exploring = _simulate(_frontier(), rates, 200, np.random.default_rng(1))
-    greedy = _simulate(_frontier(thompson=False), rates, 200, np.random.default_rng(1))
+    greedy = _simulate(_frontier(thompson=False, tau=0.0), rates, 200, np.random.default_rng(1))
     assert exploring[100:, 3].mean() > 6  # at the level of the other learnable levels' shares
     assert greedy[40:, 3].sum() == 0
 
 
 def test_without_discounting_a_stale_group_is_never_found_again() -> None:
+    # winner-takes-all selection (tau = 0): only the fading of old evidence brings the level back
     def rates(step: int) -> list[float]:
         return [1.0, 0.5, 0.5, 0.0 if step < 60 else 0.4, 0.0, 0.0]
 
-    kept = _simulate(_frontier(), rates, 200, np.random.default_rng(1))
-    no_discount = _simulate(_frontier(discount=1.0), rates, 200, np.random.default_rng(1))
+    kept = _simulate(_frontier(tau=0.0), rates, 200, np.random.default_rng(1))
+    no_discount = _simulate(_frontier(tau=0.0, discount=1.0), rates, 200, np.random.default_rng(1))
     assert kept[100:, 3].sum() > 10 * max(1, no_discount[100:, 3].sum())
 
 
@@ -76,8 +77,18 @@ def test_a_solved_level_that_is_forgotten_is_drawn_again_at_once() -> None:
         return [1.0 if step < 50 else 0.5, 0.5, 0.5, 0.0, 0.0, 0.0]
 
     drawn = _simulate(_frontier(), rates, 150, np.random.default_rng(3))
-    assert drawn[20:50, 0].mean() < 1  # solved: probed now and then, no more
+    assert drawn[20:50, 0].mean() < 64 / 6 / 4  # solved: probed now and then, far below its uniform share
     assert drawn[90:, 0].mean() > 10  # forgotten: back to a learnable level's share within 40 steps
+
+
+def test_a_level_still_hard_keeps_a_share_in_proportion_to_its_informative_answers() -> None:
+    # level 4 at pass rate 0.03: about one group in five comes back mixed. Probability matching (tau = 1) keeps
+    # drawing it; winner-takes-all (tau = 0) leaves it to the few Thompson draws that rank it first.
+    rates = [1.0, 0.5, 0.5, 0.03, 0.0, 0.0]
+    matching = _simulate(_frontier(), lambda step: rates, 80, np.random.default_rng(6))[30:].mean(axis=0)
+    winner = _simulate(_frontier(tau=0.0), lambda step: rates, 80, np.random.default_rng(6))[30:].mean(axis=0)
+    assert matching[3] > 2 * winner[3] and matching[3] > 2
+    assert matching[1] > matching[3] > matching[4]  # informative levels first, hopeless ones last
 
 
 def test_a_uniform_floor_keeps_a_share_of_every_group() -> None:
