@@ -5,13 +5,21 @@ from __future__ import annotations
 import pytest
 
 from flexkit.config.components import STAGES
-from flexkit.config.reference import REFERENCE_PATH, REGENERATE_COMMAND, main, reference_markdown
+from flexkit.config.reference import (
+    COMMITTED_DISTRIBUTIONS,
+    REFERENCE_PATH,
+    REGENERATE_COMMAND,
+    main,
+    reference_markdown,
+)
 from flexkit.plugins import get_plugins
 from tests.fixtures import ROOT
 
 
 def core_reference() -> str:
-    return reference_markdown(get_plugins(), lambda c: c.distribution == "flexkit-rft")
+    """The committed reference: flexkit's components and the embedded trainer's (skipped without it)."""
+    pytest.importorskip("flexkit_toyrl")
+    return reference_markdown(get_plugins(), lambda c: c.distribution in COMMITTED_DISTRIBUTIONS)
 
 
 def test_committed_reference_is_up_to_date() -> None:
@@ -22,10 +30,11 @@ def test_committed_reference_is_up_to_date() -> None:
 
 def test_every_builtin_and_every_key_is_in_it() -> None:
     text, host = core_reference(), get_plugins()
+    assert "\n### `toyrl`\n" in text and "\n### `arithmetic`\n" in text  # the embedded trainer's components
     for stage in STAGES:
         for name in host.names(stage):
             component = host.component(stage, name)
-            if component.distribution != "flexkit-rft":
+            if component.distribution not in COMMITTED_DISTRIBUTIONS:
                 continue
             section = text.split(f"\n### `{name}`\n", 1)[1].split("\n### ", 1)[0]
             for key in component.config_cls.__attrs_attrs__:

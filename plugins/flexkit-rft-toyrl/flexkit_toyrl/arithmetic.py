@@ -1,18 +1,12 @@
-"""Procedurally generated addition tasks with graded difficulty, and their token encoding.
+"""The ``arithmetic`` storage: procedurally generated problems of one task family, with graded difficulty.
 
-A task of level ``L`` adds an ``L``-digit number ``a`` and a number ``b`` below ``base**L``. Every problem is
-written with the same number of digit slots ``D`` (the largest level), least significant digit first, so the
-model computes each answer digit from the two digits in the same slot plus a carry (reversed-digit addition,
-the format small transformers learn well)::
+``operation = "add"`` (the default) generates additions (:mod:`flexkit_toyrl.addition`), ``"mul"`` multiplications
+by a one-digit number (:mod:`flexkit_toyrl.multiplication`); both are written as reversed digits in ``D`` digit
+slots, ``D`` the largest level. ``noisy_labels = true`` adds difficulty columns that are only partly right, for
+selectors that must pool evidence without a clean level: ``noisy_level`` and ``answer_digits``.
 
-    a = 47, b = 5, D = 4   ->   prompt  7 4 0 0 + 5 0 0 0 =     answer  2 5 0 0 0
-
-The answer always has ``D + 1`` digits and the reward is exact match. A level-``L`` problem needs the slots up
-to ``L`` right; slots beyond the level only ever hold zeros. A model warm-started mostly on short problems is
-reliable on the low slots and weak on the high ones, so hard levels become learnable only after the medium ones
-have trained the slots below them — the regime where task selection matters.
-
-Nothing is downloaded: the ``arithmetic`` storage generates its rows from its own seed.
+Nothing is downloaded: the storage generates its rows from its own seed. The addition names of earlier versions
+(``encode_prompts``, ``draw_problems``, ``carries``, ...) are re-exported here.
 """
 
 from __future__ import annotations
@@ -24,52 +18,26 @@ import numpy as np
 
 from flexkit.config import field
 from flexkit.tasksets import InMemoryTaskset
+from flexkit_toyrl.addition import (
+    EQUALS,
+    PLUS,
+    VOCAB_SIZE,
+    carries,
+    digits,
+    draw_problems,
+    encode_answers,
+    encode_prompts,
+)
+from flexkit_toyrl.families import FAMILIES, Operation
 
-#: Token ids: digits are ``0 .. base-1``; then these.
-PLUS, EQUALS = 10, 11
-#: Vocabulary size (digits of base ≤ 10, ``+``, ``=``).
-VOCAB_SIZE = 12
+__all__ = ["EQUALS", "PLUS", "VOCAB_SIZE", "ArithmeticTasksConfig", "carries", "digit_counts", "digits",
+           "draw_problems", "encode_answers", "encode_prompts", "level_prior", "make_arithmetic_taskset",
+           "noisy_levels"]
 
-
-def digits(values: np.ndarray, width: int, base: int) -> np.ndarray:
-    """(N, width) digits of ``values``, least significant first."""
-    values = np.asarray(values, dtype=np.int64)
-    powers = base ** np.arange(width, dtype=np.int64)
-    return (values[:, None] // powers[None, :]) % base
-
-
-def encode_prompts(a: np.ndarray, b: np.ndarray, width: int, base: int) -> np.ndarray:
-    """(N, 2·width + 2) prompt tokens ``a-digits + b-digits =``."""
-    n = len(a)
-    plus = np.full((n, 1), PLUS, dtype=np.int64)
-    equals = np.full((n, 1), EQUALS, dtype=np.int64)
-    return np.concatenate([digits(a, width, base), plus, digits(b, width, base), equals], axis=1)
-
-
-def encode_answers(a: np.ndarray, b: np.ndarray, width: int, base: int) -> np.ndarray:
-    """(N, width + 1) answer tokens: the digits of ``a + b``, least significant first."""
-    return digits(np.asarray(a, dtype=np.int64) + np.asarray(b, dtype=np.int64), width + 1, base)
-
-
-def draw_problems(levels: np.ndarray, base: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Operands at ``levels``: ``a`` has exactly ``L`` digits (any digit for ``L = 1``), ``b < base**L``."""
-    levels = np.asarray(levels, dtype=np.int64)
-    high = base ** levels
-    low = np.where(levels > 1, base ** (levels - 1), 0)
-    a = low + np.floor(rng.random(len(levels)) * (high - low)).astype(np.int64)
-    b = np.floor(rng.random(len(levels)) * high).astype(np.int64)
-    return a, b
-
-
-def carries(a: np.ndarray, b: np.ndarray, width: int, base: int) -> np.ndarray:
-    """Number of carries in each addition (a second difficulty signal within a level)."""
-    da, db = digits(a, width, base), digits(b, width, base)
-    count = np.zeros(len(da), dtype=np.int64)
-    carry = np.zeros(len(da), dtype=np.int64)
-    for slot in range(width):
-        carry = (da[:, slot] + db[:, slot] + carry) >= base
-        count += carry
-    return count
+#: Spawn key of the generated operands (with the storage's ``seed``).
+PROBLEM_SPAWN_KEY = (11,)
+#: Spawn key of the label noise (with the storage's ``seed``): the operands do not depend on it.
+NOISE_SPAWN_KEY = (14,)
 
 
 def level_prior(levels: np.ndarray, per_digit: float) -> np.ndarray:
@@ -77,15 +45,45 @@ def level_prior(levels: np.ndarray, per_digit: float) -> np.ndarray:
     return per_digit ** (np.asarray(levels, dtype=np.float64) + 1.0)
 
 
+def noisy_levels(levels: np.ndarray, choices: tuple[int, ...], accuracy: float,
+                 rng: np.random.Generator) -> np.ndarray:
+    """``levels`` relabelled: each kept with probability ``accuracy``, otherwise replaced by one of the other
+    ``choices`` drawn uniformly (unchanged when there is no other)."""
+    levels = np.asarray(levels, dtype=np.int64)
+    distinct = np.unique(np.asarray(choices, dtype=np.int64))
+    if len(distinct) < 2:
+        return levels.copy()
+    position = np.searchsorted(distinct, levels)
+    wrong = rng.random(len(levels)) >= accuracy
+    shift = rng.integers(1, len(distinct), size=len(levels))
+    return distinct[np.where(wrong, (position + shift) % len(distinct), position)]
+
+
+def digit_counts(values: np.ndarray, base: int) -> np.ndarray:
+    """Number of digits of each value (``0`` has one)."""
+    values = np.asarray(values, dtype=np.int64)
+    count = np.ones(len(values), dtype=np.int64)
+    power = base
+    while (values >= power).any():
+        count += values >= power
+        power *= base
+    return count
+
+
 @attrs.frozen(kw_only=True)
 class ArithmeticTasksConfig:
-    """Parameters of the ``arithmetic`` storage: generated addition problems."""
+    """Parameters of the ``arithmetic`` storage: generated problems of one task family."""
 
+    operation: Operation = field(
+        default="add",
+        doc='Task family: "add" (a + b, b below base**level) or "mul" (a × b, b one digit in 2 .. base-1). The '
+            "toyrl trainer's operation must be the same.",
+    )
     size: int = field(default=20000, ge=1, doc="Number of problems.")
     levels: tuple[int, ...] = field(
         default=(1, 2, 3, 4), min_items=1, doc="Difficulty levels (digits of the first operand), spread evenly."
     )
-    base: int = field(default=10, ge=2, le=10, doc="Number base of the digits.")
+    base: int = field(default=10, ge=2, le=10, doc='Number base of the digits (at least 3 for "mul").')
     seed: int = field(default=0, ge=0, doc="Seed of the generated problems (independent of the pipeline seed).")
     weak_per_digit: float = field(
         default=0.6, gt=0, le=1, doc="Per-digit accuracy of the weak reference learner behind weak_pass_rate."
@@ -93,25 +91,41 @@ class ArithmeticTasksConfig:
     strong_per_digit: float = field(
         default=0.95, gt=0, le=1, doc="Per-digit accuracy of the strong reference learner behind strong_pass_rate."
     )
+    noisy_labels: bool = field(
+        default=False,
+        doc="Add two partly wrong difficulty columns: noisy_level (the level with probability noisy_level_accuracy, "
+            "otherwise another of levels drawn uniformly, from seed) and answer_digits (digits of the answer: the "
+            "level or one more). The operands do not change.",
+    )
+    noisy_level_accuracy: float = field(
+        default=0.7, ge=0, le=1, doc="Probability that noisy_level is the true level (with noisy_labels)."
+    )
 
     def __attrs_post_init__(self) -> None:
         bad = [level for level in self.levels if not 1 <= level <= 9]
         if bad:
             raise ValueError(f"levels must be between 1 and 9, got {bad}")
+        family = FAMILIES[self.operation]
+        if self.base < family.min_base:
+            raise ValueError(f'operation = "{self.operation}" needs base >= {family.min_base}, got base = '
+                             f"{self.base}: set base = {family.min_base} or more")
 
 
 def make_arithmetic_taskset(config: ArithmeticTasksConfig, *, name: str, **_context: Any) -> InMemoryTaskset:
-    """Generate the problems: ``id``, ``level``, ``a``, ``b``, ``carries`` and two reference pass rates.
+    """Generate the problems: ``id``, ``level``, ``a``, ``b``, ``carries``, ``difficulty`` and two reference pass
+    rates; ``"mul"`` rows add ``operation`` and ``multiplier``; ``noisy_labels`` adds ``noisy_level`` and
+    ``answer_digits``.
 
     ``weak_pass_rate`` / ``strong_pass_rate`` are the pass rates of two idealised reference learners
     (``per_digit ** (level + 1)``): offline difficulty priors of the kind Trinity-RFT's ``difficulty_based`` reads,
     known before training (a real setup measures them with reference models).
     """
-    rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(11,)))
+    family = FAMILIES[config.operation]
+    rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=PROBLEM_SPAWN_KEY))
     levels = np.asarray(config.levels, dtype=np.int64)[np.arange(config.size) % len(config.levels)]
-    a, b = draw_problems(levels, config.base, rng)
+    a, b = family.draw(levels, config.base, rng)
     width = int(max(config.levels))
-    n_carries = carries(a, b, width, config.base)
+    n_carries = family.carries(a, b, width, config.base)
     weak = level_prior(levels, config.weak_per_digit)
     strong = level_prior(levels, config.strong_per_digit)
     columns = {
@@ -122,10 +136,25 @@ def make_arithmetic_taskset(config: ArithmeticTasksConfig, *, name: str, **_cont
         "weak_pass_rate": weak,
         "strong_pass_rate": strong,
     }
+    extra: dict[str, np.ndarray] = {}
+    if config.operation != "add":
+        extra["multiplier"] = b
+    if config.noisy_labels:
+        noise = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=NOISE_SPAWN_KEY))
+        extra["noisy_level"] = noisy_levels(levels, config.levels, config.noisy_level_accuracy, noise)
+        answer = family.answers(a, b, width, config.base)
+        extra["answer_digits"] = digit_counts(answer @ (config.base ** np.arange(width + 1)), config.base)
+    columns.update({key: values.astype(np.float64) for key, values in extra.items()})
     rows = [
         {"id": i, "level": int(levels[i]), "a": int(a[i]), "b": int(b[i]), "carries": int(n_carries[i]),
          "difficulty": float(columns["difficulty"][i]), "weak_pass_rate": float(weak[i]),
          "strong_pass_rate": float(strong[i])}
         for i in range(config.size)
     ]
+    if config.operation != "add":
+        for row in rows:
+            row["operation"] = config.operation
+    for key, values in extra.items():
+        for row, value in zip(rows, values.tolist(), strict=True):
+            row[key] = value
     return InMemoryTaskset(name, rows=rows, columns=columns)

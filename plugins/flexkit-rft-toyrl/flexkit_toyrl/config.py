@@ -8,12 +8,18 @@ from typing import Literal
 import attrs
 
 from flexkit.config import field
+from flexkit_toyrl.families import FAMILIES, Operation
 
 
 @attrs.frozen(kw_only=True)
 class ToyRLConfig:
     """Parameters of the ``toyrl`` trainer."""
 
+    operation: Operation = field(
+        default="add",
+        doc='Task family of the warm start, the rollouts, the reward and the held-out evaluation: "add" or "mul"; '
+            "must match the arithmetic taskset's operation.",
+    )
     max_digits: int = field(default=4, ge=1, le=9, doc="Digit slots per operand; the largest task level.")
     base: int = field(default=10, ge=2, le=10, doc="Number base; must match the taskset's.")
     d_model: int = field(default=64, ge=8, doc="Transformer width.")
@@ -54,11 +60,22 @@ class ToyRLConfig:
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model ({self.d_model}) must be a multiple of n_heads ({self.n_heads})")
         if len(self.warmup_level_weights) > self.max_digits:
-            raise ValueError(f"warmup_level_weights has {len(self.warmup_level_weights)} entries but max_digits "
-                             f"is {self.max_digits}")
+            raise ValueError(warmup_weights_message(self.warmup_level_weights, self.max_digits))
+        family = FAMILIES[self.operation]
+        if self.base < family.min_base:
+            raise ValueError(f'operation = "{self.operation}" needs base >= {family.min_base}, got base = '
+                             f"{self.base}: set base = {family.min_base} or more")
         if any(w < 0 or not math.isfinite(w) for w in self.warmup_level_weights) or not sum(
                 self.warmup_level_weights) > 0:
             raise ValueError("warmup_level_weights must be finite, >= 0, with a positive sum")
         bad = [level for level in self.eval_levels if not 1 <= level <= self.max_digits]
         if bad:
             raise ValueError(f"eval_levels must be between 1 and max_digits ({self.max_digits}), got {bad}")
+
+
+def warmup_weights_message(weights: tuple[float, ...], max_digits: int) -> str:
+    """The error for more ``warmup_level_weights`` than ``max_digits``: both fixes, with the values to set."""
+    shorter = ", ".join(repr(w) for w in weights[:max_digits])
+    return (f"warmup_level_weights has {len(weights)} entries (levels 1-{len(weights)}) but max_digits is "
+            f"{max_digits}: set max_digits = {len(weights)}, or keep max_digits = {max_digits} and set "
+            f"warmup_level_weights = [{shorter}] (one weight per level 1-{max_digits})")

@@ -21,13 +21,14 @@ def make_toyrl_trainer(config: ToyRLConfig, **context: Any) -> Any:
 
 @hookimpl
 def flexkit_register_storages(register: Any) -> None:
-    """The ``arithmetic`` storage: generated addition problems with graded difficulty."""
+    """The ``arithmetic`` storage: generated addition or multiplication problems with graded difficulty."""
     register("arithmetic", make_arithmetic_taskset, ArithmeticTasksConfig,
-             description="Generated multi-digit addition problems with graded difficulty (levels = digits).")
+             description="Generated multi-digit addition, or multiplication by one digit, with graded difficulty "
+                         "(levels = digits).")
 
 
 @hookimpl
 def flexkit_register_trainers(register: Any) -> None:
     """The ``toyrl`` trainer: GRPO on a tiny transformer."""
     register("toyrl", make_toyrl_trainer, ToyRLConfig,
-             description="GRPO fine-tuning of a tiny transformer on generated addition, on a CPU in minutes.")
+             description="GRPO fine-tuning of a tiny transformer on generated arithmetic, on a CPU in minutes.")

@@ -1,4 +1,8 @@
-"""``toyrl``: GRPO fine-tuning of a tiny transformer on generated addition problems, on a CPU in minutes.
+"""``toyrl``: GRPO fine-tuning of a tiny transformer on generated arithmetic problems, on a CPU in minutes.
+
+The task family is ``operation`` (:mod:`flexkit_toyrl.families`): addition by default, or multiplication by a
+one-digit number; every phase below uses it, and :meth:`ToyRLTrainer.setup` refuses an ``arithmetic`` taskset
+of another family.
 
 The run, as real RL fine-tuning does it:
 
@@ -30,8 +34,8 @@ import torch
 from flexkit.errors import ConfigError, ConfigIssue
 from flexkit.trainer import Rollout, Trainer
 from flexkit.weights import aggregate, keep_mask, policy_loss
-from flexkit_toyrl.arithmetic import VOCAB_SIZE, draw_problems, encode_answers, encode_prompts
 from flexkit_toyrl.config import ToyRLConfig
+from flexkit_toyrl.families import FAMILIES
 from flexkit_toyrl.model import TinyTransformer, answer_log_probs, generate
 
 #: Spawn key of the held-out evaluation problems (independent of every seed, so all runs share them).
@@ -61,13 +65,14 @@ class ToyRLTrainer(Trainer):
         seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
         if config.num_threads:
             torch.set_num_threads(config.num_threads)
+        self.family = FAMILIES[config.operation]
         self.width = config.max_digits
-        self.prompt_len = 2 * self.width + 2
+        self.prompt_len = self.family.prompt_len(self.width)
         self.answer_len = self.width + 1
         warm_seq = np.random.SeedSequence(config.warmup_seed, spawn_key=WARMUP_SPAWN_KEY)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(_torch_seed(warm_seq, 0))
-            self.model = TinyTransformer(VOCAB_SIZE, self.prompt_len + self.answer_len, config.d_model,
+            self.model = TinyTransformer(self.family.vocab_size, self.prompt_len + self.answer_len, config.d_model,
                                          config.n_layers, config.n_heads, 4 * config.d_model)
         self.generator = torch.Generator().manual_seed(_torch_seed(seq, 1))
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.learning_rate)
@@ -77,9 +82,24 @@ class ToyRLTrainer(Trainer):
         self.warmup_loss: float | None = None
         eval_rng = np.random.default_rng(np.random.SeedSequence(0, spawn_key=EVAL_SPAWN_KEY))
         self.eval_levels = np.repeat(np.asarray(config.eval_levels, dtype=np.int64), config.eval_tasks_per_level)
-        a, b = draw_problems(self.eval_levels, config.base, eval_rng)
-        self.eval_prompts = torch.from_numpy(encode_prompts(a, b, self.width, config.base))
-        self.eval_answers = torch.from_numpy(encode_answers(a, b, self.width, config.base))
+        a, b = self.family.draw(self.eval_levels, config.base, eval_rng)
+        self.eval_prompts = torch.from_numpy(self.family.prompts(a, b, self.width, config.base))
+        self.eval_answers = torch.from_numpy(self.family.answers(a, b, self.width, config.base))
+
+    def setup(self, pipeline: Any) -> None:
+        """Refuse ``arithmetic`` tasksets of another family than ``operation`` (before any work is done)."""
+        issues = []
+        for i, taskset in enumerate(pipeline.config.tasksets):
+            storage = taskset.storage
+            operation = getattr(storage.config, "operation", None)
+            if storage.type == "arithmetic" and operation != self.config.operation:
+                issues.append(ConfigIssue(
+                    f"tasksets[{i}]",
+                    f'the taskset {taskset.name!r} generates operation = "{operation}" problems but the toyrl trainer '
+                    f'has operation = "{self.config.operation}": set the same operation in both ([trainer] '
+                    f"operation and the taskset's operation)"))
+        if issues:
+            raise ConfigError(issues, getattr(pipeline, "source", None))
 
     # -- warm start -------------------------------------------------------------------------------------
 
@@ -96,9 +116,9 @@ class ToyRLTrainer(Trainer):
         loss = torch.zeros(())
         for i in range(cfg.warmup_steps):
             levels = 1 + self.warmup_rng.choice(len(weights), size=cfg.warmup_batch_size, p=weights)
-            a, b = draw_problems(levels, cfg.base, self.warmup_rng)
-            seq = torch.from_numpy(np.concatenate([encode_prompts(a, b, self.width, cfg.base),
-                                                   encode_answers(a, b, self.width, cfg.base)], axis=1))
+            a, b = self.family.draw(levels, cfg.base, self.warmup_rng)
+            seq = torch.from_numpy(np.concatenate([self.family.prompts(a, b, self.width, cfg.base),
+                                                   self.family.answers(a, b, self.width, cfg.base)], axis=1))
             logp, _ = answer_log_probs(self.model, seq, self.answer_len, cfg.base)
             loss = -logp.mean()
             optimizer.zero_grad(set_to_none=True)
@@ -115,16 +135,24 @@ class ToyRLTrainer(Trainer):
     def _operands(self, tasks: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
         a = np.empty(len(tasks), dtype=np.int64)
         b = np.empty(len(tasks), dtype=np.int64)
-        limit = self.config.base ** self.width
+        cfg = self.config
+        limit, b_limit = cfg.base ** self.width, self.family.b_limit(self.width, cfg.base)
         for i, task in enumerate(tasks):
             row = task.data if isinstance(task.data, Mapping) else {}
             x, y = row.get("a"), row.get("b")
-            if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < limit for v in (x, y)):
+            operation = row.get("operation", "add")
+            if operation != cfg.operation:
                 raise ConfigError([ConfigIssue(
                     f"tasksets[{task.taskset_id}]",
-                    f"the toyrl trainer needs integer operands 'a' and 'b' in [0, {limit}) (max_digits = "
-                    f"{self.width}, base = {self.config.base}); task {task.index} of {task.taskset!r} has "
-                    f"a={x!r}, b={y!r} (use storage_type = \"arithmetic\" with matching levels)")])
+                    f'task {task.index} of {task.taskset!r} is an operation = "{operation}" problem but the toyrl '
+                    f'trainer has operation = "{cfg.operation}": set the same operation in both')])
+            if not (_is_int(x) and 0 <= x < limit and _is_int(y) and 0 <= y < b_limit):
+                raise ConfigError([ConfigIssue(
+                    f"tasksets[{task.taskset_id}]",
+                    f"the toyrl trainer needs integer operands 'a' in [0, {limit}) and 'b' in [0, {b_limit}) "
+                    f"(operation = \"{cfg.operation}\", max_digits = {self.width}, base = {cfg.base}); task "
+                    f"{task.index} of {task.taskset!r} has a={x!r}, b={y!r} (use storage_type = \"arithmetic\" with "
+                    f"matching levels)")])
             a[i], b[i] = x, y
         return a, b
 
@@ -135,8 +163,8 @@ class ToyRLTrainer(Trainer):
         self.warm_start()
         cfg, g = self.config, self.config.group_size
         a, b = self._operands(tasks)
-        prompts = torch.from_numpy(encode_prompts(a, b, self.width, cfg.base))
-        target = torch.from_numpy(encode_answers(a, b, self.width, cfg.base)).repeat_interleave(g, dim=0)
+        prompts = torch.from_numpy(self.family.prompts(a, b, self.width, cfg.base))
+        target = torch.from_numpy(self.family.answers(a, b, self.width, cfg.base)).repeat_interleave(g, dim=0)
         self.model.eval()
         answers, logps = generate(self.model, prompts, self.answer_len, temperature=cfg.temperature,
                                   generator=self.generator, allowed=cfg.base, samples=g)
@@ -234,3 +262,7 @@ def _level(task: Any) -> int:
     row = task.data if isinstance(task.data, Mapping) else {}
     level = row.get("level", 0)
     return int(level) if isinstance(level, int) else 0
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
