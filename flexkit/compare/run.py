@@ -239,8 +239,9 @@ def _reusable(plan: _Plan, results: list[SettingResult], seeds: list[int]) -> tu
                                        f"{meta.get('spec')!r}); choose another --out")
                 reused.append((result, seed, meta))
                 continue
-            unknown = sorted(p.name for p in run_dir.iterdir() if p.name not in _RUN_FOLDER_FILES)
-            if unknown or not run_dir.is_dir():
+            unknown = sorted(p.name for p in run_dir.iterdir() if p.name not in _RUN_FOLDER_FILES) \
+                if run_dir.is_dir() else ["(a file, not a folder)"]
+            if unknown:
                 raise FlexkitError(f"{run_dir} already exists and is not an unfinished run of this comparison "
                                    f"(it holds {', '.join(unknown[:5])}); choose another --out")
             clear.append(run_dir)

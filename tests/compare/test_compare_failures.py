@@ -134,3 +134,8 @@ def test_an_interrupted_comparison_continues(tmp_path: Path) -> None:
     with pytest.raises(FlexkitError, match="is not an unfinished run of this comparison"):
         compare(path, settings, [0, 1], tmp_path / "out", progress=None)
     assert (seed1 / "notes.txt").read_text() == "mine"  # nothing of the user's is removed
+    other = tmp_path / "out" / "b"
+    other.mkdir()
+    (other / "seed0").write_text("a file")
+    with pytest.raises(FlexkitError, match=r"a file, not a folder"):
+        compare(path, [parse_setting("b:")], [0], tmp_path / "out", progress=None)

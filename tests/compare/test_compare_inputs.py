@@ -9,6 +9,8 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from flexkit import ConfigError
 from flexkit.cli import main
@@ -100,3 +102,27 @@ def test_compare_with_a_long_set_and_name(pipeline_file: Path, tmp_path: Path) -
     assert json.loads((run.run_dir / "setting.json").read_text())["setting"] == name
     assert [x for x, _ in run.curve] == [0, 5, 10]
     assert f"| {name} |" in result.markdown
+
+
+@given(st.lists(st.text(alphabet="abcXYZ019_.-", min_size=1, max_size=300), min_size=2, max_size=6, unique=True))
+@settings(max_examples=200, deadline=None)
+def test_folder_names_are_short_and_distinct(names: list[str]) -> None:
+    folders = [folder_name(name) for name in names]
+    assert all(len(f) <= MAX_FOLDER_NAME for f in folders)
+    assert len(set(folders)) == len(folders)
+    assert all(f == n for f, n in zip(folders, names, strict=True) if len(n) <= MAX_FOLDER_NAME)
+
+
+@given(st.integers(min_value=1, max_value=MAX_VALUE_DEPTH + 20))
+@settings(max_examples=60, deadline=None)
+def test_nesting_up_to_the_bound_parses_and_beyond_is_refused(depth: int) -> None:
+    text = "[" * depth + "1" + "]" * depth
+    if depth <= MAX_VALUE_DEPTH:
+        value = parse_setting(f"s:x={text}").overrides[0].value
+        for _ in range(depth):
+            assert isinstance(value, list) and len(value) == 1
+            value = value[0]
+        assert value == 1
+    else:
+        with pytest.raises(ConfigError, match=f"nested {depth} levels deep"):
+            parse_setting(f"s:x={text}")

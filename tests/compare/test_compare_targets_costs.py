@@ -9,16 +9,21 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from flexkit.cli import main
 from flexkit.compare import (
+    MIN_INTERVAL_VALUES,
     Comparison,
     RunOutcome,
     Setting,
     SettingResult,
     compare,
+    mean_interval,
     parse_setting,
     render_table,
+    reported_interval,
     write_level_plot,
 )
 from flexkit.compare.statistics import accuracy_at, steps_to
@@ -167,3 +172,13 @@ def test_cli_several_targets_and_budgets(pipeline_file: Path, tmp_path: Path,
         assert main(["compare", str(pipeline_file), "--set", "a:", "--out", str(tmp_path / "b"), *bad]) == 2
         assert bad[0] in capsys.readouterr().err
     assert not (tmp_path / "b").exists()
+
+
+@given(st.lists(st.floats(min_value=0, max_value=1, allow_nan=False), min_size=1, max_size=8))
+@settings(max_examples=100, deadline=None)
+def test_reported_interval_only_from_three_values(values: list[float]) -> None:
+    mean, half = reported_interval(values)
+    assert mean == pytest.approx(sum(values) / len(values))
+    assert (half is None) == (len(values) < MIN_INTERVAL_VALUES)
+    if half is not None:
+        assert half == mean_interval(values)[1]
