@@ -165,15 +165,16 @@ runs the failed or missing ones again from the start. Ctrl-C writes the reports 
                    help="a named setting: overrides of the file's keys (repeatable; see below). Without any, "
                    "the file is run as it is under the name 'baseline'")
     p.add_argument("--seeds", default="3", metavar="N|LIST",
-                   help="seeds per setting: N means 0..N-1, or a list such as 0,3,7 (default 3); replaces "
-                   "[run] seed")
+                   help="seeds per setting: N means 0..N-1, or a list such as 0,3,7 (default 3; at most "
+                   "1000); replaces [run] seed")
     p.add_argument("--target", metavar="ACC[,ACC...]",
                    help="target eval accuracy for steps/rollouts to target, or several: 0.3,0.4,0.5 (default: "
                    "the initial accuracy plus 90%% of the way to the best setting's mean final accuracy)")
     p.add_argument("--budget", metavar="ROLLOUTS[,ROLLOUTS...]",
                    help="rollout budget for 'accuracy at budget', or several: 200000,400000 (default: the fewest "
                    "rollouts any run generated); budgets do not stop runs ([run] max_rollouts does)")
-    p.add_argument("--out", metavar="DIR", help="output folder (default: a fresh dated folder under runs/)")
+    p.add_argument("--out", metavar="DIR", help="output folder (default: a fresh dated folder under runs/); the "
+                   "folder of an earlier call is continued: its finished runs are reused")
     p.add_argument("--quiet", action="store_true", help="no per-run progress lines")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="runs in parallel, each in its own process with cpu_count/N threads (default 1)")

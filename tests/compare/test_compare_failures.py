@@ -34,6 +34,8 @@ class FlakyTrainer(SimulatorTrainer):
             raise RuntimeError("boom: the trainer failed on purpose")
         if step == 12 and self.fail == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
+        if step == 12 and self.fail == "interrupt":
+            raise KeyboardInterrupt
         return super().update(batch, weights, step=step)
 
 
@@ -109,6 +111,24 @@ def test_a_killed_run_in_its_own_process_fails_alone(flaky: tuple[Path, str], tm
     assert [r.seed for r in result.results[0].runs] == [0]
     assert (tmp_path / "out" / "a" / "seed2" / "stderr.log").read_text().count("boom") >= 1
     assert "a seed 1: FAILED (exit status -9)" in stream.getvalue()
+
+
+def test_ctrl_c_writes_the_reports_of_what_finished(flaky: tuple[Path, str], tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    path, plugin = flaky
+    out = tmp_path / "out"
+    monkeypatch.setenv("FLEXKIT_TEST_FAIL", "1:interrupt")
+    assert main(["compare", str(path), "--set", "a:", "--seeds", "2", "--plugin", plugin, "--out", str(out),
+                 "--quiet"]) == 130
+    data = json.loads((out / "results.json").read_text())
+    assert [r["seed"] for r in data["settings"][0]["runs"]] == [0] and data["failed"] == []
+    assert "interrupted" in capsys.readouterr().err
+    monkeypatch.delenv("FLEXKIT_TEST_FAIL")
+    assert main(["compare", str(path), "--set", "a:", "--seeds", "2", "--plugin", plugin, "--out", str(out),
+                 "--quiet"]) == 0
+    data = json.loads((out / "results.json").read_text())
+    assert [r["seed"] for r in data["settings"][0]["runs"]] == [0, 1]
 
 
 def test_an_interrupted_comparison_continues(tmp_path: Path) -> None:
