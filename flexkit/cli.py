@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from flexkit._version import DISTRIBUTION, __version__
 from flexkit.errors import ConfigError, FlexkitError
@@ -141,9 +143,12 @@ example:
     p = sub.add_parser("compare", help="compare settings of a pipeline over several seeds, with intervals",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        description="Run a pipeline (with its [trainer]) under several settings and seeds, then\n"
-                       "report final eval accuracy and steps/rollouts to a target accuracy as mean ± 95% Student-t\n"
-                       "interval over seeds. Writes OUT/<setting>/seed<k>/ run folders, OUT/results.md,\n"
-                       "OUT/results.json and OUT/accuracy.png (needs matplotlib: pip install \"flexkit-rft[plot]\").",
+                       "report final eval accuracy (overall and per level), steps/rollouts to each target accuracy,\n"
+                       "accuracy at each rollout budget and the cost per run (steps, optimizer steps, trained\n"
+                       "samples, rollouts, seconds) as mean ± 95% Student-t interval over seeds (from 3 seeds on;\n"
+                       "with fewer, the mean and n). Writes OUT/<setting>/seed<k>/ run folders, OUT/results.md,\n"
+                       "OUT/results.json, OUT/accuracy.png and OUT/levels.png (the plots need matplotlib:\n"
+                       "pip install \"flexkit-rft[plot]\").",
                        epilog=f"""settings:
   --set NAME:KEY=VALUE[,KEY=VALUE...]   a named setting (NAME names its folder)
   --set NAME:                           no overrides (the file as it is)
@@ -154,20 +159,27 @@ example:
       --set random:tasksets.0.selector.type=random \\
       --set 'difficulty:tasksets.0.selector.target_reward=0.5'
 
-The default target is initial + 90% of the way to the best setting's mean final accuracy.""")
+The default target is initial + 90% of the way to the best setting's mean final accuracy.
+
+failed runs: a run that fails or is killed does not stop the others. Every other run finishes,
+the reports cover the finished runs and list the failed ones (setting, seed, exit status, the end
+of stderr), and the command exits 1. Run the same command again: it reuses the finished runs and
+runs the failed or missing ones again from the start. Ctrl-C writes the reports of what finished.""")
     p.add_argument("file", metavar="FILE", help="pipeline TOML file (with a [trainer] and [run] eval_every > 0)")
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="NAME:KEY=VALUE,...",
                    help="a named setting: overrides of the file's keys (repeatable; see below). Without any, "
                    "the file is run as it is under the name 'baseline'")
     p.add_argument("--seeds", default="3", metavar="N|LIST",
-                   help="seeds per setting: N means 0..N-1, or a list such as 0,3,7 (default 3); replaces "
-                   "[run] seed")
-    p.add_argument("--target", type=float, metavar="ACC",
-                   help="target eval accuracy for steps/rollouts to target (default: the initial accuracy "
-                   "plus 90%% of the way to the best setting's mean final accuracy)")
-    p.add_argument("--budget", type=int, metavar="ROLLOUTS",
-                   help="rollout budget for 'accuracy at budget' (default: the fewest rollouts any run generated)")
-    p.add_argument("--out", metavar="DIR", help="output folder (default: a fresh dated folder under runs/)")
+                   help="seeds per setting: N means 0..N-1, or a list such as 0,3,7 (default 3; at most "
+                   "1000); replaces [run] seed")
+    p.add_argument("--target", metavar="ACC[,ACC...]",
+                   help="target eval accuracy for steps/rollouts to target, or several: 0.3,0.4,0.5 (default: "
+                   "the initial accuracy plus 90%% of the way to the best setting's mean final accuracy)")
+    p.add_argument("--budget", metavar="ROLLOUTS[,ROLLOUTS...]",
+                   help="rollout budget for 'accuracy at budget', or several: 200000,400000 (default: the fewest "
+                   "rollouts any run generated); budgets do not stop runs ([run] max_rollouts does)")
+    p.add_argument("--out", metavar="DIR", help="output folder (default: a fresh dated folder under runs/); the "
+                   "folder of an earlier call is continued: its finished runs are reused")
     p.add_argument("--quiet", action="store_true", help="no per-run progress lines")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="runs in parallel, each in its own process with cpu_count/N threads (default 1)")
@@ -414,17 +426,64 @@ def cmd_compare(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    try:
+        targets = _number_list(args.target, float, "--target")
+        budgets = _number_list(args.budget, int, "--budget")
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     settings = [parse_setting(spec) for spec in args.settings] or [Setting("baseline", (), "baseline:")]
     out = Path(args.out) if args.out else default_run_dir(name=f"compare-{Path(args.file).stem}")
-    if args.budget is not None and args.budget < 1:
-        print("error: --budget must be >= 1", file=sys.stderr)
-        return 2
-    result = compare(args.file, settings, seeds, out, args.target, budget=args.budget, plugins=args.plugin,
-                     progress=None if args.quiet else sys.stderr, jobs=args.jobs)
-    print(render_table(result.results))
-    print(f"\ntarget eval accuracy: {result.target_rule}\nrollout budget: {result.budget_rule}")
-    print(f"results: {out / 'results.md'}" + (f", {result.plot}" if result.plot else ""))
+    result = compare(args.file, settings, seeds, out, _one_or_all(targets), budget=_one_or_all(budgets),
+                     plugins=args.plugin, progress=None if args.quiet else sys.stderr, jobs=args.jobs)
+    print(render_table(result.results, result.targets, result.budgets))
+    if len(result.targets) == 1:
+        print(f"\ntarget eval accuracy: {result.target_rule}")
+    else:
+        print(f"\ntarget eval accuracies: {', '.join(f'{t:g}' for t in result.targets)} (--target)")
+    if len(result.budgets) == 1:
+        print(f"rollout budget: {result.budget_rule}")
+    else:
+        print(f"rollout budgets: {', '.join(f'{b:,}' for b in result.budgets)} (--budget)")
+    plots = "".join(f", {p}" for p in (result.plot, result.level_plot) if p)
+    print(f"results: {out / 'results.md'}{plots}")
+    if result.failures:
+        print(f"{len(result.failures)} run(s) FAILED: "
+              + ", ".join(f"{name} seed {f.seed}" for name, f in result.failures)
+              + " (see results.md; run the same command again to run them again)", file=sys.stderr)
+        return 1
     return 0
+
+
+#: The most values ``--target`` or ``--budget`` takes.
+MAX_LIST_VALUES = 100
+
+
+def _number_list(text: str | None, kind: type, option: str) -> list[Any]:
+    """``--target`` / ``--budget``: one number or a comma-separated list; raises ``ValueError``."""
+    if text is None:
+        return []
+    items = text.split(",")
+    if len(items) > MAX_LIST_VALUES:
+        raise ValueError(f"{option}: at most {MAX_LIST_VALUES} values, got {len(items)}")
+    try:
+        values = [kind(item.strip()) for item in items]
+    except ValueError:
+        what = "an integer" if kind is int else "a number"
+        raise ValueError(f"{option} {text}: expected {what} or a comma-separated list of them") from None
+    if kind is int and any(v < 1 for v in values):
+        raise ValueError(f"{option} must be >= 1")
+    if kind is float and not all(math.isfinite(v) for v in values):
+        raise ValueError(f"{option} {text}: expected finite numbers")
+    if len(set(values)) != len(values):
+        raise ValueError(f"{option} {text}: give each value once")
+    return values
+
+
+def _one_or_all(values: list[Any]) -> Any:
+    """``None`` for no values, the value for one, the list for several (a single value reproduces the earlier
+    command line exactly)."""
+    return None if not values else values[0] if len(values) == 1 else values
 
 
 def cmd_plot(args: argparse.Namespace) -> int:

@@ -60,6 +60,17 @@ def _reason(exc: OSError) -> str:
     return f"{exc.strerror or exc}{where}"
 
 
+def _is_pipeline_file(source: str | None) -> bool:
+    """Whether ``source`` names a pipeline file (it may instead describe one with overrides, ``FILE [--set
+    ...]``, which can be longer than a file name may be)."""
+    if not source:
+        return False
+    try:
+        return Path(source).is_file()
+    except (OSError, ValueError):  # too long a name, or a NUL byte: not a file
+        return False
+
+
 def start_run_folder(pipe: Pipeline, run_dir: Path) -> None:
     """Create (or reuse) ``run_dir`` for a new run: copy the pipeline file, write ``resolved.json`` and an empty
     ``metrics.jsonl``. Refuses a folder that holds a committed checkpoint."""
@@ -67,7 +78,7 @@ def start_run_folder(pipe: Pipeline, run_dir: Path) -> None:
         raise FlexkitError(f"{run_dir} already holds a run; pass --resume to continue it or choose --out")
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        if pipe.source and Path(pipe.source).is_file():
+        if _is_pipeline_file(pipe.source):
             shutil.copyfile(pipe.source, run_dir / "pipeline.toml")
         resolved = json.dumps(attrs.asdict(pipe.config), indent=2, default=str) + "\n"
         (run_dir / "resolved.json").write_text(resolved)

@@ -14,32 +14,49 @@ that table, except the keys the same setting sets (``flexkit run --set`` parses 
 way). A bare word that is not otherwise valid TOML (``random``) is taken as a string, so shells that strip
 quotes do no harm. Commas inside arrays, inline tables and strings do not separate overrides.
 
-Each (setting, seed) pair is one ``flexkit run`` into ``OUT/<setting>/seed<k>/``; the seed replaces
-``run.seed``. Runs are sequential. From the held-out evaluations (``[run] eval_every``) it reports, per
-setting and over seeds, the mean and a 95% Student-t interval (none for one seed) of:
+Each (setting, seed) pair is one ``flexkit run`` into ``OUT/<setting>/seed<k>/`` (a setting name longer than 64
+characters gets a shortened folder name with a hash); the seed replaces ``run.seed``. Runs go one after another,
+or ``--jobs`` at a time, each in a process of its own. From the held-out evaluations (``[run] eval_every``) it
+reports, per setting and over seeds, the mean and a 95% Student-t interval of:
 
 * the final ``eval_accuracy``, overall and per level;
-* steps to the target accuracy: the first evaluated step whose accuracy reaches it (resolution:
-  ``eval_every``), over the seeds that reached it, with "k/n reached" when not all did;
-* rollouts to the target: steps × batch_size × group_size (× 1 when the trainer has no ``group_size``).
+* steps to each target accuracy (``--target 0.3,0.4,0.5``; one target is fine): the first evaluated step
+  whose accuracy reaches it (resolution: ``eval_every``), over the seeds that reached it, with "k/n reached"
+  when not all did, and "not reached (0/n)" when none did;
+* rollouts to each target: the run's own count of responses generated (refills included) at that evaluation;
+* accuracy at each rollout budget (``--budget 200000,400000``): the last evaluation at or before it;
+* the cost per run: steps, optimizer steps, trained samples (responses that entered the loss), rollouts and
+  wall seconds, read from ``metrics.jsonl``.
+
+An interval is printed only from :data:`MIN_INTERVAL_VALUES` (3) values on; with fewer, the mean and ``n``
+(``results.json`` keeps every value and writes ``ci95: null``).
 
 The default target is **90% of the way from the initial accuracy to the best final accuracy**:
 ``initial + 0.9·(best − initial)``, where ``initial`` is the mean first evaluation (step 0) over all runs
 and ``best`` the highest per-setting mean final accuracy. (A plain fraction of the best accuracy would
 already be met at step 0 whenever the learner starts high.) ``--target`` sets it explicitly.
 
-``OUT`` receives ``results.md`` (table, exact command, pipeline, seeds), ``results.json`` (every number and
-every run's curve) and ``accuracy.png`` (mean accuracy vs step with a shaded 95% band; needs matplotlib,
-``pip install "flexkit-rft[plot]"``, and is skipped with a note without it).
+**Failures.** A run that fails or is killed does not stop the comparison: the other runs finish, the reports
+cover the finished runs and list the failed ones (setting, seed, exit status, the end of stderr), and the
+command exits 1. The same command continues the folder: finished runs are reused, failed or missing ones run
+again from the start.
+
+``OUT`` receives ``results.md`` (tables, exact command, pipeline, seeds, failed runs), ``results.json`` (every
+number and every run's curves), ``accuracy.png`` (mean accuracy vs step and vs rollouts with a shaded 95% band)
+and ``levels.png`` (one panel per level); the plots need matplotlib, ``pip install "flexkit-rft[plot]"``, and
+are skipped with a note without it.
 
 Modules, by reader: :mod:`~flexkit.compare.overrides` (``--set``/``--seeds`` parsing and overrides),
-:mod:`~flexkit.compare.statistics` (intervals, curves, the target), :mod:`~flexkit.compare.report` (table,
-``results.md``/``results.json``, plot), :mod:`~flexkit.compare.results` (the records) and
+:mod:`~flexkit.compare.statistics` (intervals, curves, the target), :mod:`~flexkit.compare.records` (what a run's
+``metrics.jsonl`` says), :mod:`~flexkit.compare.report` (tables, ``results.md``/``results.json``, accuracy plot),
+:mod:`~flexkit.compare.level_plot` (``levels.png``), :mod:`~flexkit.compare.results` (the records),
+:mod:`~flexkit.compare.execution` and :mod:`~flexkit.compare.worker` (running the jobs) and
 :mod:`~flexkit.compare.run` (:func:`compare` itself).
 """
 
 from __future__ import annotations
 
+from flexkit.compare.level_plot import write_level_plot
 from flexkit.compare.overrides import (
     Override,
     Setting,
@@ -51,16 +68,26 @@ from flexkit.compare.overrides import (
     parse_value,
     run_setting,
 )
-from flexkit.compare.report import render_markdown, render_table, summary_rows, write_plot
-from flexkit.compare.results import Comparison, ReportInfo, RunOutcome, SettingResult
+from flexkit.compare.report import render_cost_table, render_markdown, render_table, summary_rows, write_plot
+from flexkit.compare.results import Comparison, ReportInfo, RunFailure, RunOutcome, SettingResult
 from flexkit.compare.run import compare
-from flexkit.compare.statistics import TARGET_FRACTION, mean_curve, mean_interval, steps_to, t_quantile
+from flexkit.compare.statistics import (
+    MIN_INTERVAL_VALUES,
+    TARGET_FRACTION,
+    mean_curve,
+    mean_interval,
+    reported_interval,
+    steps_to,
+    t_quantile,
+)
 
 __all__ = [
+    "MIN_INTERVAL_VALUES",
     "TARGET_FRACTION",
     "Comparison",
     "Override",
     "ReportInfo",
+    "RunFailure",
     "RunOutcome",
     "Setting",
     "SettingResult",
@@ -73,11 +100,14 @@ __all__ = [
     "parse_seeds",
     "parse_setting",
     "parse_value",
+    "render_cost_table",
     "render_markdown",
     "render_table",
+    "reported_interval",
     "run_setting",
     "steps_to",
     "summary_rows",
     "t_quantile",
+    "write_level_plot",
     "write_plot",
 ]

@@ -9,6 +9,7 @@ replaces the whole table.
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
 import re
 import shlex
@@ -27,10 +28,13 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 __all__ = [
+    "MAX_SEEDS",
+    "MAX_VALUE_DEPTH",
     "Override",
     "Setting",
     "apply_overrides",
     "command_line",
+    "folder_name",
     "parse_overrides",
     "parse_seeds",
     "parse_setting",
@@ -42,6 +46,14 @@ log = structlog.get_logger("flexkit.overrides")
 
 #: The key that names a component in its table; replacing it drops the old component's parameters.
 COMPONENT_KEY = "type"
+#: The most seeds ``--seeds`` accepts (a count or a list); more is refused before anything is allocated.
+MAX_SEEDS = 1000
+#: The largest seed value (``[run] seed`` feeds 32-bit generators).
+MAX_SEED = 2**32 - 1
+#: How deeply arrays and inline tables may nest in one ``--set`` value.
+MAX_VALUE_DEPTH = 32
+#: The longest folder name a setting gets; a longer name is cut and made unique with a short hash.
+MAX_FOLDER_NAME = 64
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
@@ -107,13 +119,40 @@ def _parse_key(key: str) -> tuple[str, ...]:
     return parts
 
 
+def _nesting(text: str) -> int:
+    """How deeply arrays and inline tables nest in ``text`` (brackets inside strings do not count)."""
+    deepest, depth, quote, i = 0, 0, "", 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\" and quote == '"':
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+        i += 1
+    return deepest
+
+
 def parse_value(text: str) -> Any:
-    """A TOML value (a bare word that is not valid TOML is a string); raises ``ValueError``."""
+    """A TOML value (a bare word that is not valid TOML is a string); raises ``ValueError``, also for a value
+    nested deeper than :data:`MAX_VALUE_DEPTH`."""
     text = text.strip()
     if not text:
         raise ValueError("empty value (write \"\" for an empty string)")
+    if (depth := _nesting(text)) > MAX_VALUE_DEPTH:
+        raise ValueError(f"value nested {depth} levels deep; at most {MAX_VALUE_DEPTH} levels of arrays and inline "
+                         "tables are accepted")
     try:
         return tomllib.loads(f"v = {text}")["v"]
+    except RecursionError:  # pragma: no cover - the depth check comes first
+        raise ValueError(f"value nested too deeply (at most {MAX_VALUE_DEPTH} levels)") from None
     except tomllib.TOMLDecodeError as exc:
         if _BARE_WORD.fullmatch(text):
             return text
@@ -130,9 +169,13 @@ def parse_overrides(text: str, label: str) -> tuple[Override, ...]:
         if not eq:
             raise ConfigError([ConfigIssue(label, f"{item.strip()!r}: expected KEY=VALUE")])
         try:
-            overrides.append(Override(key.strip(), _parse_key(key), parse_value(value)))
+            parts = _parse_key(key)
         except ValueError as exc:
             raise ConfigError([ConfigIssue(label, str(exc))]) from None
+        try:
+            overrides.append(Override(key.strip(), parts, parse_value(value)))
+        except ValueError as exc:
+            raise ConfigError([ConfigIssue(label, f"{key.strip()}: {exc}")]) from None
     return tuple(overrides)
 
 
@@ -159,14 +202,37 @@ def run_setting(specs: Sequence[str]) -> Setting:
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``--seeds``: ``N`` (seeds 0..N-1) or a comma-separated list (``0,3,7``); raises ``ValueError``."""
+    """``--seeds``: ``N`` (seeds 0..N-1) or a comma-separated list (``0,3,7``); raises ``ValueError``, also for
+    more than :data:`MAX_SEEDS` seeds (checked before any list is built) or a seed above :data:`MAX_SEED`."""
+    shown = text if len(text) <= 40 else text[:37] + "..."
+    if "," in text and text.count(",") + 1 > MAX_SEEDS:
+        raise ValueError(f"--seeds {shown}: at most {MAX_SEEDS} seeds, got {text.count(',') + 1}")
     try:
-        seeds = [int(s) for s in text.split(",") if s.strip()] if "," in text else list(range(int(text)))
-    except ValueError:
-        raise ValueError(f"--seeds {text}: expected a count N or a list such as 0,3,7") from None
+        if "," in text:
+            seeds = [int(s) for s in text.split(",") if s.strip()]
+        else:
+            count = int(text)
+            if count > MAX_SEEDS:
+                raise ValueError(f"--seeds {shown}: at most {MAX_SEEDS} seeds, got {count:,}")
+            seeds = list(range(count))
+    except ValueError as exc:
+        if "at most" in str(exc):
+            raise
+        raise ValueError(f"--seeds {shown}: expected a count N or a list such as 0,3,7") from None
     if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
-        raise ValueError(f"--seeds {text}: give at least one seed, each >= 0 and distinct")
+        raise ValueError(f"--seeds {shown}: give at least one seed, each >= 0 and distinct")
+    if any(s > MAX_SEED for s in seeds):
+        raise ValueError(f"--seeds {shown}: each seed must be <= {MAX_SEED}")
     return seeds
+
+
+def folder_name(name: str) -> str:
+    """The folder a setting's runs go in: its name, or for a name longer than :data:`MAX_FOLDER_NAME` its start
+    and a hash of the whole name (distinct names keep distinct folders)."""
+    if len(name) <= MAX_FOLDER_NAME:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:10]
+    return f"{name[:MAX_FOLDER_NAME - 11]}-{digest}"
 
 
 def apply_overrides(data: dict[str, Any], setting: Setting) -> dict[str, Any]:
@@ -229,19 +295,22 @@ def command_line(
     settings: Sequence[Setting],
     seeds: Sequence[int],
     out_dir: str | os.PathLike[str],
-    target: float | None = None,
+    target: float | Sequence[float] | None = None,
     plugins: Sequence[str] = (),
-    budget: int | None = None,
+    budget: int | Sequence[int] | None = None,
 ) -> str:
-    """The ``flexkit compare`` command that reproduces a comparison."""
+    """The ``flexkit compare`` command that reproduces a comparison (several targets or budgets: one
+    comma-separated option each)."""
     args = ["flexkit", "compare", str(path)]
     for s in settings:
         args += ["--set", s.spec or f"{s.name}:"]
     args += ["--seeds", str(len(seeds)) if list(seeds) == list(range(len(seeds))) else ",".join(map(str, seeds))]
     if target is not None:
-        args += ["--target", repr(target)]
+        targets = [target] if isinstance(target, (int, float)) else list(target)
+        args += ["--target", ",".join(repr(t) for t in targets)]
     if budget is not None:
-        args += ["--budget", str(budget)]
+        budgets = [budget] if isinstance(budget, int) else list(budget)
+        args += ["--budget", ",".join(str(b) for b in budgets)]
     for p in plugins:
         args += ["--plugin", p]
     args += ["--out", str(out_dir)]

@@ -1,5 +1,5 @@
-"""``flexkit compare`` reports: the results table, ``results.md``, ``results.json``, the accuracy plot and the
-progress lines."""
+"""``flexkit compare`` reports: the results and cost tables, ``results.md``, ``results.json``, the accuracy plot
+and the progress lines (the per-level plot is :mod:`flexkit.compare.level_plot`)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from typing import IO, Any
 
 import attrs
 
-from flexkit.compare.results import ReportInfo, SettingResult
-from flexkit.compare.statistics import interpolated_curve, mean_curve, mean_interval
+from flexkit.compare.results import ReportInfo, RunOutcome, SettingResult
+from flexkit.compare.statistics import MIN_INTERVAL_VALUES, interpolated_curve, mean_curve, reported_interval
 
-__all__ = ["render_markdown", "render_table", "say", "summary_rows", "write_plot", "write_reports"]
+__all__ = ["cost_rows", "render_cost_table", "render_markdown", "render_table", "say", "summary_rows", "write_plot",
+           "write_reports"]
 
 
 def say(stream: IO[str] | None, text: str) -> None:
@@ -25,10 +26,19 @@ def say(stream: IO[str] | None, text: str) -> None:
         stream.flush()
 
 
-def _fmt(values: Sequence[float], digits: int = 3, thousands: bool = False) -> str:
-    mean, half = mean_interval(values)
+def legend_label(name: str, runs: int, width: int = 40) -> str:
+    """A plot legend's label for a setting: its name (cut to ``width`` characters) and run count."""
+    return f"{name if len(name) <= width else name[:width - 1] + '…'} (n={runs})"
+
+
+def _fmt(values: Sequence[float], digits: int = 3, thousands: bool = False, *, count: bool = True) -> str:
+    """``mean ± half-width`` from :data:`MIN_INTERVAL_VALUES` values on; below that the mean, with ``(n=2)``
+    for two values unless ``count`` is off (the cell names its count another way)."""
+    mean, half = reported_interval(values)
     spec = f",.{digits}f" if thousands else f".{digits}f"
-    return f"{mean:{spec}}" if half is None else f"{mean:{spec}} ± {half:{spec}}"
+    if half is not None:
+        return f"{mean:{spec}} ± {half:{spec}}"
+    return f"{mean:{spec}}" + (f" (n={len(values)})" if count and len(values) > 1 else "")
 
 
 def _levels(results: Sequence[SettingResult]) -> list[str]:
@@ -39,71 +49,162 @@ def _levels(results: Sequence[SettingResult]) -> list[str]:
     return keys
 
 
-def _reached(res: SettingResult, attr: str = "steps_to_target") -> tuple[list[int], str]:
-    values = [getattr(r, attr) for r in res.runs if getattr(r, attr) is not None]
+def _values(res: SettingResult, attr: str, index: int | None = None) -> list[Any]:
+    """The runs' non-``None`` values of ``attr`` (item ``index`` of it when given)."""
+    picked = [getattr(r, attr) if index is None else _item(getattr(r, attr), index) for r in res.runs]
+    return [v for v in picked if v is not None]
+
+
+def _item(values: Sequence[Any], index: int) -> Any:
+    return values[index] if index < len(values) else None
+
+
+def _reached(res: SettingResult, attr: str = "steps_to_target", index: int | None = None) -> tuple[list[Any], str]:
+    values = _values(res, attr, index)
     n = len(res.runs)
     return values, "" if len(values) == n else f" ({len(values)}/{n} reached)"
 
 
-def _cell(res: SettingResult, attr: str, digits: int, thousands: bool = False) -> str:
-    values, note = _reached(res, attr)
-    return _fmt(values, digits, thousands=thousands) + note if values else f"not reached (0/{len(res.runs)})"
+def _cell(res: SettingResult, attr: str, digits: int, thousands: bool = False, index: int | None = None) -> str:
+    if not res.runs:
+        return "–"
+    values, note = _reached(res, attr, index)
+    if not values:
+        return f"not reached (0/{len(res.runs)})"
+    return _fmt(values, digits, thousands=thousands, count=not note) + note
 
 
-def summary_rows(results: Sequence[SettingResult]) -> tuple[list[str], list[list[str]]]:
-    """The results table: header and one row per setting (strings)."""
+def _targets_and_budgets(results: Sequence[SettingResult]) -> tuple[int, int]:
+    """How many targets and budgets the runs were measured against."""
+    runs = [r for res in results for r in res.runs]
+    return (max((len(r.steps_to_targets) for r in runs), default=0),
+            max((len(r.accuracy_at_budgets) for r in runs), default=0))
+
+
+def summary_rows(results: Sequence[SettingResult], targets: Sequence[float] = (),
+                 budgets: Sequence[int] = ()) -> tuple[list[str], list[list[str]]]:
+    """The results table: header and one row per setting (strings).
+
+    With one target and one budget (or none given) the columns are "accuracy at budget", "rollouts to target"
+    and "steps to target"; with several, one column per budget ("accuracy at 400,000") and per target
+    ("rollouts to 0.3", "steps to 0.3"). A "failed" column appears when a run did not finish.
+    """
     levels = _levels(results)
-    header = ["setting", "final accuracy", "accuracy at budget", "rollouts to target", "steps to target",
-              "seconds per run", *[f"level {k.split('/', 1)[1]}" for k in levels]]
+    several = len(targets) > 1 or len(budgets) > 1
+    if several:
+        budget_cols = [(f"accuracy at {b:,}", ("accuracy_at_budgets", i)) for i, b in enumerate(budgets)]
+        rollout_cols = [(f"rollouts to {t:g}", ("rollouts_to_targets", i)) for i, t in enumerate(targets)]
+        step_cols = [(f"steps to {t:g}", ("steps_to_targets", i)) for i, t in enumerate(targets)]
+    else:
+        budget_cols = [("accuracy at budget", ("accuracy_at_budget", None))]
+        rollout_cols = [("rollouts to target", ("rollouts_to_target", None))]
+        step_cols = [("steps to target", ("steps_to_target", None))]
+    failed = any(res.failures for res in results)
+    header = ["setting", "final accuracy", *[c for c, _ in budget_cols], *[c for c, _ in rollout_cols],
+              *[c for c, _ in step_cols], "seconds per run", *[f"level {k.split('/', 1)[1]}" for k in levels],
+              *(["failed"] if failed else [])]
     rows = []
     for res in results:
-        row = [res.setting.name, _fmt([r.final["eval_accuracy"] for r in res.runs]),
-               _cell(res, "accuracy_at_budget", 3), _cell(res, "rollouts_to_target", 0, thousands=True),
-               _cell(res, "steps_to_target", 0), _fmt([r.seconds for r in res.runs], 0)]
+        row = [res.setting.name, _fmt([r.final["eval_accuracy"] for r in res.runs]) if res.runs else "–"]
+        row += [_cell(res, attr, 3, index=i) for _, (attr, i) in budget_cols]
+        row += [_cell(res, attr, 0, thousands=True, index=i) for _, (attr, i) in rollout_cols]
+        row += [_cell(res, attr, 0, index=i) for _, (attr, i) in step_cols]
+        row.append(_fmt([r.seconds for r in res.runs], 0) if res.runs else "–")
         for key in levels:
             values = [r.final[key] for r in res.runs if key in r.final]
             row.append(_fmt(values) if values else "–")
+        if failed:
+            row.append(f"{len(res.failures)}/{len(res.runs) + len(res.failures)}")
         rows.append(row)
     return header, rows
 
 
-def render_table(results: Sequence[SettingResult]) -> str:
-    """The results as a markdown table."""
-    header, rows = summary_rows(results)
+#: The cost table's columns: header and the run attribute each shows.
+_COST_COLUMNS = (("steps", "steps"), ("optimizer steps", "optimizer_steps"), ("trained samples", "trained_samples"),
+                 ("rollouts", "rollouts"), ("seconds", "seconds"))
+
+
+def cost_rows(results: Sequence[SettingResult]) -> tuple[list[str], list[list[str]]]:
+    """The cost table: per setting, the mean per run of steps, optimizer steps, trained samples (samples that
+    entered the loss), rollouts generated and wall seconds."""
+    header = ["setting", *[name for name, _ in _COST_COLUMNS]]
+    rows = [[res.setting.name, *[_fmt([float(getattr(r, attr)) for r in res.runs], 0, thousands=True)
+                                 if res.runs else "–" for _, attr in _COST_COLUMNS]] for res in results]
+    return header, rows
+
+
+def _markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
 
 
+def render_table(results: Sequence[SettingResult], targets: Sequence[float] = (),
+                 budgets: Sequence[int] = ()) -> str:
+    """The results as a markdown table (see :func:`summary_rows`)."""
+    return _markdown_table(*summary_rows(results, targets, budgets))
+
+
+def render_cost_table(results: Sequence[SettingResult]) -> str:
+    """The cost per run as a markdown table (see :func:`cost_rows`)."""
+    return _markdown_table(*cost_rows(results))
+
+
 def render_markdown(results: Sequence[SettingResult], info: ReportInfo, *, plot: Path | None,
-                    out_dir: Path | None = None) -> str:
-    """``results.md``: command, pipeline, seeds, target, the table, the settings' overrides, the plot and (with
-    ``out_dir``, where the markdown goes) links to each run's ``plots/overview.png``."""
+                    out_dir: Path | None = None, level_plot: Path | None = None) -> str:
+    """``results.md``: command, pipeline, seeds, targets, budgets, the results and cost tables, the settings'
+    overrides, failed runs, the plots and (with ``out_dir``, where the markdown goes) links to each run's
+    ``plots/overview.png``."""
     n = len(info.seeds)
+    targets, budgets = list(info.targets) or [info.target], list(info.budgets) or [info.budget]
+    several = len(targets) > 1 or len(budgets) > 1
     lines = [
         f"# flexkit compare: {Path(info.path).name}", "",
         "```sh", info.command, "```", "",
         f"- pipeline: `{info.path}`",
         f"- seeds: {', '.join(map(str, info.seeds))} ({n} per setting; {len(results) * n} runs, "
         f"{info.seconds:.0f} s)",
-        f"- target eval accuracy: {info.rule}",
-        f"- rollout budget: {info.budget_rule}",
-        "- cells: mean ± half-width of the 95% Student-t interval over seeds" + (" (one seed: no interval)"
-                                                                                  if n == 1 else ""),
+        f"- target eval accuracy: {info.rule}" if len(targets) == 1 else
+        f"- target eval accuracies: {', '.join(f'{t:g}' for t in targets)} (--target)",
+        f"- rollout budget: {info.budget_rule}" if len(budgets) == 1 else
+        f"- rollout budgets: {', '.join(f'{b:,}' for b in budgets)} (--budget)",
+        f"- cells: mean ± half-width of the 95% Student-t interval over seeds, from {MIN_INTERVAL_VALUES} "
+        f"values on; with fewer, the mean (and n=2 for two values: no interval is shown)",
         "- rollouts: responses generated, refills included, counted by the run (`rollouts` in metrics.jsonl); "
-        "rollouts / steps to target: at the first evaluation at or above the target (resolution: `[run] "
-        "eval_every`); accuracy at budget: the last evaluation at or before the budget (a run that stopped "
-        "before it counts as not reached); seconds per run: wall clock", "",
-        render_table(results), "",
+        f"rollouts / steps to {'each target' if several else 'target'}: at the first evaluation at or above it "
+        f"(resolution: `[run] eval_every`); accuracy at {'each budget' if several else 'budget'}: the last "
+        "evaluation at or before it (a run that stopped before it counts as not reached); \"not reached (k/n)\": "
+        "k of the n finished runs got there; seconds per run: wall clock", "",
+        render_table(results, targets, budgets), "",
+        "Cost per run (mean over the finished runs; trained samples: responses that entered the loss, after any "
+        "filter; optimizer steps: steps whose update trained on at least one sample):", "",
+        render_cost_table(results), "",
         "Settings:", "",
     ]
     for res in results:
         ovs = ", ".join(f"`{ov.key} = {_toml(ov.value)}`" for ov in res.setting.overrides) or "the file as is"
         lines.append(f"- **{res.setting.name}**: {ovs}")
+    lines += _failure_lines(results)
     if plot is not None:
         lines += ["", f"![eval accuracy vs step and vs rollouts]({plot.name})"]
+    if level_plot is not None:
+        lines += ["", f"![eval accuracy per level vs rollouts]({level_plot.name})"]
     lines += _run_plot_links(results, out_dir)
     return "\n".join(lines) + "\n"
+
+
+def _failure_lines(results: Sequence[SettingResult]) -> list[str]:
+    """The "Failed runs" section: each failed run's setting, seed, exit status and the end of its stderr."""
+    failed = [(res.setting.name, f) for res in results for f in res.failures]
+    if not failed:
+        return []
+    lines = ["", f"Failed runs ({len(failed)}; not in the tables; the same command runs them again and "
+                 "reuses the finished ones):", ""]
+    for name, f in failed:
+        status = "unknown" if f.exit_status is None else str(f.exit_status)
+        lines += [f"- **{name}** seed {f.seed} (`{f.run_dir}`): exit status {status}", "", "  ```text",
+                  *[f"  {line}" for line in f.stderr_tail.splitlines()], "  ```"]
+    return lines
 
 
 def _run_plot_links(results: Sequence[SettingResult], out_dir: Path | None) -> list[str]:
@@ -135,35 +236,60 @@ def _toml(value: Any) -> str:
     return str(value)
 
 
+def _summary(values: Sequence[float]) -> dict[str, Any] | None:
+    """``{"mean", "ci95", "n", "values"}`` (``ci95`` is ``None`` below :data:`MIN_INTERVAL_VALUES` values);
+    ``None`` without values."""
+    if not values:
+        return None
+    mean, half = reported_interval(values)
+    return {"mean": mean, "ci95": half, "n": len(values), "values": list(values)}
+
+
+def _json_run(r: RunOutcome) -> dict[str, Any]:
+    return {"seed": r.seed, "run_dir": str(r.run_dir), "seconds": r.seconds, "final": r.final,
+            "steps_to_target": r.steps_to_target, "rollouts_to_target": r.rollouts_to_target,
+            "accuracy_at_budget": r.accuracy_at_budget, "rollouts": r.rollouts, "steps": r.steps,
+            "optimizer_steps": r.optimizer_steps, "trained_samples": r.trained_samples,
+            "steps_to_targets": r.steps_to_targets, "rollouts_to_targets": r.rollouts_to_targets,
+            "accuracy_at_budgets": r.accuracy_at_budgets, "curve": r.curve, "rollout_curve": r.rollout_curve,
+            "level_curves": r.level_curves}
+
+
 def _json_results(results: Sequence[SettingResult], info: ReportInfo) -> dict[str, Any]:
-    out: dict[str, Any] = {**attrs.asdict(info), "settings": []}
-
-    def summary(values: Sequence[float]) -> dict[str, Any] | None:
-        if not values:
-            return None
-        mean, half = mean_interval(values)
-        return {"mean": mean, "ci95": half, "n": len(values)}
-
+    """``results.json``: ``info``'s keys, ``settings`` and ``failed`` (documented in docs/results.md)."""
+    out: dict[str, Any] = {**attrs.asdict(info), "settings": [], "failed": []}
+    targets, budgets = list(info.targets) or [info.target], list(info.budgets) or [info.budget]
     for res in results:
         steps, _ = _reached(res)
-
-        finals = {key: summary([r.final[key] for r in res.runs if key in r.final])
+        n = len(res.runs)
+        finals = {key: _summary([r.final[key] for r in res.runs if key in r.final])
                   for key in ["eval_accuracy", *_levels([res])]}
+        failed = [{"setting": res.setting.name, "seed": f.seed, "run_dir": str(f.run_dir),
+                   "exit_status": f.exit_status, "stderr_tail": f.stderr_tail} for f in res.failures]
+        out["failed"] += failed
         out["settings"].append({
             "name": res.setting.name,
             "spec": res.setting.spec,
             "overrides": {ov.key: ov.value for ov in res.setting.overrides},
             "rollouts_per_step": res.rollouts_per_step,
             "final": finals,
-            "steps_to_target": summary(steps),
-            "rollouts_to_target": summary(_reached(res, "rollouts_to_target")[0]),
-            "accuracy_at_budget": summary(_reached(res, "accuracy_at_budget")[0]),
-            "seconds": summary([r.seconds for r in res.runs]),
-            "reached": f"{len(steps)}/{len(res.runs)}",
-            "runs": [{"seed": r.seed, "run_dir": str(r.run_dir), "seconds": r.seconds, "final": r.final,
-                      "steps_to_target": r.steps_to_target, "rollouts_to_target": r.rollouts_to_target,
-                      "accuracy_at_budget": r.accuracy_at_budget, "rollouts": r.rollouts, "curve": r.curve,
-                      "rollout_curve": r.rollout_curve} for r in res.runs],
+            "steps_to_target": _summary(steps),
+            "rollouts_to_target": _summary(_reached(res, "rollouts_to_target")[0]),
+            "accuracy_at_budget": _summary(_reached(res, "accuracy_at_budget")[0]),
+            "seconds": _summary([r.seconds for r in res.runs]),
+            "reached": f"{len(steps)}/{n}",
+            "targets": [{"target": t, "steps": _summary(_values(res, "steps_to_targets", i)),
+                         "rollouts": _summary(_values(res, "rollouts_to_targets", i)),
+                         "reached": f"{len(_values(res, 'rollouts_to_targets', i))}/{n}"}
+                        for i, t in enumerate(targets)],
+            "budgets": [{"budget": b, "accuracy": _summary(_values(res, "accuracy_at_budgets", i)),
+                         "reached": f"{len(_values(res, 'accuracy_at_budgets', i))}/{n}"}
+                        for i, b in enumerate(budgets)],
+            **{attr: _summary([getattr(r, attr) for r in res.runs])
+               for attr in ("steps", "optimizer_steps", "trained_samples", "rollouts")},
+            "finished": n,
+            "failed": failed,
+            "runs": [_json_run(r) for r in res.runs],
         })
     return out
 
@@ -176,8 +302,8 @@ def write_plot(
     title: str = "",
     progress: IO[str] | None = sys.stderr,
 ) -> Path | None:
-    """Plot mean eval accuracy per setting with a 95% band, against steps (left) and against rollouts (right);
-    ``None`` (and a note) without matplotlib."""
+    """Plot mean eval accuracy per setting with a 95% band (settings with at least :data:`MIN_INTERVAL_VALUES`
+    runs), against steps (left) and against rollouts (right); ``None`` (and a note) without matplotlib."""
     try:
         from matplotlib.figure import Figure
     except ImportError:
@@ -186,9 +312,12 @@ def write_plot(
     fig = Figure(figsize=(12, 4.5), layout="constrained")
     by_step, by_rollouts = fig.subplots(1, 2, sharey=True)
     for res in results:
-        label = f"{res.setting.name} (n={len(res.runs)})"
-        color = _band(by_step, *mean_curve(res.runs), label=label)
-        _band(by_rollouts, *interpolated_curve(res.runs), label=label, color=color)
+        if not res.runs:
+            continue
+        label = legend_label(res.setting.name, len(res.runs))
+        shade = len(res.runs) >= MIN_INTERVAL_VALUES
+        color = _band(by_step, *mean_curve(res.runs), label=label, shade=shade)
+        _band(by_rollouts, *interpolated_curve(res.runs), label=label, color=color, shade=shade)
     for ax, xlabel in ((by_step, "step"), (by_rollouts, "rollouts (responses generated)")):
         ax.axhline(target, color="0.4", linestyle="--", linewidth=1, label=f"target {target:.3f}")
         ax.set_xlabel(xlabel)
@@ -201,10 +330,10 @@ def write_plot(
 
 
 def _band(ax: Any, xs: Sequence[float], means: Sequence[float], halves: Sequence[float | None], *, label: str,
-          color: Any = None) -> Any:
-    """One mean curve with its shaded 95% band; returns the line's colour."""
+          color: Any = None, shade: bool = True) -> Any:
+    """One mean curve with its shaded 95% band (with ``shade``); returns the line's colour."""
     (line,) = ax.plot(xs, means, label=label, color=color)
-    if xs and all(h is not None for h in halves):
+    if shade and xs and all(h is not None for h in halves):
         lo = [m - h for m, h in zip(means, halves, strict=True)]  # type: ignore[operator]
         hi = [m + h for m, h in zip(means, halves, strict=True)]  # type: ignore[operator]
         ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
@@ -213,12 +342,15 @@ def _band(ax: Any, xs: Sequence[float], means: Sequence[float], halves: Sequence
 
 def write_reports(
     results: Sequence[SettingResult], out_dir: Path, info: ReportInfo, *, progress: IO[str] | None
-) -> tuple[str, Path | None]:
-    """Write ``accuracy.png``, ``results.md`` and ``results.json`` into ``out_dir``; return the markdown and the
-    plot's path (``None`` without matplotlib)."""
+) -> tuple[str, Path | None, Path | None]:
+    """Write ``accuracy.png``, ``levels.png``, ``results.md`` and ``results.json`` into ``out_dir``; return the
+    markdown and the plots' paths (``None`` without matplotlib, or without per-level evaluations)."""
+    from flexkit.compare.level_plot import write_level_plot
+
     out_dir.mkdir(parents=True, exist_ok=True)
     plot = write_plot(results, info.target, out_dir / "accuracy.png", title=Path(info.path).name, progress=progress)
-    markdown = render_markdown(results, info, plot=plot, out_dir=out_dir)
+    level_plot = write_level_plot(results, out_dir / "levels.png", title=Path(info.path).name, progress=progress)
+    markdown = render_markdown(results, info, plot=plot, out_dir=out_dir, level_plot=level_plot)
     (out_dir / "results.md").write_text(markdown, encoding="utf-8")
     (out_dir / "results.json").write_text(json.dumps(_json_results(results, info), indent=2) + "\n", encoding="utf-8")
-    return markdown, plot
+    return markdown, plot, level_plot

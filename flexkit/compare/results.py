@@ -1,4 +1,5 @@
-"""The records of a ``flexkit compare``: one run's outcome, one setting's runs, and the whole comparison."""
+"""The records of a ``flexkit compare``: one run's outcome (or failure), one setting's runs, and the whole
+comparison."""
 
 from __future__ import annotations
 
@@ -9,15 +10,20 @@ import attrs
 
 from flexkit.compare.overrides import Setting
 
-__all__ = ["Comparison", "ReportInfo", "RunOutcome", "SettingResult"]
+__all__ = ["Comparison", "ReportInfo", "RunFailure", "RunOutcome", "SettingResult"]
 
 
 @attrs.define
 class RunOutcome:
-    """One (setting, seed) run: its folder, evaluation curves and what it reached.
+    """One (setting, seed) run: its folder, evaluation curves, what it spent and what it reached.
 
     ``curve`` pairs steps done with eval accuracy; ``rollout_curve`` pairs the responses generated so far (the
-    run's own count, refills included) with the same evaluations.
+    run's own count, refills included) with the same evaluations; ``level_curves`` maps each level's key
+    (``eval_accuracy/<level>``) to its ``(rollouts, accuracy)`` pairs. ``steps`` counts training steps,
+    ``optimizer_steps`` those whose update trained on at least one sample, and ``trained_samples`` the samples
+    (responses) that entered the loss, summed over steps. The ``*_to_targets`` and ``accuracy_at_budgets``
+    lists follow the comparison's targets and budgets; ``steps_to_target``, ``rollouts_to_target`` (the first
+    target) and ``accuracy_at_budget`` (the largest budget) are the single values of earlier versions.
     """
 
     seed: int
@@ -29,6 +35,13 @@ class RunOutcome:
     steps_to_target: int | None = None
     rollouts_to_target: int | None = None
     accuracy_at_budget: float | None = None
+    level_curves: dict[str, list[tuple[int, float]]] = attrs.field(factory=dict)
+    steps: int = 0
+    optimizer_steps: int = 0
+    trained_samples: int = 0
+    steps_to_targets: list[int | None] = attrs.field(factory=list)
+    rollouts_to_targets: list[int | None] = attrs.field(factory=list)
+    accuracy_at_budgets: list[float | None] = attrs.field(factory=list)
 
     @property
     def rollouts(self) -> int:
@@ -36,18 +49,33 @@ class RunOutcome:
         return self.rollout_curve[-1][0] if self.rollout_curve else 0
 
 
+@attrs.frozen
+class RunFailure:
+    """A (setting, seed) run that did not finish: its exit status (``None`` when unknown) and its stderr's
+    last lines (for a run in the comparison's own process: the error it raised)."""
+
+    seed: int
+    run_dir: Path
+    exit_status: int | None
+    stderr_tail: str
+
+
 @attrs.define
 class SettingResult:
-    """All runs of one setting and what a step costs in rollouts."""
+    """All runs of one setting (finished and failed) and what a step costs in rollouts."""
 
     setting: Setting
     rollouts_per_step: int
     runs: list[RunOutcome] = attrs.field(factory=list)
+    failures: list[RunFailure] = attrs.field(factory=list)
 
 
 @attrs.frozen(kw_only=True)
 class ReportInfo:
-    """How a comparison was run, as its reports state it beside the results (the keys of ``results.json``)."""
+    """How a comparison was run, as its reports state it beside the results (the keys of ``results.json``).
+
+    ``target`` and ``rule`` are the first target's; ``budget`` and ``budget_rule`` the largest budget's.
+    """
 
     target: float
     rule: str
@@ -57,11 +85,13 @@ class ReportInfo:
     path: str
     seeds: Sequence[int]
     seconds: float
+    targets: Sequence[float] = ()
+    budgets: Sequence[int] = ()
 
 
 @attrs.define
 class Comparison:
-    """What :func:`~flexkit.compare.compare` produced."""
+    """What :func:`~flexkit.compare.compare` produced; ``failures`` lists the runs that did not finish."""
 
     out_dir: Path
     target: float
@@ -71,3 +101,11 @@ class Comparison:
     results: list[SettingResult]
     markdown: str
     plot: Path | None
+    targets: list[float] = attrs.field(factory=list)
+    budgets: list[int] = attrs.field(factory=list)
+    level_plot: Path | None = None
+
+    @property
+    def failures(self) -> list[tuple[str, RunFailure]]:
+        """``(setting name, failure)`` for every run that did not finish."""
+        return [(res.setting.name, f) for res in self.results for f in res.failures]

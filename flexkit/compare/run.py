@@ -1,29 +1,37 @@
-"""``flexkit compare`` orchestration: check the settings, run every (setting, seed) pair (in order or in worker
-processes), read their evaluation curves, fix the target accuracy and write the reports."""
+"""``flexkit compare`` orchestration: check the settings, reuse the runs a folder already finished, run the
+others (in order, or each in a process of its own), survive the ones that fail, read their curves, fix the
+targets and budgets and write the reports."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
 import attrs
 
-from flexkit.compare.overrides import Setting, apply_overrides, command_line
+from flexkit.compare.execution import Job, JobResult, run_in_order, run_in_processes
+from flexkit.compare.overrides import Setting, apply_overrides, command_line, folder_name
+from flexkit.compare.records import read_run_records
 from flexkit.compare.report import say, write_reports
-from flexkit.compare.results import Comparison, ReportInfo, RunOutcome, SettingResult
+from flexkit.compare.results import Comparison, ReportInfo, RunFailure, RunOutcome, SettingResult
 from flexkit.compare.statistics import accuracy_at, default_budget, default_target, steps_to
 from flexkit.config.loader import read_toml_file
 from flexkit.errors import ConfigError, ConfigIssue, FlexkitError
 
 __all__ = ["compare"]
 
-#: What one finished run hands back: its setting, seed, first and last evaluations and seconds taken.
-_Finished = tuple[SettingResult, int, dict[str, float], dict[str, float], float]
+#: The file that marks a finished run of a comparison and says what it was.
+SETTING_FILE = "setting.json"
+#: Files a run folder may hold that a failed run's rerun may remove with it.
+_RUN_FOLDER_FILES = {"metrics.jsonl", "resolved.json", "pipeline.toml", "checkpoint", "plots", "stderr.log",
+                     "checkpoint.tmp"}
 
 
 def compare(
@@ -31,9 +39,9 @@ def compare(
     settings: Sequence[Setting],
     seeds: Sequence[int],
     out_dir: str | os.PathLike[str],
-    target_accuracy: float | None = None,
+    target_accuracy: float | Sequence[float] | None = None,
     *,
-    budget: int | None = None,
+    budget: int | Sequence[int] | None = None,
     plugins: Sequence[str] = (),
     command: str | None = None,
     progress: IO[str] | None = sys.stderr,
@@ -42,46 +50,88 @@ def compare(
 ) -> Comparison:
     """Run the pipeline at ``path`` under every setting and seed into ``out_dir``; write the reports.
 
-    With ``jobs > 1`` that many runs go in parallel, each in its own process with ``cpu_count // jobs``
-    threads (numpy-only trainers give identical results whatever ``jobs``; torch's numerics can differ with
-    the thread count, so compare runs made with the same ``jobs``). Every setting is validated before the
-    first run; an invalid one raises :class:`~flexkit.ConfigError` naming its ``--set``. ``budget`` is the
-    rollout budget for "accuracy at the budget" (default: the fewest rollouts any run generated). With ``plots``
-    (and matplotlib), each run gets ``plots/overview.png`` (:func:`flexkit.plot.plot_run`), linked from
-    ``results.md``. Raises :class:`~flexkit.FlexkitError` when a run folder already exists.
+    ``target_accuracy`` is one target or several (rollouts and steps to each are reported); ``budget`` one
+    rollout budget or several (accuracy at each: the last evaluation at or before it; default: the fewest
+    rollouts any run generated). Budgets do not stop runs: ``[run] max_rollouts`` does.
+
+    With ``jobs == 1`` the runs go one after another in this process; with ``jobs > 1`` that many at a time,
+    each in a process of its own with ``cpu_count // jobs`` threads (numpy-only trainers give identical results
+    whatever ``jobs``; torch's numerics can differ with the thread count, so compare runs made with the same
+    ``jobs``). Every setting is validated before the first run; an invalid one raises
+    :class:`~flexkit.ConfigError` naming its ``--set``.
+
+    **Failures and continuing.** A run that fails (an error, or its process killed) does not stop the others:
+    every other run finishes, the reports cover the finished runs and list the failed ones (setting, seed,
+    exit status, the end of stderr), and :attr:`Comparison.failures` names them. Calling again with the same
+    arguments and ``out_dir`` reuses every finished run (each run folder's ``setting.json`` records what ran)
+    and runs only the missing or failed ones again, from the start. A folder that holds a run of another
+    pipeline, setting or seed is refused with :class:`~flexkit.FlexkitError`. On Ctrl-C the reports of the runs
+    finished so far are written before the interrupt goes on.
+
+    With ``plots`` (and matplotlib), each run gets ``plots/overview.png`` (:func:`flexkit.plot.plot_run`),
+    linked from ``results.md``.
     """
     _check_arguments(settings, seeds)
     seeds = list(seeds)
+    targets = _as_list(target_accuracy, float, "--target")
+    budgets = _as_list(budget, int, "--budget")
     plan = _Plan(path=path, data=read_toml_file(path), base_dir=Path(path).resolve().parent,
                  out_dir=Path(out_dir), plugins=plugins)
     if jobs < 1:
         raise ConfigError([ConfigIssue("--jobs", f"must be >= 1, got {jobs}")])
     results = _validate(plan, settings, seeds)
+    reused, todo = _reusable(plan, results, seeds)
 
     total, started = len(settings) * len(seeds), time.monotonic()
     say(progress, f"compare: {len(settings)} setting(s) x {len(seeds)} seed(s) = {total} runs of {path} "
-                  f"into {plan.out_dir}")
-    finished = _run_in_order(plan, results, seeds) if jobs == 1 else _run_in_parallel(plan, results, seeds, jobs)
-    for done, (result, seed, first_eval, last_eval, seconds) in enumerate(finished, 1):
-        outcome = _record(plan, result, seed, first_eval, last_eval, seconds)
-        first = f"{outcome.curve[0][1]:.3f} -> " if outcome.curve else ""
-        say(progress, f"[{done}/{total}] {result.setting.name} seed {seed}: eval_accuracy "
-                      f"{first}{outcome.final.get('eval_accuracy', float('nan')):.3f} ({seconds:.1f}s)")
+                  f"into {plan.out_dir}" + (f" ({len(reused)} finished before, reused)" if reused else ""))
+    command = command or command_line(path, settings, seeds, plan.out_dir, target_accuracy, plugins, budget)
+    done = 0
+    try:
+        for result, seed, finished in reused:
+            done += 1
+            outcome = _record(plan, result, seed, finished, write=False)
+            say(progress, f"[{done}/{total}] {result.setting.name} seed {seed}: reused ({_accuracy_line(outcome)})")
+        run = run_in_order if jobs == 1 else lambda js: run_in_processes(js, jobs, plan.out_dir)
+        for job, outcome_or_failure in run(todo):
+            done += 1
+            result = results[job.index]
+            if isinstance(outcome_or_failure, RunFailure):
+                result.failures.append(outcome_or_failure)
+                status = outcome_or_failure.exit_status
+                last = (outcome_or_failure.stderr_tail.strip().splitlines() or ["?"])[-1]
+                say(progress, f"[{done}/{total}] {result.setting.name} seed {job.seed}: FAILED (exit status "
+                              f"{'unknown' if status is None else status}): {last}")
+                continue
+            outcome = _record(plan, result, job.seed, outcome_or_failure)
+            say(progress, f"[{done}/{total}] {result.setting.name} seed {job.seed}: {_accuracy_line(outcome)}")
+    finally:  # also on Ctrl-C: the reports of what finished
+        _order(results, seeds)
+        if plots:
+            _plot_runs(results)
+        comparison = _report(plan, results, seeds, targets, budgets, command, time.monotonic() - started, progress)
+    failed = len(comparison.failures)
+    runs = f"{total - failed} of {total} runs, {failed} FAILED (the same command runs them again)," if failed \
+        else f"{total} runs"
+    say(progress, f"compare: {runs} in {time.monotonic() - started:.1f}s; results in {plan.out_dir / 'results.md'}")
+    return comparison
 
-    if plots:
-        _plot_runs(results)
-    target, rule = _fix_target(results, target_accuracy)
-    requested_budget = budget
-    budget, budget_rule = _fix_budget(results, budget)
-    elapsed = time.monotonic() - started
-    command = command or command_line(path, settings, seeds, plan.out_dir, target_accuracy, plugins,
-                                      requested_budget)
-    info = ReportInfo(target=target, rule=rule, budget=budget, budget_rule=budget_rule, command=command,
-                      path=str(path), seeds=seeds, seconds=elapsed)
-    markdown, plot = write_reports(results, plan.out_dir, info, progress=progress)
-    say(progress, f"compare: {total} runs in {elapsed:.1f}s; results in {plan.out_dir / 'results.md'}")
-    return Comparison(out_dir=plan.out_dir, target=target, target_rule=rule, budget=budget, budget_rule=budget_rule,
-                      results=results, markdown=markdown, plot=plot)
+
+def _accuracy_line(outcome: RunOutcome) -> str:
+    first = f"{outcome.curve[0][1]:.3f} -> " if outcome.curve else ""
+    return f"eval_accuracy {first}{outcome.final.get('eval_accuracy', float('nan')):.3f} ({outcome.seconds:.1f}s)"
+
+
+def _as_list(value: Any, kind: type, option: str) -> list[Any]:
+    """One value or several as a list (empty for ``None``); budgets must be >= 1."""
+    if value is None:
+        return []
+    values = [kind(v) for v in ([value] if isinstance(value, (int, float)) else value)]
+    if kind is int and any(v < 1 for v in values):
+        raise ConfigError([ConfigIssue(option, f"each budget must be >= 1, got {values}")])
+    if not values:
+        raise ConfigError([ConfigIssue(option, "give at least one value")])
+    return values
 
 
 @attrs.frozen(kw_only=True)
@@ -95,8 +145,9 @@ class _Plan:
     plugins: Sequence[str]
 
     def run_dir(self, setting: Setting, seed: int) -> Path:
-        """The folder of the (setting, seed) run."""
-        return self.out_dir / setting.name / f"seed{seed}"
+        """The folder of the (setting, seed) run (a long setting name is shortened, see
+        :func:`~flexkit.compare.overrides.folder_name`)."""
+        return self.out_dir / folder_name(setting.name) / f"seed{seed}"
 
     def source(self, setting: Setting) -> str:
         """How error messages name the pipeline under ``setting``."""
@@ -113,6 +164,11 @@ class _Plan:
         run["seed"] = seed
         return varied
 
+    def identity(self, setting: Setting, seed: int) -> str:
+        """A digest of what the (setting, seed) run runs: its varied data and the plugins."""
+        text = json.dumps([self.varied_data(setting, seed), list(self.plugins)], sort_keys=True, default=str)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
     def build(self, setting: Setting, seed: int) -> Any:
         """The pipeline of the (setting, seed) run."""
         from flexkit.pipeline import pipeline_from_dict
@@ -120,14 +176,24 @@ class _Plan:
         return pipeline_from_dict(self.varied_data(setting, seed), base_dir=self.base_dir,
                                   source=self.source(setting), plugins=self.plugins)
 
+    def job(self, index: int, setting: Setting, seed: int) -> Job:
+        """What a worker needs to run the (setting, seed) run."""
+        return Job(index=index, seed=seed, data=self.varied_data(setting, seed), base_dir=str(self.base_dir),
+                   source=self.source(setting), plugins=list(self.plugins),
+                   run_dir=str(self.run_dir(setting, seed)))
+
 
 def _check_arguments(settings: Sequence[Setting], seeds: Sequence[int]) -> None:
     """Raise :class:`~flexkit.ConfigError` without settings, with repeated names, or with bad seeds."""
+    from flexkit.compare.overrides import MAX_SEEDS
+
     if not settings:
         raise ConfigError("compare needs at least one setting (--set NAME:... ; NAME: alone means no overrides)")
     names = [s.name for s in settings]
     if dupes := sorted({n for n in names if names.count(n) > 1}):
         raise ConfigError([ConfigIssue("--set", f"setting names must be distinct; repeated: {', '.join(dupes)}")])
+    if len(seeds) > MAX_SEEDS:
+        raise ConfigError([ConfigIssue("--seeds", f"at most {MAX_SEEDS} seeds, got {len(seeds):,}")])
     if not seeds or len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
         raise ConfigError([ConfigIssue("--seeds", "give at least one seed, each >= 0 and distinct")])
 
@@ -145,96 +211,98 @@ def _validate(plan: _Plan, settings: Sequence[Setting], seeds: list[int]) -> lis
                                            "set it > 0")], pipe.source)
         group = getattr(cfg.trainer.config, "group_size", None)
         results.append(SettingResult(setting, cfg.run.batch_size * (int(group) if group else 1)))
-        for seed in seeds:
-            if plan.run_dir(setting, seed).exists():
-                raise FlexkitError(f"{plan.run_dir(setting, seed)} already exists; choose another --out")
     return results
 
 
-def _run_in_order(plan: _Plan, results: list[SettingResult], seeds: list[int]) -> Iterator[_Finished]:
-    """Run every (setting, seed) pair in this process, one after another."""
-    from flexkit.runner import run_pipeline
+#: A run a folder finished before: its result, seed and what its ``setting.json`` recorded.
+_Reused = tuple[SettingResult, int, dict[str, Any]]
 
-    for result in results:
+
+def _reusable(plan: _Plan, results: list[SettingResult], seeds: list[int]) -> tuple[list[_Reused], list[Job]]:
+    """Sort the (setting, seed) runs into those ``out_dir`` already finished (same identity) and those to run;
+    clear the folders of unfinished or failed runs. Raises :class:`~flexkit.FlexkitError` for a folder that
+    holds something else (another run, or files a run does not write)."""
+    reused: list[_Reused] = []
+    todo: list[Job] = []
+    clear: list[Path] = []
+    for index, result in enumerate(results):
         for seed in seeds:
-            t0 = time.monotonic()
-            run = run_pipeline(plan.build(result.setting, seed), run_dir=plan.run_dir(result.setting, seed),
-                               progress=None)
-            yield result, seed, run.first_eval, run.last_eval, time.monotonic() - t0
+            run_dir = plan.run_dir(result.setting, seed)
+            if not run_dir.exists():
+                todo.append(plan.job(index, result.setting, seed))
+                continue
+            meta = _read_setting_file(run_dir)
+            if meta is not None:
+                if meta.get("identity") != plan.identity(result.setting, seed) or "last_eval" not in meta:
+                    raise FlexkitError(f"{run_dir} already holds a run of another pipeline, setting or seed "
+                                       f"(its setting.json: setting {meta.get('setting')!r}, spec "
+                                       f"{meta.get('spec')!r}); choose another --out")
+                reused.append((result, seed, meta))
+                continue
+            unknown = sorted(p.name for p in run_dir.iterdir() if p.name not in _RUN_FOLDER_FILES) \
+                if run_dir.is_dir() else ["(a file, not a folder)"]
+            if unknown:
+                raise FlexkitError(f"{run_dir} already exists and is not an unfinished run of this comparison "
+                                   f"(it holds {', '.join(unknown[:5])}); choose another --out")
+            clear.append(run_dir)
+            todo.append(plan.job(index, result.setting, seed))
+    for run_dir in clear:  # an unfinished or failed run: it runs again from the start
+        shutil.rmtree(run_dir)
+    return reused, todo
 
 
-def _run_in_parallel(plan: _Plan, results: list[SettingResult], seeds: list[int], jobs: int) -> Iterator[_Finished]:
-    """Run every (setting, seed) pair in ``jobs`` worker processes; yield them in (setting, seed) order."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    threads = max(1, (os.cpu_count() or 1) // jobs)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_limit_threads, initargs=(threads,)) as pool:
-        futures = {(i, seed): pool.submit(_run_job, plan.varied_data(res.setting, seed), str(plan.base_dir),
-                                          plan.source(res.setting), list(plan.plugins),
-                                          str(plan.run_dir(res.setting, seed)))
-                   for i, res in enumerate(results) for seed in seeds}
-        for (i, seed), future in futures.items():  # in (setting, seed) order, whatever finishes first
-            first_eval, last_eval, seconds = future.result()
-            yield results[i], seed, first_eval, last_eval, seconds
+def _read_setting_file(run_dir: Path) -> dict[str, Any] | None:
+    """A run folder's ``setting.json`` (``None`` when there is none: the run did not finish)."""
+    path = run_dir / SETTING_FILE
+    if not path.is_file():
+        return None
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
 
 
-def _limit_threads(threads: int) -> None:
-    """Worker initializer: cap the math libraries' threads, so parallel runs do not oversubscribe the CPU."""
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[name] = str(threads)
-    if "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(threads)
-
-
-def _run_job(data: dict[str, Any], base_dir: str, source: str, plugins: list[str],
-             run_dir: str) -> tuple[dict[str, float], dict[str, float], float]:
-    """One (setting, seed) run in a worker process; returns the first and last evaluations and the seconds."""
-    from flexkit.pipeline import pipeline_from_dict
-    from flexkit.runner import run_pipeline
-
-    t0 = time.monotonic()
-    pipe = pipeline_from_dict(data, base_dir=Path(base_dir), source=source, plugins=plugins)
-    run = run_pipeline(pipe, run_dir=run_dir, progress=None)
-    return dict(run.first_eval), dict(run.last_eval), time.monotonic() - t0
-
-
-def _record(plan: _Plan, result: SettingResult, seed: int, first_eval: dict[str, float],
-            last_eval: dict[str, float], seconds: float) -> RunOutcome:
-    """Write the run's ``setting.json``, read its curve, and add its outcome to ``result``."""
+def _record(plan: _Plan, result: SettingResult, seed: int, finished: dict[str, Any] | JobResult, *,
+            write: bool = True) -> RunOutcome:
+    """Write the run's ``setting.json`` (unless reused), read its records, and add its outcome to ``result``."""
     run_dir = plan.run_dir(result.setting, seed)
-    (run_dir / "setting.json").write_text(json.dumps({
-        "pipeline": str(plan.path), "setting": result.setting.name, "spec": result.setting.spec,
-        "overrides": {ov.key: ov.value for ov in result.setting.overrides}, "seed": seed,
-    }, indent=2, default=str) + "\n", encoding="utf-8")
-    curve, rollout_curve = _read_curves(run_dir, first_eval, result.rollouts_per_step)
+    if isinstance(finished, JobResult):
+        first_eval, last_eval, seconds = finished.first_eval, finished.last_eval, finished.seconds
+    else:
+        first_eval, last_eval = dict(finished.get("first_eval") or {}), dict(finished["last_eval"])
+        seconds = float(finished.get("seconds", 0.0))
+    if write:
+        meta = {"pipeline": str(plan.path), "setting": result.setting.name, "spec": result.setting.spec,
+                "overrides": {ov.key: ov.value for ov in result.setting.overrides}, "seed": seed,
+                "identity": plan.identity(result.setting, seed), "first_eval": first_eval, "last_eval": last_eval,
+                "seconds": seconds}
+        tmp = run_dir / (SETTING_FILE + ".tmp")
+        tmp.write_text(json.dumps(meta, indent=2, default=str) + "\n", encoding="utf-8")
+        os.replace(tmp, run_dir / SETTING_FILE)  # written last, whole: it marks a finished run
+    records = read_run_records(run_dir, first_eval, result.rollouts_per_step)
     final = {k: float(v) for k, v in last_eval.items() if k.startswith("eval_accuracy")}
-    outcome = RunOutcome(seed, run_dir, curve, final, seconds, rollout_curve=rollout_curve)
+    outcome = RunOutcome(seed, run_dir, records.curve, final, seconds, rollout_curve=records.rollout_curve,
+                         level_curves=records.level_curves, steps=records.steps,
+                         optimizer_steps=records.optimizer_steps, trained_samples=records.trained_samples)
     result.runs.append(outcome)
     return outcome
 
 
 def _read_curves(run_dir: Path, first: dict[str, float],
                  rollouts_per_step: int) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
-    """``(steps done, eval_accuracy)`` and ``(rollouts so far, eval_accuracy)`` pairs of every evaluation record:
-    steps done is ``step + 1``, so the ``"step": -1`` record is the evaluation before training (step 0). A run
-    folder from before that record existed gets ``first`` (the runner's first evaluation) as its step-0 point.
-    Rollouts are the run's own cumulative count (``steps × rollouts_per_step`` for records without one)."""
-    from flexkit.run_folder import INITIAL_STEP, METRICS_FILE, read_metrics
+    """``(steps done, eval_accuracy)`` and ``(rollouts so far, eval_accuracy)`` pairs of every evaluation record
+    (see :func:`~flexkit.compare.records.read_run_records`)."""
+    records = read_run_records(run_dir, first, rollouts_per_step)
+    return records.curve, records.rollout_curve
 
-    records = [record for _line, record in read_metrics(run_dir / METRICS_FILE)]
-    curve: list[tuple[int, float]] = []
-    rollout_curve: list[tuple[int, float]] = []
-    if "eval_accuracy" in first and not any(r["step"] == INITIAL_STEP for r in records):
-        curve, rollout_curve = [(0, float(first["eval_accuracy"]))], [(0, float(first["eval_accuracy"]))]
-    for record in records:
-        if record.get("eval_accuracy") is not None:
-            steps, acc = int(record["step"]) + 1, float(record["eval_accuracy"])
-            curve.append((steps, acc))
-            rollouts = record.get("rollouts")
-            rollout_curve.append((int(rollouts) if rollouts is not None else steps * rollouts_per_step, acc))
-    return curve, rollout_curve
+
+def _order(results: list[SettingResult], seeds: list[int]) -> None:
+    """Each setting's runs and failures in ``seeds`` order, whatever order they finished in."""
+    rank = {seed: i for i, seed in enumerate(seeds)}
+    for res in results:
+        res.runs.sort(key=lambda r: rank[r.seed])
+        res.failures.sort(key=lambda f: rank[f.seed])
 
 
 def _plot_runs(results: list[SettingResult]) -> None:
@@ -247,29 +315,52 @@ def _plot_runs(results: list[SettingResult]) -> None:
 
     for res in results:
         for run in res.runs:
-            plot_run(run.run_dir, files=("overview.png",), dpi=80)
+            if not (run.run_dir / "plots" / "overview.png").is_file():
+                plot_run(run.run_dir, files=("overview.png",), dpi=80)
 
 
-def _fix_target(results: list[SettingResult], target_accuracy: float | None) -> tuple[float, str]:
-    """The target accuracy (given, or :func:`default_target`) and its rule; sets each run's steps to it."""
-    if target_accuracy is None:
+def _report(plan: _Plan, results: list[SettingResult], seeds: list[int], targets: list[float], budgets: list[int],
+            command: str, elapsed: float, progress: IO[str] | None) -> Comparison:
+    """Fix the targets and budgets, measure every run against them and write the reports."""
+    targets, rules = _fix_targets(results, targets)
+    budgets, budget_rules = _fix_budgets(results, budgets)
+    largest = max(budgets)
+    budget_rule = budget_rules[0] if len(budgets) == 1 else f"{largest:,} rollouts (the largest --budget)"
+    info = ReportInfo(target=targets[0], rule=rules[0], budget=largest, budget_rule=budget_rule, command=command,
+                      path=str(plan.path), seeds=seeds, seconds=elapsed, targets=targets, budgets=budgets)
+    markdown, plot, level_plot = write_reports(results, plan.out_dir, info, progress=progress)
+    return Comparison(out_dir=plan.out_dir, target=targets[0], target_rule=rules[0], budget=largest,
+                      budget_rule=budget_rule, results=results, markdown=markdown, plot=plot, targets=targets,
+                      budgets=budgets, level_plot=level_plot)
+
+
+def _fix_targets(results: list[SettingResult], targets: list[float]) -> tuple[list[float], list[str]]:
+    """The target accuracies (given, or one :func:`default_target`) and their rules; sets each run's steps and
+    rollouts to each (the first also as ``steps_to_target`` / ``rollouts_to_target``)."""
+    if targets:
+        rules = [f"{t:.3f} (--target)" for t in targets]
+    else:
         target, rule = default_target(results)
-    else:
-        target, rule = float(target_accuracy), f"{float(target_accuracy):.3f} (--target)"
+        targets, rules = [target], [rule]
     for res in results:
         for r in res.runs:
-            r.steps_to_target = steps_to(r.curve, target)
-            r.rollouts_to_target = steps_to(r.rollout_curve, target)
-    return target, rule
+            r.steps_to_targets = [steps_to(r.curve, t) for t in targets]
+            r.rollouts_to_targets = [steps_to(r.rollout_curve, t) for t in targets]
+            r.steps_to_target, r.rollouts_to_target = r.steps_to_targets[0], r.rollouts_to_targets[0]
+    return targets, rules
 
 
-def _fix_budget(results: list[SettingResult], budget: int | None) -> tuple[int, str]:
-    """The rollout budget (given, or :func:`default_budget`) and its rule; sets each run's accuracy there."""
-    if budget is None:
+def _fix_budgets(results: list[SettingResult], budgets: list[int]) -> tuple[list[int], list[str]]:
+    """The rollout budgets (given, or one :func:`default_budget`) and their rules; sets each run's accuracy at
+    each (at the largest also as ``accuracy_at_budget``)."""
+    if budgets:
+        rules = [f"{b:,} rollouts (--budget)" for b in budgets]
+    else:
         budget, rule = default_budget(results)
-    else:
-        rule = f"{budget:,} rollouts (--budget)"
+        budgets, rules = [budget], [rule]
+    largest = budgets.index(max(budgets))
     for res in results:
         for r in res.runs:
-            r.accuracy_at_budget = accuracy_at(r.rollout_curve, budget)
-    return budget, rule
+            r.accuracy_at_budgets = [accuracy_at(r.rollout_curve, b) for b in budgets]
+            r.accuracy_at_budget = r.accuracy_at_budgets[largest]
+    return budgets, rules

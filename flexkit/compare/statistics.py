@@ -4,12 +4,16 @@ the default target accuracy."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from flexkit.compare.results import RunOutcome, SettingResult
 
-__all__ = ["TARGET_FRACTION", "accuracy_at", "default_budget", "default_target", "interpolated_curve", "mean_curve",
-           "mean_interval", "steps_to", "t_quantile"]
+__all__ = ["MIN_INTERVAL_VALUES", "TARGET_FRACTION", "accuracy_at", "default_budget", "default_target",
+           "interpolated_curve", "mean_curve", "mean_interval", "reported_interval", "steps_to", "t_quantile"]
+
+#: The fewest values (seeds) a reported 95% interval needs: with two, the Student-t half-width is
+#: 12.7 × the standard error, a band so wide that it says nothing, so reports show the values instead.
+MIN_INTERVAL_VALUES = 3
 
 #: Fraction of the way from the initial to the best final accuracy that the default target sits at.
 TARGET_FRACTION = 0.9
@@ -43,6 +47,13 @@ def mean_interval(values: Sequence[float]) -> tuple[float, float | None]:
     return mean, t_quantile(n - 1) * math.sqrt(var / n)
 
 
+def reported_interval(values: Sequence[float]) -> tuple[float, float | None]:
+    """:func:`mean_interval`, but without a half-width for fewer than :data:`MIN_INTERVAL_VALUES` values (what
+    the reports print, write and shade)."""
+    mean, half = mean_interval(values)
+    return mean, half if len(values) >= MIN_INTERVAL_VALUES else None
+
+
 def steps_to(curve: list[tuple[int, float]], target: float) -> int | None:
     """The first x (step, or rollouts) of ``curve`` whose accuracy reaches ``target`` (``None``: never)."""
     return next((step for step, acc in curve if acc >= target), None)
@@ -57,26 +68,30 @@ def accuracy_at(curve: list[tuple[int, float]], budget: int) -> float | None:
 
 
 def default_budget(results: Sequence[SettingResult]) -> tuple[int, str]:
-    """The default rollout budget: the fewest rollouts any run generated (every run has a value there)."""
-    budget = min(r.rollouts for res in results for r in res.runs)
+    """The default rollout budget: the fewest rollouts any run generated (every run has a value there; 0 when
+    no run finished)."""
+    budget = min((r.rollouts for res in results for r in res.runs), default=0)
     return budget, f"{budget:,} rollouts = the fewest any run generated"
 
 
-def interpolated_curve(runs: Sequence[RunOutcome], points: int = 60) -> tuple[list[float], list[float],
-                                                                             list[float | None]]:
+def interpolated_curve(runs: Sequence[RunOutcome], points: int = 60, *,
+                       curve: Callable[[RunOutcome], list[tuple[int, float]]] | None = None,
+                       ) -> tuple[list[float], list[float], list[float | None]]:
     """Mean accuracy (and 95% half-width) against rollouts on a common grid up to the shortest run's rollouts,
-    each run's curve linearly interpolated between its evaluations (runs evaluate at different rollouts)."""
-    usable = [r for r in runs if len(r.rollout_curve) >= 2]
+    each run's curve linearly interpolated between its evaluations (runs evaluate at different rollouts).
+    ``curve`` picks another curve of each run (default: its overall ``rollout_curve``)."""
+    pick = curve or (lambda r: r.rollout_curve)
+    usable = [pick(r) for r in runs if len(pick(r)) >= 2]
     if not usable:
         return [], [], []
-    end = min(r.rollout_curve[-1][0] for r in usable)
-    start = max(r.rollout_curve[0][0] for r in usable)
+    end = min(c[-1][0] for c in usable)
+    start = max(c[0][0] for c in usable)
     if end <= start:
         return [], [], []
     grid = [start + (end - start) * i / (points - 1) for i in range(points)]
     means, halves = [], []
     for x in grid:
-        values = [_interp(r.rollout_curve, x) for r in usable]
+        values = [_interp(c, x) for c in usable]
         mean, half = mean_interval(values)
         means.append(mean)
         halves.append(half)
@@ -110,8 +125,11 @@ def default_target(results: Sequence[SettingResult]) -> tuple[float, str]:
     when there is none) and ``best`` the highest per-setting mean final accuracy.
     """
     initial = [r.curve[0][1] for res in results for r in res.runs if r.curve and r.curve[0][0] == 0]
+    finished = [res for res in results if res.runs]
+    if not finished:
+        return 0.0, "none: no run finished"
     best_name, best = max(((res.setting.name, mean_interval([r.final["eval_accuracy"] for r in res.runs])[0])
-                           for res in results), key=lambda x: x[1])
+                           for res in finished), key=lambda x: x[1])
     start = math.fsum(initial) / len(initial) if initial else 0.0
     target = start + TARGET_FRACTION * (best - start)
     rule = (f"{target:.3f} = initial {start:.3f} + {TARGET_FRACTION:.0%} of the way to the best final mean "

@@ -218,7 +218,7 @@ def test_parallel_jobs_give_the_same_results(compared: tuple[Comparison, str], p
                                               tmp_path: Path) -> None:
     serial = compared[0]
     parallel = compare(pipeline_file, [parse_setting(s) for s in SPECS], [0, 1], tmp_path / "par", progress=None,
-                       jobs=2)
+                       jobs=2, plots=False)
     for one, two in zip(serial.results, parallel.results, strict=True):
         assert [(r.seed, r.curve, r.final) for r in one.runs] == [(r.seed, r.curve, r.final) for r in two.runs]
     with pytest.raises(ConfigError, match="--jobs"):
@@ -263,9 +263,9 @@ def test_cli_compare_explicit_target(pipeline_file: Path, tmp_path: Path,
     assert b["final"]["eval_accuracy"]["ci95"] is None  # one seed: no interval
     assert b["reached"] == "0/1" and "not reached (0/1)" in stdout  # learning_rate 0 never improves
     assert "--target 0.3" in data["command"]
-    # the same folder again: refused before any run
+    # the same folder with another setting under the same name: refused before any run
     assert main(["compare", str(pipeline_file), "--set", "a:", "--seeds", "1", "--out", str(out)]) == 1
-    assert "already exists" in capsys.readouterr().err
+    assert "a/seed0 already holds a run of another pipeline, setting or seed" in capsys.readouterr().err
 
 
 def test_cli_compare_errors_name_the_setting(pipeline_file: Path, tmp_path: Path,

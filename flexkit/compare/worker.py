@@ -1,0 +1,49 @@
+"""One ``flexkit compare`` run in a process of its own (``--jobs`` > 1): ``python -m flexkit.compare.worker JOB``.
+
+``JOB`` is a JSON file: the pipeline's varied TOML data, its base folder, source, plugins, run folder and the
+file to write the run's first and last evaluations and seconds into. Exit status 0 when the run finished, 1 on
+a flexkit error (its message on stderr) and 1 with a traceback on any other error, as ``flexkit run`` does; a
+run killed by a signal ends with that signal, which the comparison reports. The math libraries' thread count
+comes with the environment (``OMP_NUM_THREADS`` and its kin).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["main", "run_job"]
+
+
+def run_job(job: dict[str, object]) -> dict[str, object]:
+    """Run the job's pipeline into its run folder; return its first and last evaluations and seconds taken."""
+    from flexkit.pipeline import pipeline_from_dict
+    from flexkit.runner import run_pipeline
+
+    t0 = time.monotonic()
+    pipe = pipeline_from_dict(job["data"], base_dir=Path(str(job["base_dir"])), source=str(job["source"]),
+                              plugins=list(job["plugins"]))  # type: ignore[call-overload]
+    run = run_pipeline(pipe, run_dir=str(job["run_dir"]), progress=None)
+    return {"first_eval": dict(run.first_eval), "last_eval": dict(run.last_eval),
+            "seconds": time.monotonic() - t0}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the job in ``argv[0]`` and write its result file; returns the exit status."""
+    from flexkit.errors import ConfigError, FlexkitError
+
+    job_file = Path((argv if argv is not None else sys.argv[1:])[0])
+    job = json.loads(job_file.read_text(encoding="utf-8"))
+    try:
+        result = run_job(job)
+    except FlexkitError as exc:
+        print(exc.report() if isinstance(exc, ConfigError) else f"error: {exc}", file=sys.stderr)
+        return 1
+    Path(job["result"]).write_text(json.dumps(result), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - run as a subprocess
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""flexkit compare: several targets and budgets, the cost of each run (steps, optimizer steps, trained samples,
+rollouts, seconds), per-level results and plot, and the rule that prints no interval under three seeds."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flexkit.cli import main
+from flexkit.compare import (
+    MIN_INTERVAL_VALUES,
+    Comparison,
+    RunOutcome,
+    Setting,
+    SettingResult,
+    compare,
+    mean_interval,
+    parse_setting,
+    render_table,
+    reported_interval,
+    write_level_plot,
+)
+from flexkit.compare.statistics import accuracy_at, steps_to
+from tests.compare.test_compare import PIPELINE
+from tests.fixtures import read_metrics
+
+REFILL = ('dapo:sample={mechanism = "select", scorer = {type = "group_reward_range"}, actuator = '
+          '{type = "zero_variance_filter", max_rounds = 3}, refill = {}}')
+TARGETS = [0.3, 0.35, 0.99]  # 0.99: never reached
+BUDGETS = [320, 640, 960]
+
+
+@pytest.fixture(scope="module")
+def pipeline_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("pipe") / "sim.toml"
+    path.write_text(PIPELINE)
+    return path
+
+
+@pytest.fixture(scope="module")
+def several(pipeline_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Comparison:
+    """Two settings (one with dynamic sampling) x 3 seeds, three targets and three budgets."""
+    out = tmp_path_factory.mktemp("cmp") / "out"
+    return compare(pipeline_file, [parse_setting("plain:"), parse_setting(REFILL)], [0, 1, 2], out,
+                   target_accuracy=TARGETS, budget=BUDGETS, progress=None)
+
+
+def test_each_target_and_budget_is_measured_per_run(several: Comparison) -> None:
+    assert several.targets == TARGETS and several.budgets == BUDGETS
+    assert several.target == 0.3 and several.budget == 960  # the first target, the largest budget
+    for res in several.results:
+        assert len(res.runs) == 3
+        for run in res.runs:
+            assert run.steps_to_targets == [steps_to(run.curve, t) for t in TARGETS]
+            assert run.rollouts_to_targets == [steps_to(run.rollout_curve, t) for t in TARGETS]
+            assert run.steps_to_targets[2] is None and run.steps_to_target == run.steps_to_targets[0]
+            assert run.accuracy_at_budgets == [accuracy_at(run.rollout_curve, b) for b in BUDGETS]
+            assert run.accuracy_at_budget == run.accuracy_at_budgets[2]
+            # the last evaluation at or before each budget
+            for budget, acc in zip(BUDGETS, run.accuracy_at_budgets, strict=True):
+                assert acc == [a for x, a in run.rollout_curve if x <= budget][-1]
+
+
+def test_several_targets_in_the_tables_and_json(several: Comparison) -> None:
+    table = render_table(several.results, several.targets, several.budgets)
+    header = table.splitlines()[0]
+    for column in ("accuracy at 320", "accuracy at 640", "accuracy at 960", "rollouts to 0.3", "rollouts to 0.35",
+                   "rollouts to 0.99", "steps to 0.3", "steps to 0.99"):
+        assert f"| {column} |" in header
+    for row in table.splitlines()[2:]:
+        assert "not reached (0/3)" in row  # 0.99: shown, never dropped
+    data = json.loads((several.out_dir / "results.json").read_text())
+    assert data["targets"] == TARGETS and data["budgets"] == BUDGETS and data["failed"] == []
+    for setting, res in zip(data["settings"], several.results, strict=True):
+        assert [t["target"] for t in setting["targets"]] == TARGETS
+        never = setting["targets"][2]
+        assert never["reached"] == "0/3" and never["rollouts"] is None and never["steps"] is None
+        first = setting["targets"][0]
+        values = [r.rollouts_to_targets[0] for r in res.runs if r.rollouts_to_targets[0] is not None]
+        assert first["reached"] == f"{len(values)}/3"
+        if values:
+            assert first["rollouts"]["values"] == values
+        assert [b["budget"] for b in setting["budgets"]] == BUDGETS
+        assert setting["budgets"][0]["accuracy"]["values"] == [r.accuracy_at_budgets[0] for r in res.runs]
+    md = several.markdown
+    assert "target eval accuracies: 0.3, 0.35, 0.99 (--target)" in md
+    assert "rollout budgets: 320, 640, 960 (--budget)" in md
+    assert "--target 0.3,0.35,0.99 --budget 320,640,960" in data["command"]
+
+
+def test_cost_per_run_is_read_from_the_records(several: Comparison) -> None:
+    plain, dapo = several.results
+    for run in plain.runs:  # no filter: every response enters the loss, every step updates
+        assert run.steps == 30 and run.optimizer_steps == 30
+        assert run.trained_samples == run.rollouts == 30 * 8 * 4
+    for run in dapo.runs:  # dynamic sampling: the kept groups' answers train; refills cost rollouts
+        records = [r for r in read_metrics(run.run_dir) if r["step"] >= 0]
+        assert run.steps == len(records) == 30
+        assert run.trained_samples == 4 * sum(r["kept_groups"] for r in records)  # group filter, G = 4
+        assert run.trained_samples < run.rollouts == records[-1]["rollouts"]
+        assert run.optimizer_steps == sum(r["kept_groups"] > 0 for r in records)
+    data = json.loads((several.out_dir / "results.json").read_text())
+    for setting, res in zip(data["settings"], several.results, strict=True):
+        for key in ("steps", "optimizer_steps", "trained_samples", "rollouts"):
+            assert setting[key]["values"] == [getattr(r, key) for r in res.runs]
+            assert setting[key]["n"] == 3 and setting[key]["ci95"] is not None
+        assert setting["seconds"]["n"] == 3
+        for run_json, run in zip(setting["runs"], res.runs, strict=True):
+            assert run_json["trained_samples"] == run.trained_samples
+            assert run_json["optimizer_steps"] == run.optimizer_steps
+    md = several.markdown
+    assert "| setting | steps | optimizer steps | trained samples | rollouts | seconds |" in md
+    assert "| plain | 30 ± 0 | 30 ± 0 | 960 ± 0 | 960 ± 0 |" in md
+
+
+def test_per_level_final_accuracy_and_curves(several: Comparison) -> None:
+    data = json.loads((several.out_dir / "results.json").read_text())
+    for setting, res in zip(data["settings"], several.results, strict=True):
+        for level in (1, 2, 3, 4):
+            key = f"eval_accuracy/{level}"
+            summary = setting["final"][key]
+            assert summary["values"] == [r.final[key] for r in res.runs] and summary["ci95"] is not None
+            for run in res.runs:  # one point per evaluation, at the run's own rollouts
+                assert [x for x, _ in run.level_curves[key]] == [x for x, _ in run.rollout_curve]
+                assert run.level_curves[key][-1][1] == run.final[key]
+
+
+def test_levels_png(several: Comparison, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("matplotlib")
+    assert several.level_plot == several.out_dir / "levels.png"
+    assert several.level_plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "![eval accuracy per level vs rollouts](levels.png)" in several.markdown
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    stream = io.StringIO()
+    assert write_level_plot(several.results, tmp_path / "l.png", progress=stream) is None
+    assert "levels.png skipped" in stream.getvalue() and 'pip install "flexkit-rft[plot]"' in stream.getvalue()
+
+
+def _result(name: str, finals: list[float], reached: list[int | None]) -> SettingResult:
+    runs = [RunOutcome(seed, Path(f"r{seed}"), [(0, 0.1), (10, acc)], {"eval_accuracy": acc}, 1.0,
+                       steps_to_target=x, rollouts_to_target=x, accuracy_at_budget=acc)
+            for seed, (acc, x) in enumerate(zip(finals, reached, strict=True))]
+    return SettingResult(Setting(name), 32, runs)
+
+
+def test_no_interval_from_fewer_than_three_values() -> None:
+    table = render_table([_result("two", [0.4, 0.5], [10, 20]), _result("three", [0.4, 0.5, 0.6], [10, 20, 30]),
+                          _result("one", [0.4], [10]), _result("some", [0.4, 0.5, 0.6], [10, 20, None])])
+    rows = {row.split(" | ")[0].strip("| "): row for row in table.splitlines()[2:]}
+    assert "±" not in rows["two"] and "| 0.450 (n=2) |" in rows["two"]
+    assert "| 0.500 ± " in rows["three"]
+    assert "±" not in rows["one"] and "| 0.400 |" in rows["one"]
+    assert "| 15 (2/3 reached) |" in rows["some"]  # two values reached: the mean, no interval
+    assert "| 0.500 ± " in rows["some"]  # the final accuracy has three values
+
+
+def test_cli_several_targets_and_budgets(pipeline_file: Path, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "o"
+    assert main(["compare", str(pipeline_file), "--set", "a:", "--seeds", "1", "--target", "0.3,0.99",
+                 "--budget", "320,960", "--out", str(out), "--quiet"]) == 0
+    stdout = capsys.readouterr().out
+    assert "| rollouts to 0.3 |" in stdout and "| accuracy at 960 |" in stdout and "not reached (0/1)" in stdout
+    assert "target eval accuracies: 0.3, 0.99 (--target)" in stdout
+    for bad in (["--target", "0.3,x"], ["--budget", "0,10"], ["--budget", "1.5"], ["--target", "0.3,0.3"]):
+        assert main(["compare", str(pipeline_file), "--set", "a:", "--out", str(tmp_path / "b"), *bad]) == 2
+        assert bad[0] in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+
+
+@given(st.lists(st.floats(min_value=0, max_value=1, allow_nan=False), min_size=1, max_size=8))
+@settings(max_examples=100, deadline=None)
+def test_reported_interval_only_from_three_values(values: list[float]) -> None:
+    mean, half = reported_interval(values)
+    assert mean == pytest.approx(sum(values) / len(values))
+    assert (half is None) == (len(values) < MIN_INTERVAL_VALUES)
+    if half is not None:
+        assert half == mean_interval(values)[1]
