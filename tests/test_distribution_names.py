@@ -29,8 +29,9 @@ def _tracked_text_files() -> list[str]:
     out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=False).stdout
     if not out:
         pytest.skip("not a git checkout")
-    return [p for p in out.splitlines() if p.endswith((".md", ".py", ".toml", ".sh", ".yaml", ".yml", ".txt"))
-            or p == ".ci/run"]
+    own = {"tests/test_distribution_names.py", "tests/distribution_names.py"}  # they quote bad lines on purpose
+    return [p for p in out.splitlines() if p not in own and (
+        p.endswith((".md", ".py", ".toml", ".sh", ".yaml", ".yml", ".txt")) or p == ".ci/run")]
 
 
 def test_the_core_distribution_is_flexkit_rft_and_plugins_share_its_prefix() -> None:
