@@ -55,8 +55,10 @@ def write_level_plot(results: Sequence[SettingResult], path: Path, *, title: str
         ax.grid(alpha=0.3)
     for ax in axes[len(keys):]:
         ax.set_visible(False)
-    for ax in axes[-cols:]:
-        ax.set_xlabel("rollouts (responses generated)")
+    for col in range(cols):  # the lowest visible panel of each column carries the x axis
+        lowest = axes[max(i for i in range(len(keys)) if i % cols == col)]
+        lowest.xaxis.set_tick_params(labelbottom=True)
+        lowest.set_xlabel("rollouts (responses generated)")
     for ax in axes[::cols]:
         ax.set_ylabel("held-out eval accuracy")
     axes[0].legend(loc="best", fontsize="small")
