@@ -2,28 +2,40 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 import numpy as np
 
-from flexkit.checkpoint import CheckpointError, KeyPath, StateError, format_key_path, load_state, save_state
+from flexkit.checkpoint import load_state, save_state
 from flexkit.config.converter import make_converter, structure
 from flexkit.config.loader import local_plugin_specs, read_toml_file, structure_pipeline
 from flexkit.config.models import PipelineConfig
+from flexkit.contracts import origin
 from flexkit.dynamic_sampling import check_refill_stage
-from flexkit.errors import ConfigError, ConfigIssue, FlexkitError
-from flexkit.plugins import PluginHost, get_plugins
+from flexkit.errors import (
+    CheckpointError,
+    ComponentError,
+    ConfigError,
+    ConfigIssue,
+    FlexkitError,
+    KeyPath,
+    StateError,
+    TasksetError,
+    format_key_path,
+)
+from flexkit.plugins import Component, PluginHost, get_plugins
 from flexkit.sample.actuator import Mix
 from flexkit.sample.stage import SampleStage
 from flexkit.scheduler import AFTER_FEEDBACK, TasksetEntry, TasksetScheduler
 from flexkit.selectors.base import FEATURE_KEYS, feature_keys_of
 from flexkit.state_checks import component_of, differences, fingerprint_hints, pipeline_state_problems
-from flexkit.tasksets import TasksetError, lazy_features
+from flexkit.tasksets import lazy_features
 
 
 @attrs.define
@@ -260,16 +272,19 @@ def load_pipeline(
     path: str | os.PathLike[str],
     *,
     plugins: Sequence[str] = (),
+    overrides: Sequence[str] = (),
 ) -> Pipeline:
     """Load and validate a pipeline TOML file.
 
     ``plugins`` adds local plugins (module names or ``.py`` paths relative to the current directory) on top
-    of the file's own ``plugins = [...]`` (relative to the file). Raises :class:`~flexkit.ConfigError` with
-    the full report when anything is wrong.
+    of the file's own ``plugins = [...]`` (relative to the file). ``overrides`` are ``--set`` style assignments
+    (``"run.seed=3"``, ``"tasksets[0].selector.tau=0.5"``) applied to the file's tables first; error reports then
+    name the file and the overrides. Raises :class:`~flexkit.ConfigError` with the full report when anything is
+    wrong. ``flexkit run --set`` and the verl adapter's ``+flexkit.set`` both load through here.
     """
-    source = str(path)
     data = read_toml_file(path)
-    return pipeline_from_dict(data, base_dir=Path(path).resolve().parent, source=source, plugins=plugins)
+    return pipeline_from_dict(data, base_dir=Path(path).resolve().parent, source=str(path), plugins=plugins,
+                              overrides=overrides)
 
 
 def pipeline_from_dict(
@@ -278,8 +293,16 @@ def pipeline_from_dict(
     base_dir: str | os.PathLike[str] = ".",
     source: str | None = None,
     plugins: Sequence[str] = (),
+    overrides: Sequence[str] = (),
 ) -> Pipeline:
-    """Build a pipeline from already-parsed TOML data (``base_dir`` resolves relative paths)."""
+    """Build a pipeline from already-parsed TOML data (``base_dir`` resolves relative paths); ``plugins`` and
+    ``overrides`` as in :func:`load_pipeline`."""
+    if overrides:
+        from flexkit.compare.overrides import apply_overrides, run_setting  # the --set grammar, loaded when used
+
+        setting = run_setting(overrides)
+        data = apply_overrides(data, setting)
+        source = f"{source} [{setting.label}]"
     base = Path(base_dir).resolve()
     specs = local_plugin_specs(data, source)
     if specs or plugins:
@@ -348,6 +371,25 @@ def prefetch_enabled(config: PipelineConfig, *, learns: bool = False) -> bool | 
     return False if mixes else AFTER_FEEDBACK
 
 
+@contextlib.contextmanager
+def _component_bugs(component: Component, where: str) -> Iterator[None]:
+    """Report what ``component`` raises while it is built at ``where`` (``tasksets[0]``): flexkit's own errors
+    (a bad taskset, a bad config) pass through; a broken contract, or any other exception (the plugin's bug, not
+    the pipeline's config), is a :class:`~flexkit.errors.ComponentError` naming the component, its plugin and
+    its distribution."""
+    try:
+        yield
+    except ComponentError as exc:
+        raise ComponentError(f"{where}: {exc}") from exc
+    except FlexkitError:
+        raise
+    except Exception as exc:
+        who = f"{component.stage} {component.name!r}"
+        where_from = origin(component.plugin, component.distribution)
+        who += f" ({where_from})" if where_from else ""
+        raise ComponentError(f"{where}: {who} raised {type(exc).__name__} while it was built: {exc}") from exc
+
+
 def build_scheduler(config: PipelineConfig, plugins: PluginHost, base_dir: Path) -> TasksetScheduler:
     """Open every taskset, build its selector and wire them into a scheduler.
 
@@ -356,17 +398,21 @@ def build_scheduler(config: PipelineConfig, plugins: PluginHost, base_dir: Path)
     """
     entries, issues = [], []
     for i, ts in enumerate(config.tasksets):
+        storage = plugins.component("storage", ts.storage.type)
         try:
-            storage = plugins.component("storage", ts.storage.type)
-            taskset = storage.build(ts.storage.config, name=ts.name, base_dir=base_dir)
-            if len(taskset) == 0:
+            with _component_bugs(storage, f"tasksets[{i}]"):
+                taskset = storage.build(ts.storage.config, name=ts.name, base_dir=base_dir)
+                size = len(taskset)
+            if size == 0:
                 raise TasksetError("the taskset is empty", taskset=ts.name, path=getattr(taskset, "path", None))
             keys = feature_keys_of(ts.selector.config)
-            selector = plugins.component("selector", ts.selector.type).build(
-                ts.selector.config, size=len(taskset), seed=selector_seed(config.run.seed, i),
-                features=lazy_features(taskset, keys),
-            )
-        except (TasksetError, ValueError) as exc:
+            selector_component = plugins.component("selector", ts.selector.type)
+            with _component_bugs(selector_component, f"tasksets[{i}]"):
+                selector = selector_component.build(
+                    ts.selector.config, size=size, seed=selector_seed(config.run.seed, i),
+                    features=lazy_features(taskset, keys),
+                )
+        except (TasksetError, ConfigError) as exc:
             issues.append(ConfigIssue(f"tasksets[{i}]", str(exc)))
             continue
         entries.append(TasksetEntry(name=ts.name, taskset=taskset, selector=selector, weight=ts.weight))

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from flexkit.sample import Keep, Mix, SampleError, Weights
+from flexkit.errors import SampleError
+from flexkit.sample import Keep, Mix, Weights
 from flexkit.weights import (
     AGGREGATIONS,
     aggregate,

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from flexkit.config.converter import make_converter
-from flexkit.errors import ConfigError
+from flexkit.errors import ConfigError, SampleError
 from flexkit.sample import (
     AdvantageReweightConfig,
     AdvantageReweighter,
@@ -29,7 +29,6 @@ from flexkit.sample import (
     PerAdvantageConfig,
     PerAdvantageReweighter,
     RolloutBatch,
-    SampleError,
     SoftmaxConfig,
     SoftmaxReweighter,
     TsclConfig,

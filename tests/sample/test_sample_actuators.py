@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from flexkit.config.converter import make_converter
-from flexkit.errors import ConfigError
+from flexkit.errors import ConfigError, SampleError
 from flexkit.sample import (
     DifficultyBandConfig,
     DifficultyBandReweighter,
@@ -18,7 +18,6 @@ from flexkit.sample import (
     RewardGapConfig,
     RewardGapMixer,
     RolloutBatch,
-    SampleError,
     SoftmaxConfig,
     SoftmaxReweighter,
     StaticConfig,

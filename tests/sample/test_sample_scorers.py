@@ -12,7 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flexkit.errors import ConfigError
+from flexkit.errors import ConfigError, SampleError
 from flexkit.plugins import PluginHost
 from flexkit.sample import (
     GROUP_ESTIMATORS,
@@ -26,7 +26,6 @@ from flexkit.sample import (
     RewardGapMixer,
     RewardScorer,
     RolloutBatch,
-    SampleError,
     Scorer,
     SoftmaxReweighter,
     ThresholdBandFilter,
