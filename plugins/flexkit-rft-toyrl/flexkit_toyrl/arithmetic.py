@@ -22,8 +22,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from flexkit.config import field
-from flexkit.tasksets import InMemoryTaskset
+from flexkit import InMemoryTaskset, field
 
 #: Token ids: digits are ``0 .. base-1``; then these.
 PLUS, EQUALS = 10, 11

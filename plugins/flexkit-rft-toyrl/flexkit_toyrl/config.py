@@ -7,7 +7,7 @@ from typing import Literal
 
 import attrs
 
-from flexkit.config import field
+from flexkit import field
 
 
 @attrs.frozen(kw_only=True)

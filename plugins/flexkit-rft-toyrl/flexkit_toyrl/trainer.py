@@ -27,9 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from flexkit.errors import ConfigError, ConfigIssue
-from flexkit.trainer import Rollout, Trainer
-from flexkit.weights import aggregate, keep_mask, policy_loss
+from flexkit import ConfigError, ConfigIssue, Rollout, Trainer, aggregate, keep_mask, policy_loss
 from flexkit_toyrl.arithmetic import VOCAB_SIZE, draw_problems, encode_answers, encode_prompts
 from flexkit_toyrl.config import ToyRLConfig
 from flexkit_toyrl.model import TinyTransformer, answer_log_probs, generate
@@ -130,7 +128,7 @@ class ToyRLTrainer(Trainer):
 
     def rollout(self, tasks: Sequence[Any], *, step: int) -> Rollout:
         """Sample ``group_size`` answers per task and score them by exact match."""
-        from flexkit.sample.batch import RolloutBatch
+        from flexkit import RolloutBatch
 
         self.warm_start()
         cfg, g = self.config, self.config.group_size

@@ -24,8 +24,7 @@ from flexkit_toyrl.config import ToyRLConfig  # noqa: E402
 from flexkit_toyrl.model import TinyTransformer, generate  # noqa: E402
 from flexkit_toyrl.trainer import ToyRLTrainer  # noqa: E402
 
-from flexkit.pipeline import load_pipeline  # noqa: E402
-from flexkit.runner import run_pipeline  # noqa: E402
+from flexkit import load_pipeline, run_pipeline  # noqa: E402
 from tests.fixtures import crash_run, read_metrics  # noqa: E402
 
 TINY = """
@@ -147,7 +146,7 @@ def test_a_dropped_group_changes_nothing_and_weights_scale_its_gradient() -> Non
             batch["advantages"][4 * g:4 * g + 4] = 0.0
         from flexkit_toyrl.model import answer_log_probs
 
-        from flexkit.weights import policy_loss
+        from flexkit import policy_loss
 
         logp, _ = answer_log_probs(trainer.model, batch["input_ids"], trainer.answer_len, 10)
         loss = policy_loss(logp, logp.detach(), batch["advantages"], batch["response_mask"], weights)
@@ -186,7 +185,7 @@ def test_warm_start_is_shared_by_every_pipeline_seed() -> None:
 
 
 def test_trainer_needs_operands_that_fit(tmp_path: Path) -> None:
-    from flexkit.errors import ConfigError
+    from flexkit import ConfigError
 
     path = tmp_path / "p.toml"
     path.write_text(TINY.replace("max_digits = 3", "max_digits = 2").replace("eval_levels = [1, 2, 3]",

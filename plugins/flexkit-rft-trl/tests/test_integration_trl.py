@@ -19,9 +19,7 @@ from datasets import Dataset  # noqa: E402 - after the skips
 from flexkit_trl import INDEX_COLUMN, FlexkitGRPOTrainer, repeat_sampler, with_index_column  # noqa: E402
 from trl.trainer.utils import RepeatSampler  # noqa: E402
 
-from flexkit.errors import ConfigError  # noqa: E402
-from flexkit.integrations.torch import FlexkitSampler  # noqa: E402
-from flexkit.pipeline import pipeline_from_dict  # noqa: E402
+from flexkit import ConfigError, FlexkitSampler, pipeline_from_dict  # noqa: E402
 from tests.scheduler.test_scheduler import write_taskset  # noqa: E402
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from flexkit.errors import FlexkitError
+from flexkit import FlexkitError
 from flexkit_verl.sampler import FlexkitSampler
 
 
