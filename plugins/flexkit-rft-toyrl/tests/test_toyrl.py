@@ -25,7 +25,7 @@ from flexkit_toyrl.model import TinyTransformer, generate  # noqa: E402
 from flexkit_toyrl.trainer import ToyRLTrainer  # noqa: E402
 
 from flexkit import load_pipeline, run_pipeline  # noqa: E402
-from tests.fixtures import crash_run, read_metrics  # noqa: E402
+from flexkit.testing import crash_run, read_metrics  # noqa: E402
 
 TINY = """
 [run]
@@ -233,9 +233,8 @@ def test_the_warm_start_reports_progress() -> None:
 @pytest.mark.skipif(__import__("os").environ.get("FLEXKIT_SLOW") != "1",
                     reason="set FLEXKIT_SLOW=1 to run the whole quickstart (about 2 minutes)")
 def test_quickstart_learns_on_the_frontier_and_counts_its_rollouts(tmp_path: Path) -> None:
-    from tests.fixtures import EXAMPLES
-
-    result = run_pipeline(load_pipeline(EXAMPLES / "quickstart.toml"), run_dir=tmp_path / "run", progress=None)
+    quickstart = Path(__file__).resolve().parents[3] / "examples" / "quickstart.toml"
+    result = run_pipeline(load_pipeline(quickstart), run_dir=tmp_path / "run", progress=None)
     first, last = result.first_eval, result.last_eval
     assert first["eval_accuracy/1"] > 0.9 and first["eval_accuracy/3"] < 0.1  # the warm start's spread
     assert last["eval_accuracy"] - first["eval_accuracy"] >= 0.04
