@@ -44,6 +44,7 @@ from flexkit.hookspecs import Register, hookimpl
 from flexkit.pipeline import Pipeline, load_pipeline, make_selector, pipeline_from_dict
 from flexkit.plugins import PluginHost, get_plugins, plugin_host_for
 from flexkit.sample import Actuator, Keep, Mix, RolloutBatch, SampleStage, Scorer, Weights
+from flexkit.sample.actuator import sample_weights_normalised
 from flexkit.sample.weights import aggregate, keep_mask, policy_loss
 from flexkit.scheduler import Task, TasksetScheduler
 from flexkit.selectors import FEATURE_KEYS, Selector, feature_keys_of, read_feature_columns
@@ -113,6 +114,7 @@ __all__ = [
     "plugin_host_for",
     "policy_loss",
     "read_feature_columns",
+    "sample_weights_normalised",
     "split_arrays",
     "structure",
     "task_triples",
