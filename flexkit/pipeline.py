@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +15,10 @@ from flexkit.checkpoint import load_state, save_state
 from flexkit.config.converter import make_converter, structure
 from flexkit.config.loader import local_plugin_specs, read_toml_file, structure_pipeline
 from flexkit.config.models import PipelineConfig
-from flexkit.contracts import origin
+from flexkit.contracts import component_bugs
 from flexkit.dynamic_sampling import check_refill_stage
 from flexkit.errors import (
     CheckpointError,
-    ComponentError,
     ConfigError,
     ConfigIssue,
     FlexkitError,
@@ -29,7 +27,7 @@ from flexkit.errors import (
     TasksetError,
     format_key_path,
 )
-from flexkit.plugins import Component, PluginHost, get_plugins
+from flexkit.plugins import PluginHost, get_plugins
 from flexkit.sample.actuator import Mix
 from flexkit.sample.stage import SampleStage
 from flexkit.scheduler import AFTER_FEEDBACK, TasksetEntry, TasksetScheduler
@@ -371,25 +369,6 @@ def prefetch_enabled(config: PipelineConfig, *, learns: bool = False) -> bool | 
     return False if mixes else AFTER_FEEDBACK
 
 
-@contextlib.contextmanager
-def _component_bugs(component: Component, where: str) -> Iterator[None]:
-    """Report what ``component`` raises while it is built at ``where`` (``tasksets[0]``): flexkit's own errors
-    (a bad taskset, a bad config) pass through; a broken contract, or any other exception (the plugin's bug, not
-    the pipeline's config), is a :class:`~flexkit.errors.ComponentError` naming the component, its plugin and
-    its distribution."""
-    try:
-        yield
-    except ComponentError as exc:
-        raise ComponentError(f"{where}: {exc}") from exc
-    except FlexkitError:
-        raise
-    except Exception as exc:
-        who = f"{component.stage} {component.name!r}"
-        where_from = origin(component.plugin, component.distribution)
-        who += f" ({where_from})" if where_from else ""
-        raise ComponentError(f"{where}: {who} raised {type(exc).__name__} while it was built: {exc}") from exc
-
-
 def build_scheduler(config: PipelineConfig, plugins: PluginHost, base_dir: Path) -> TasksetScheduler:
     """Open every taskset, build its selector and wire them into a scheduler.
 
@@ -400,14 +379,14 @@ def build_scheduler(config: PipelineConfig, plugins: PluginHost, base_dir: Path)
     for i, ts in enumerate(config.tasksets):
         storage = plugins.component("storage", ts.storage.type)
         try:
-            with _component_bugs(storage, f"tasksets[{i}]"):
+            with component_bugs(storage, f"tasksets[{i}]"):
                 taskset = storage.build(ts.storage.config, name=ts.name, base_dir=base_dir)
                 size = len(taskset)
             if size == 0:
                 raise TasksetError("the taskset is empty", taskset=ts.name, path=getattr(taskset, "path", None))
             keys = feature_keys_of(ts.selector.config)
             selector_component = plugins.component("selector", ts.selector.type)
-            with _component_bugs(selector_component, f"tasksets[{i}]"):
+            with component_bugs(selector_component, f"tasksets[{i}]"):
                 selector = selector_component.build(
                     ts.selector.config, size=size, seed=selector_seed(config.run.seed, i),
                     features=lazy_features(taskset, keys),
