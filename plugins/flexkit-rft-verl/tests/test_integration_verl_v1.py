@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import tomllib
 import torch
 
 pytest.importorskip("verl")
@@ -158,6 +157,11 @@ def test_loss_modes_that_ignore_the_weights_are_refused(tmp_path: Path, monkeypa
 def test_pipeline_inline_and_sampler_kwargs(tmp_path: Path, monkeypatch) -> None:
     from flexkit_verl.config import pipeline_from_config
     from omegaconf import OmegaConf
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
 
     data = tomllib.loads((Path(__file__).resolve().parents[3] / "examples/verl/pipeline.toml").read_text())
     data["tasksets"][0]["path"] = str(Path(__file__).resolve().parents[3] / "examples/verl/data/train.parquet")
