@@ -30,7 +30,7 @@ from flexkit.sample import (
     RolloutBatch,
     SampleStage,
     ThresholdBandConfig,
-    ThresholdBandSelector,
+    ThresholdBandFilter,
 )
 
 
@@ -86,7 +86,7 @@ def measure(data: dict[str, Any], mask_name: str, mask: torch.Tensor, reps: int)
     slow_ms, slow = median_ms(lambda: loop_solve_rate(scores, mask, uid), reps)
     assert torch.allclose(fast, slow)
     rows = [{"case": "group_solve_rate", "mask": mask_name, "flexkit_ms": fast_ms, "loop_ms": slow_ms}]
-    band = ThresholdBandSelector(ThresholdBandConfig(low=0.2, high=0.8))
+    band = ThresholdBandFilter(ThresholdBandConfig(low=0.2, high=0.8))
     stage = SampleStage(GroupSolveRateScorer(), band, mechanism="select", estimator="grpo")
     fast_ms, fast = median_ms(
         lambda: stage.token_weights(RolloutBatch.from_dict({**data, "response_mask": mask}), step=0), reps)

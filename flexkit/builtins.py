@@ -64,8 +64,8 @@ SCORERS: tuple[Builtin, ...] = (
 )
 
 ACTUATORS: tuple[Builtin, ...] = (
-    Builtin("threshold_band", "flexkit.sample.actuators.threshold_band:ThresholdBandSelector"),
-    Builtin("topk_fraction", "flexkit.sample.actuators.topk_fraction:TopkFractionSelector"),
+    Builtin("threshold_band", "flexkit.sample.actuators.threshold_band:ThresholdBandFilter"),
+    Builtin("topk_fraction", "flexkit.sample.actuators.topk_fraction:TopkFractionFilter"),
     Builtin("softmax", "flexkit.sample.actuators.softmax:SoftmaxReweighter"),
     Builtin("difficulty_band", "flexkit.sample.actuators.difficulty_band:DifficultyBandReweighter"),
     Builtin("static", "flexkit.sample.actuators.static:StaticMixer"),
@@ -78,9 +78,9 @@ ACTUATORS: tuple[Builtin, ...] = (
             "SEC (2505.14970): TD(0) on mean |advantage| per taskset, Boltzmann mix."),
     Builtin("exp3", "flexkit.sample.actuators.exp3:Exp3Mixer",
             "Online Data Mixing (2312.02406): EXP3 over tasksets with decaying exploration."),
-    Builtin("gfpo", "flexkit.sample.actuators.gfpo:GfpoSelector",
+    Builtin("gfpo", "flexkit.sample.actuators.gfpo:GfpoFilter",
             "GFPO (2508.09726): per group keep the k shortest, or the k best reward per token."),
-    Builtin("max_variance", "flexkit.sample.actuators.max_variance:MaxVarianceSelector",
+    Builtin("max_variance", "flexkit.sample.actuators.max_variance:MaxVarianceFilter",
             "PODS (2504.13818): per group keep the size-m subset of maximal reward variance."),
     Builtin("advantage_reweight", "flexkit.sample.actuators.advantage_reweight:AdvantageReweighter",
             "Advantage Reweighting (2505.12929): per-token weight α·π + (1 − α), mean 1."),

@@ -33,15 +33,15 @@ from typing import Any
 
 import numpy as np
 
-from flexkit.errors import CheckpointError
+from flexkit.errors import CheckpointError, KeyPath, StateError, format_key_path
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: no advisory locks, one writer per directory is on the caller
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["FORMAT_VERSION", "LOCK_FILE", "MAX_DEPTH", "STATE_FILE", "CheckpointError", "StateError",
-           "check_state", "format_key_path", "load_state", "save_state"]
+__all__ = ["FORMAT_VERSION", "LOCK_FILE", "MAX_DEPTH", "STATE_FILE", "check_state", "format_key_path", "join_arrays",
+           "load_state", "save_state", "split_arrays"]
 
 #: Layout version of ``state.json``: 2 adds the checksums (version 1 checkpoints are refused with a clear error).
 FORMAT_VERSION = 2
@@ -55,32 +55,6 @@ _LOAD_ATTEMPTS = 10
 #: ``state.json`` starts with these bytes, the SHA-256 (hex) of everything after ``_HEADER_END``, then that rest.
 _HEADER = b'{"format_version": 2, "sha256": "'
 _HEADER_END = b'", '
-
-KeyPath = tuple[Any, ...]
-
-
-class StateError(CheckpointError):
-    """A state cannot be checkpointed: the value at ``key_path`` is not plain data, or would not load back equal.
-
-    Raised before anything is written. ``reason`` is the message without the key path.
-    """
-
-    def __init__(self, reason: str, key_path: KeyPath = ()) -> None:
-        self.reason = reason
-        self.key_path = tuple(key_path)
-        where = format_key_path(self.key_path)
-        super().__init__(f"at {where}: {reason}" if where else reason)
-
-
-def format_key_path(path: KeyPath) -> str:
-    """A key path as Python-like text: ``selectors[1].table[(1, (2, 3))]``."""
-    out = ""
-    for key in path:
-        if isinstance(key, str) and key.isidentifier():
-            out += f".{key}" if out else key
-        else:
-            out += f"[{key!r}]"
-    return out
 
 
 def _short(value: Any) -> str:

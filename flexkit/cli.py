@@ -387,17 +387,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _load_with_overrides(path: str, overrides: Sequence[str], plugins: Sequence[str]) -> object:
     """The pipeline at ``path`` with ``--set`` overrides applied (error reports name the file and the
     overrides)."""
-    from flexkit.pipeline import load_pipeline, pipeline_from_dict
+    from flexkit.pipeline import load_pipeline
 
-    if not overrides:
-        return load_pipeline(path, plugins=plugins)
-    from flexkit.compare.overrides import apply_overrides, run_setting
-    from flexkit.config.loader import read_toml_file
-
-    setting = run_setting(overrides)
-    data = apply_overrides(read_toml_file(path), setting)
-    return pipeline_from_dict(data, base_dir=Path(path).resolve().parent, source=f"{path} [{setting.label}]",
-                              plugins=plugins)
+    return load_pipeline(path, plugins=plugins, overrides=overrides)
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:

@@ -11,13 +11,14 @@ Errors are :class:`~flexkit.errors.ComponentError` and name the component, its p
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
 from flexkit.configurable import registered_name_of
-from flexkit.errors import ComponentError
+from flexkit.errors import ComponentError, FlexkitError
 
 #: What the pipeline uses of each stage's components: (methods, attributes). ``__call__``: the object is callable.
 REQUIRED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -124,3 +125,23 @@ def check_selection(
             raise ComponentError(f"{who()} returned index {int(repeated[0])} {times} in one batch, but it does not "
                                  "allow repeats (allows_repeats is False)")
     return out
+
+
+@contextlib.contextmanager
+def component_bugs(component: Any, where: str) -> Iterator[None]:
+    """Report what ``component`` raises while it is built at ``where`` (``tasksets[0]``): flexkit's own errors
+    (a bad taskset, a bad config) pass through; a broken contract, or any other exception (the plugin's bug, not
+    the pipeline's config), is a :class:`~flexkit.errors.ComponentError` naming the component, its plugin and
+    its distribution. ``component`` is a registered :class:`~flexkit.plugins.Component` (``stage``, ``name``,
+    ``plugin``, ``distribution``)."""
+    try:
+        yield
+    except ComponentError as exc:
+        raise ComponentError(f"{where}: {exc}") from exc
+    except FlexkitError:
+        raise
+    except Exception as exc:
+        who = f"{component.stage} {component.name!r}"
+        where_from = origin(component.plugin, component.distribution)
+        who += f" ({where_from})" if where_from else ""
+        raise ComponentError(f"{where}: {who} raised {type(exc).__name__} while it was built: {exc}") from exc

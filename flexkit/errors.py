@@ -7,8 +7,12 @@ Every error a user can cause with a config file, a feedback payload or a plugin 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import attrs
+
+#: Where a value sits inside a nested state: the keys and list positions leading to it.
+KeyPath = tuple[Any, ...]
 
 
 class FlexkitError(Exception):
@@ -92,6 +96,30 @@ class SampleError(FlexkitError, ValueError):
 
 class CheckpointError(FlexkitError):
     """A checkpoint cannot be written, read, or does not fit the pipeline loading it."""
+
+
+class StateError(CheckpointError):
+    """A state cannot be checkpointed: the value at ``key_path`` is not plain data, or would not load back equal.
+
+    Raised before anything is written. ``reason`` is the message without the key path.
+    """
+
+    def __init__(self, reason: str, key_path: KeyPath = ()) -> None:
+        self.reason = reason
+        self.key_path = tuple(key_path)
+        where = format_key_path(self.key_path)
+        super().__init__(f"at {where}: {reason}" if where else reason)
+
+
+def format_key_path(path: KeyPath) -> str:
+    """A key path as Python-like text: ``selectors[1].table[(1, (2, 3))]``."""
+    out = ""
+    for key in path:
+        if isinstance(key, str) and key.isidentifier():
+            out += f".{key}" if out else key
+        else:
+            out += f"[{key!r}]"
+    return out
 
 
 class TasksetError(FlexkitError, ValueError):

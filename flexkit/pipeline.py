@@ -10,12 +10,22 @@ from typing import Any
 import attrs
 import numpy as np
 
-from flexkit.checkpoint import CheckpointError, KeyPath, StateError, format_key_path, load_state, save_state
+from flexkit.checkpoint import load_state, save_state
 from flexkit.config.converter import make_converter, structure
 from flexkit.config.loader import local_plugin_specs, read_toml_file, structure_pipeline
 from flexkit.config.models import PipelineConfig
+from flexkit.contracts import component_bugs
 from flexkit.dynamic_sampling import check_refill_stage
-from flexkit.errors import ConfigError, ConfigIssue, FlexkitError
+from flexkit.errors import (
+    CheckpointError,
+    ConfigError,
+    ConfigIssue,
+    FlexkitError,
+    KeyPath,
+    StateError,
+    TasksetError,
+    format_key_path,
+)
 from flexkit.fingerprint import compare_fingerprints, pipeline_fingerprint
 from flexkit.plugins import PluginHost, get_plugins
 from flexkit.sample.actuator import Mix
@@ -23,7 +33,7 @@ from flexkit.sample.stage import SampleStage
 from flexkit.scheduler import AFTER_FEEDBACK, TasksetEntry, TasksetScheduler
 from flexkit.selectors.base import FEATURE_KEYS, feature_keys_of
 from flexkit.state_checks import component_of, fingerprint_hints, pipeline_state_problems
-from flexkit.tasksets import TasksetError, lazy_features
+from flexkit.tasksets import lazy_features
 
 
 @attrs.define
@@ -232,16 +242,19 @@ def load_pipeline(
     path: str | os.PathLike[str],
     *,
     plugins: Sequence[str] = (),
+    overrides: Sequence[str] = (),
 ) -> Pipeline:
     """Load and validate a pipeline TOML file.
 
     ``plugins`` adds local plugins (module names or ``.py`` paths relative to the current directory) on top
-    of the file's own ``plugins = [...]`` (relative to the file). Raises :class:`~flexkit.ConfigError` with
-    the full report when anything is wrong.
+    of the file's own ``plugins = [...]`` (relative to the file). ``overrides`` are ``--set`` style assignments
+    (``"run.seed=3"``, ``"tasksets[0].selector.tau=0.5"``) applied to the file's tables first; error reports then
+    name the file and the overrides. Raises :class:`~flexkit.ConfigError` with the full report when anything is
+    wrong. ``flexkit run --set`` and the verl adapter's ``+flexkit.set`` both load through here.
     """
-    source = str(path)
     data = read_toml_file(path)
-    return pipeline_from_dict(data, base_dir=Path(path).resolve().parent, source=source, plugins=plugins)
+    return pipeline_from_dict(data, base_dir=Path(path).resolve().parent, source=str(path), plugins=plugins,
+                              overrides=overrides)
 
 
 def pipeline_from_dict(
@@ -250,8 +263,16 @@ def pipeline_from_dict(
     base_dir: str | os.PathLike[str] = ".",
     source: str | None = None,
     plugins: Sequence[str] = (),
+    overrides: Sequence[str] = (),
 ) -> Pipeline:
-    """Build a pipeline from already-parsed TOML data (``base_dir`` resolves relative paths)."""
+    """Build a pipeline from already-parsed TOML data (``base_dir`` resolves relative paths); ``plugins`` and
+    ``overrides`` as in :func:`load_pipeline`."""
+    if overrides:
+        from flexkit.compare.overrides import apply_overrides, run_setting  # the --set grammar, loaded when used
+
+        setting = run_setting(overrides)
+        data = apply_overrides(data, setting)
+        source = f"{source} [{setting.label}]"
     base = Path(base_dir).resolve()
     specs = local_plugin_specs(data, source)
     if specs or plugins:
@@ -328,17 +349,21 @@ def build_scheduler(config: PipelineConfig, plugins: PluginHost, base_dir: Path)
     """
     entries, issues = [], []
     for i, ts in enumerate(config.tasksets):
+        storage = plugins.component("storage", ts.storage.type)
         try:
-            storage = plugins.component("storage", ts.storage.type)
-            taskset = storage.build(ts.storage.config, name=ts.name, base_dir=base_dir)
-            if len(taskset) == 0:
+            with component_bugs(storage, f"tasksets[{i}]"):
+                taskset = storage.build(ts.storage.config, name=ts.name, base_dir=base_dir)
+                size = len(taskset)
+            if size == 0:
                 raise TasksetError("the taskset is empty", taskset=ts.name, path=getattr(taskset, "path", None))
             keys = feature_keys_of(ts.selector.config)
-            selector = plugins.component("selector", ts.selector.type).build(
-                ts.selector.config, size=len(taskset), seed=selector_seed(config.run.seed, i),
-                features=lazy_features(taskset, keys),
-            )
-        except (TasksetError, ValueError) as exc:
+            selector_component = plugins.component("selector", ts.selector.type)
+            with component_bugs(selector_component, f"tasksets[{i}]"):
+                selector = selector_component.build(
+                    ts.selector.config, size=size, seed=selector_seed(config.run.seed, i),
+                    features=lazy_features(taskset, keys),
+                )
+        except (TasksetError, ConfigError) as exc:
             issues.append(ConfigIssue(f"tasksets[{i}]", str(exc)))
             continue
         entries.append(TasksetEntry(name=ts.name, taskset=taskset, selector=selector, weight=ts.weight))

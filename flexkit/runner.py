@@ -26,7 +26,7 @@ import numpy as np
 import structlog
 
 from flexkit.dynamic_sampling import count_tokens, fill_batch
-from flexkit.errors import ConfigError, ConfigIssue, FlexkitError
+from flexkit.errors import ConfigError, ConfigIssue, FlexkitError, TasksetError
 from flexkit.feedback import SELECTOR_METRIC, snapshot_experiences
 from flexkit.pipeline import Pipeline
 from flexkit.run_estimates import EstimateSnapshot, level_mix
@@ -39,7 +39,7 @@ from flexkit.run_folder import (
     start_run_folder,
 )
 from flexkit.sample.actuator import Keep, Mix
-from flexkit.tasksets import Taskset, TasksetError
+from flexkit.tasksets import Taskset
 from flexkit.trainer_output import trainer_metrics
 
 log = structlog.get_logger("flexkit.runner")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from flexkit.checkpoint import KeyPath, format_key_path
+from flexkit.errors import KeyPath, format_key_path
 from flexkit.scheduler import STATE_VERSION
 
 if TYPE_CHECKING:

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from flexkit.sample import Keep, Mix, SampleError, Weights
-from flexkit.weights import (
+from flexkit.errors import SampleError
+from flexkit.sample import Keep, Mix, Weights
+from flexkit.sample.weights import (
     AGGREGATIONS,
     aggregate,
     combine,

@@ -15,7 +15,7 @@ from flexkit._lazy import lazy_exports
 from flexkit.sample import actuators as _actuators  # the subpackages load no component module
 from flexkit.sample import scorers as _scorers
 from flexkit.sample.actuator import ACTION_OF, Action, Actuator, Keep, Mix, Weights
-from flexkit.sample.batch import REWARD_FIELDS, TOKEN_FIELDS, RolloutBatch, SampleError
+from flexkit.sample.batch import REWARD_FIELDS, TOKEN_FIELDS, RolloutBatch
 from flexkit.sample.scorer import (
     GRANULARITIES,
     GROUP_ESTIMATORS,
@@ -41,7 +41,6 @@ __all__ = [
     "Mix",
     "REWARD_FIELDS",
     "RolloutBatch",
-    "SampleError",
     "SampleStage",
     "Scorer",
     "TIMINGS",

@@ -23,7 +23,7 @@ import numpy as np
 from flexkit._files import NotRegularFileError, open_regular
 from flexkit.errors import TasksetError
 
-__all__ = ["LazyFeatures", "Taskset", "TasksetError", "check_rows", "lazy_features"]
+__all__ = ["LazyFeatures", "Taskset", "check_rows", "lazy_features"]
 
 
 #: Marks a content id not computed yet (``None`` is a computed "unknown").

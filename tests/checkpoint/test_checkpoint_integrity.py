@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from flexkit.checkpoint import STATE_FILE, CheckpointError, load_state, save_state
+from flexkit.checkpoint import STATE_FILE, load_state, save_state
+from flexkit.errors import CheckpointError
 from flexkit.pipeline import Pipeline
 from tests.checkpoint.test_kill_checkpoint import build_pipeline, canonical, play_step, signed, write_data
 

@@ -38,7 +38,8 @@ import attrs
 import numpy as np
 import pytest
 
-from flexkit.checkpoint import STATE_FILE, CheckpointError, load_state, save_state
+from flexkit.checkpoint import STATE_FILE, load_state, save_state
+from flexkit.errors import CheckpointError
 from flexkit.feedback import SELECTOR_METRIC
 from flexkit.pipeline import Pipeline, pipeline_from_dict
 from tests.checkpoint.kill_helpers import (

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from flexkit.checkpoint import CheckpointError, StateError, check_state
+from flexkit.checkpoint import check_state
+from flexkit.errors import CheckpointError, StateError
 from flexkit.pipeline import Pipeline, pipeline_from_dict
 from tests.scheduler.test_scheduler import write_taskset
 

@@ -25,8 +25,7 @@ from hypothesis import event as _hypothesis_event
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from flexkit.checkpoint import CheckpointError
-from flexkit.errors import FeedbackError
+from flexkit.errors import CheckpointError, FeedbackError
 from flexkit.feedback import SELECTOR_METRIC
 from flexkit.pipeline import Pipeline, pipeline_from_dict
 from tests.checkpoint.test_kill_checkpoint import canonical, crash_at

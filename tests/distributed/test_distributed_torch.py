@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from flexkit.checkpoint import load_state, save_state
 from flexkit.distributed import digest
 from flexkit.errors import FeedbackError
-from tests.distributed.test_distributed_ledger import experiences, make_pipeline, pairs
+from flexkit.testing.distributed import experiences, make_pipeline, pairs
 
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")

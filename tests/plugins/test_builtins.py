@@ -14,7 +14,7 @@ import flexkit.sample
 import flexkit.selectors
 from flexkit.configurable import display_name, registered_name_of
 from flexkit.plugins import BUILTIN_PLUGINS, PluginHost, get_plugins
-from flexkit.sample import GroupSolveRateScorer, ThresholdBandSelector
+from flexkit.sample import GroupSolveRateScorer, ThresholdBandFilter
 from flexkit.selectors import DifficultyBasedSelector, Selector
 from tests.fixtures import ROOT
 
@@ -74,7 +74,7 @@ def test_the_registry_names_what_it_builds_and_what_is_built_directly() -> None:
     built = host.component("scorer", "group_solve_rate").build()
     assert built.registered_name == "group_solve_rate"
     assert registered_name_of(GroupSolveRateScorer()) == "group_solve_rate"  # found in the registry
-    assert display_name(ThresholdBandSelector) == "'threshold_band' (ThresholdBandSelector)"
+    assert display_name(ThresholdBandFilter) == "'threshold_band' (ThresholdBandFilter)"
     assert host.name_of(DifficultyBasedSelector) == "difficulty_based"
 
     class Unregistered(Selector):

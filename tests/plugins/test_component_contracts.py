@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from flexkit import ComponentError, ConfigError, hookimpl
+from flexkit import ComponentError, hookimpl
 from flexkit.contracts import REQUIRED
 from flexkit.pipeline import pipeline_from_dict
 from flexkit.plugins import REGISTER_HOOKS, PluginHost
@@ -71,7 +71,7 @@ def test_the_pipeline_refuses_them_where_it_builds_them(tmp_path: Path) -> None:
                                              r"operator .*lacks process"):
         pipe.feedback_operator  # noqa: B018 - building it is the test
     storage = {**base, "tasksets": [{"name": "t", "storage_type": "junk", "selector": {"type": "shuffle"}}]}
-    with pytest.raises(ConfigError, match=r"tasksets\[0\]: storage 'junk' .*returned list, which is not a taskset "
+    with pytest.raises(ComponentError, match=r"tasksets\[0\]: storage 'junk' .*returned list, which is not a taskset "
                                           r".*lacks read"):
         pipeline_from_dict(storage, base_dir=tmp_path).scheduler  # noqa: B018
 

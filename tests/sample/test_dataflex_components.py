@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from flexkit.config.converter import make_converter
-from flexkit.errors import ConfigError
+from flexkit.errors import ConfigError, SampleError
 from flexkit.sample import (
     AdvantageReweightConfig,
     AdvantageReweighter,
@@ -23,13 +23,12 @@ from flexkit.sample import (
     DumpUcbConfig,
     DumpUcbMixer,
     GfpoConfig,
-    GfpoSelector,
+    GfpoFilter,
     MaxVarianceConfig,
-    MaxVarianceSelector,
+    MaxVarianceFilter,
     PerAdvantageConfig,
     PerAdvantageReweighter,
     RolloutBatch,
-    SampleError,
     SoftmaxConfig,
     SoftmaxReweighter,
     TsclConfig,
@@ -54,25 +53,25 @@ def _responses(lengths: list[int], uid: list[int], taskset_id: list[int] | None 
 
 def test_gfpo_keeps_the_k_shortest_per_group_ties_to_the_earlier_sample() -> None:
     batch = _responses([5, 2, 9, 2, 7, 3, 3, 1], uid=[0, 0, 0, 0, 1, 1, 1, 1])
-    keep = GfpoSelector(GfpoConfig(k=2, metric="short"))(torch.zeros(8), batch, step=0)
+    keep = GfpoFilter(GfpoConfig(k=2, metric="short"))(torch.zeros(8), batch, step=0)
     assert keep.indices.tolist() == [1, 3, 5, 7]  # group 1: length 1 (7), then the tie 3 = 3 goes to 5
-    keep = GfpoSelector(GfpoConfig(k=3, metric="short"))(torch.zeros(8), batch, step=0)
+    keep = GfpoFilter(GfpoConfig(k=3, metric="short"))(torch.zeros(8), batch, step=0)
     assert keep.indices.tolist() == [0, 1, 3, 5, 6, 7]
 
 
 def test_gfpo_efficiency_is_reward_per_token_and_small_groups_are_kept_whole() -> None:
     batch = _responses([4, 1, 2, 10, 5, 5], uid=["a", "a", "a", "a", "b", "b"])
     rewards = torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0, 1.0])  # group a: 0.25, 0, 0.5, 0.1
-    keep = GfpoSelector(GfpoConfig(k=2, metric="efficiency"))(rewards, batch, step=0)
+    keep = GfpoFilter(GfpoConfig(k=2, metric="efficiency"))(rewards, batch, step=0)
     assert keep.indices.tolist() == [0, 2, 4, 5]
     empty = _responses([1, 1], uid=[0, 1])
     empty["response_mask"] = torch.zeros(2, 1)  # length clamped to 1: no division by zero
-    assert GfpoSelector(GfpoConfig(k=1))(torch.tensor([1.0, 2.0]), empty, step=0).indices.tolist() == [0, 1]
+    assert GfpoFilter(GfpoConfig(k=1))(torch.tensor([1.0, 2.0]), empty, step=0).indices.tolist() == [0, 1]
 
 
 def test_gfpo_needs_groups_and_masks() -> None:
     with pytest.raises(SampleError, match="'uid'"):
-        GfpoSelector()(torch.zeros(2), RolloutBatch.from_dict({"response_mask": torch.ones(2, 1)}), step=0)
+        GfpoFilter()(torch.zeros(2), RolloutBatch.from_dict({"response_mask": torch.ones(2, 1)}), step=0)
     with pytest.raises(ConfigError, match="metric"):
         make_converter().structure({"metric": "longest"}, GfpoConfig)
 
@@ -124,13 +123,13 @@ def test_max_variance_many_groups_at_once_matches_each_group_alone() -> None:
 def test_max_variance_binary_group_keeps_balanced_extremes_and_config_rounding() -> None:
     batch = _responses([1] * 8, uid=[0] * 8)
     rewards = torch.tensor([1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0])
-    keep = MaxVarianceSelector(MaxVarianceConfig(keep=4))(rewards, batch, step=0).indices.tolist()
+    keep = MaxVarianceFilter(MaxVarianceConfig(keep=4))(rewards, batch, step=0).indices.tolist()
     assert 6 in keep and len(keep) == 4  # the only wrong answer is kept
     five = _responses([1] * 5, uid=[0] * 5)
     scores = torch.tensor([0.0, 1.0, 0.0, 1.0, 1.0])
-    assert len(MaxVarianceSelector()(scores, five, step=0).indices) == 3  # ceil(0.5 · 5)
-    assert len(MaxVarianceSelector(MaxVarianceConfig(keep=2))(scores, five, step=0).indices) == 2
-    assert len(MaxVarianceSelector(MaxVarianceConfig(keep=9))(scores, five, step=0).indices) == 5
+    assert len(MaxVarianceFilter()(scores, five, step=0).indices) == 3  # ceil(0.5 · 5)
+    assert len(MaxVarianceFilter(MaxVarianceConfig(keep=2))(scores, five, step=0).indices) == 2
+    assert len(MaxVarianceFilter(MaxVarianceConfig(keep=9))(scores, five, step=0).indices) == 5
 
 
 # -- advantage_reweight (2505.12929) and per_advantage (1511.05952) -----------------------------------------

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from flexkit.config.converter import make_converter
-from flexkit.errors import ConfigError
+from flexkit.errors import ConfigError, SampleError
 from flexkit.sample import (
     DifficultyBandConfig,
     DifficultyBandReweighter,
@@ -18,15 +18,14 @@ from flexkit.sample import (
     RewardGapConfig,
     RewardGapMixer,
     RolloutBatch,
-    SampleError,
     SoftmaxConfig,
     SoftmaxReweighter,
     StaticConfig,
     StaticMixer,
     ThresholdBandConfig,
-    ThresholdBandSelector,
+    ThresholdBandFilter,
     TopkFractionConfig,
-    TopkFractionSelector,
+    TopkFractionFilter,
     Weights,
 )
 
@@ -39,7 +38,7 @@ def _batch(b: int = 5, t: int = 3, **extra: object) -> RolloutBatch:
 
 
 def test_threshold_band_is_strict() -> None:
-    sel = ThresholdBandSelector(ThresholdBandConfig(low=0.2, high=0.8))
+    sel = ThresholdBandFilter(ThresholdBandConfig(low=0.2, high=0.8))
     action = sel(torch.tensor([0.2, 0.25, 0.5, 0.8, 0.0]), _batch(), step=0)
     assert isinstance(action, Keep) and action.indices.tolist() == [1, 2]
     assert sel(torch.tensor([0.0, 1.0, 1.0, 0.0, 0.0]), _batch(), step=0).indices.size == 0
@@ -54,17 +53,17 @@ def test_threshold_band_config_checks_order() -> None:
 
 def test_topk_fraction_ties_by_index_and_at_least_one() -> None:
     scores = torch.tensor([0.5, 0.9, 0.5, 0.5, 0.1])
-    sel = TopkFractionSelector(TopkFractionConfig(fraction=0.6))  # ceil(3.0) = 3
+    sel = TopkFractionFilter(TopkFractionConfig(fraction=0.6))  # ceil(3.0) = 3
     assert sel(scores, _batch(), step=0).indices.tolist() == [0, 1, 2]
-    assert TopkFractionSelector(TopkFractionConfig(fraction=0.01))(scores, _batch(), step=0).indices.tolist() == [1]
-    low = TopkFractionSelector(TopkFractionConfig(fraction=0.4, largest=False))
+    assert TopkFractionFilter(TopkFractionConfig(fraction=0.01))(scores, _batch(), step=0).indices.tolist() == [1]
+    low = TopkFractionFilter(TopkFractionConfig(fraction=0.4, largest=False))
     assert low(scores, _batch(), step=0).indices.tolist() == [0, 4]
-    assert TopkFractionSelector(TopkFractionConfig(fraction=1.0))(scores, _batch(), step=0).indices.size == 5
+    assert TopkFractionFilter(TopkFractionConfig(fraction=1.0))(scores, _batch(), step=0).indices.size == 5
 
 
 def test_nan_scores_are_rejected() -> None:
     with pytest.raises(SampleError, match="finite"):
-        TopkFractionSelector()(torch.tensor([0.5, float("nan"), 0, 0, 0]), _batch(), step=0)
+        TopkFractionFilter()(torch.tensor([0.5, float("nan"), 0, 0, 0]), _batch(), step=0)
 
 
 # -- reweight -----------------------------------------------------------------------------------------------
@@ -202,7 +201,7 @@ def test_reward_gap_state_round_trip() -> None:
 
 
 def test_stateless_actuators_have_empty_state() -> None:
-    for act in (ThresholdBandSelector(), TopkFractionSelector(), SoftmaxReweighter(), DifficultyBandReweighter(),
+    for act in (ThresholdBandFilter(), TopkFractionFilter(), SoftmaxReweighter(), DifficultyBandReweighter(),
                 StaticMixer(StaticConfig(proportions={"a": 1.0}))):
         assert act.state_dict() == {}
         act.load_state_dict({})

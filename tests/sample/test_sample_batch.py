@@ -8,7 +8,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flexkit.sample import RolloutBatch, SampleError
+from flexkit.errors import SampleError
+from flexkit.sample import RolloutBatch
 from flexkit.sample.batch import masked_sum
 
 

@@ -12,7 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flexkit.errors import ConfigError
+from flexkit.errors import ConfigError, SampleError
 from flexkit.plugins import PluginHost
 from flexkit.sample import (
     GROUP_ESTIMATORS,
@@ -26,10 +26,9 @@ from flexkit.sample import (
     RewardGapMixer,
     RewardScorer,
     RolloutBatch,
-    SampleError,
     Scorer,
     SoftmaxReweighter,
-    ThresholdBandSelector,
+    ThresholdBandFilter,
     TokenProbScorer,
     check_compatible,
     register_group_estimator,
@@ -180,28 +179,28 @@ def test_needs_groups_adds_uid_to_requires() -> None:
 
 def test_needs_groups_with_gae_is_rejected_naming_scorer_flag_and_estimator() -> None:
     with pytest.raises(ConfigError) as info:
-        check_compatible(GroupSolveRateScorer, ThresholdBandSelector, "gae", "select")
+        check_compatible(GroupSolveRateScorer, ThresholdBandFilter, "gae", "select")
     text = str(info.value)
     assert "group_solve_rate" in text and "needs_groups" in text and "'gae'" in text
     assert text.startswith("sample.estimator:")
-    check_compatible(GroupSolveRateScorer, ThresholdBandSelector, "grpo", "select")
-    check_compatible(RewardScorer(), ThresholdBandSelector(), "gae", "select")  # instances, no groups needed
+    check_compatible(GroupSolveRateScorer, ThresholdBandFilter, "grpo", "select")
+    check_compatible(RewardScorer(), ThresholdBandFilter(), "gae", "select")  # instances, no groups needed
 
 
 def test_group_estimators_are_extensible() -> None:
     assert {"grpo", "grpo_passk", "rloo", "opo", "gdpo"} <= GROUP_ESTIMATORS
     with pytest.raises(ConfigError):
-        check_compatible(GroupSolveRateScorer, ThresholdBandSelector, "my_group_est", "select")
+        check_compatible(GroupSolveRateScorer, ThresholdBandFilter, "my_group_est", "select")
     register_group_estimator("my_group_est")
     try:
-        check_compatible(GroupSolveRateScorer, ThresholdBandSelector, "my_group_est", "select")
+        check_compatible(GroupSolveRateScorer, ThresholdBandFilter, "my_group_est", "select")
     finally:
         GROUP_ESTIMATORS.discard("my_group_est")
 
 
 def test_granularity_and_mechanism_mismatches_are_reported_together() -> None:
     with pytest.raises(ConfigError) as info:
-        check_compatible(TokenProbScorer, ThresholdBandSelector, "grpo", "reweight")
+        check_compatible(TokenProbScorer, ThresholdBandFilter, "grpo", "reweight")
     issues = {i.path: i.message for i in info.value.issues}
     assert "accepts prompt, response scores, but scorer 'token_prob'" in issues["sample.actuator"]
     assert "is a 'select' actuator" in issues["sample.mechanism"]
@@ -229,5 +228,5 @@ def test_builtins_register_through_the_hooks() -> None:
 
 
 def test_import_does_not_import_torch() -> None:
-    code = "import sys, flexkit.sample, flexkit.weights; assert 'torch' not in sys.modules"
+    code = "import sys, flexkit.sample, flexkit.sample.weights; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

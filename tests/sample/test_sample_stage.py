@@ -19,7 +19,7 @@ from flexkit.sample import (
     SampleStage,
     SoftmaxReweighter,
     ThresholdBandConfig,
-    ThresholdBandSelector,
+    ThresholdBandFilter,
     TokenProbScorer,
 )
 
@@ -42,15 +42,15 @@ def _batch(**extra: object) -> RolloutBatch:
 
 
 def _select_stage() -> SampleStage:
-    return SampleStage(GroupSolveRateScorer(), ThresholdBandSelector(ThresholdBandConfig(low=0.2, high=0.8)),
+    return SampleStage(GroupSolveRateScorer(), ThresholdBandFilter(ThresholdBandConfig(low=0.2, high=0.8)),
                        mechanism="select", estimator="grpo")
 
 
 def test_construction_checks_compatibility() -> None:
     with pytest.raises(ConfigError, match=r"'group_solve_rate'.*needs_groups=True.*estimator 'gae'"):
-        SampleStage(GroupSolveRateScorer(), ThresholdBandSelector(), mechanism="select", estimator="gae")
+        SampleStage(GroupSolveRateScorer(), ThresholdBandFilter(), mechanism="select", estimator="gae")
     with pytest.raises(ConfigError, match="is a 'select' actuator"):
-        SampleStage(RewardScorer(), ThresholdBandSelector(), mechanism="reweight", estimator="gae")
+        SampleStage(RewardScorer(), ThresholdBandFilter(), mechanism="reweight", estimator="gae")
 
 
 def test_select_stage_token_weights_and_logging() -> None:
@@ -183,7 +183,7 @@ def test_scores_are_checked_once_and_an_actuator_with_its_own_call_still_works(m
     action = _select_stage().run(_batch(), step=0)
     assert action.indices.tolist() == [0, 1, 2, 3] and len(calls) == 1 and calls[0].startswith("scorer")
 
-    class OwnCall(ThresholdBandSelector):
+    class OwnCall(ThresholdBandFilter):
         def __call__(self, scores, batch, *, step):  # an older signature, without scores_checked
             return super().__call__(scores, batch, step=step)
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from flexkit import pipeline_from_dict
-from flexkit.sample import GroupSolveRateScorer, RolloutBatch, SampleStage, ThresholdBandConfig, ThresholdBandSelector
+from flexkit.sample import GroupSolveRateScorer, RolloutBatch, SampleStage, ThresholdBandConfig, ThresholdBandFilter
 from flexkit.sample.actuators.zero_variance_filter import ZeroVarianceFilter
 from flexkit.sample.scorers.group_reward_range import GroupRewardRangeScorer
 
@@ -20,7 +20,7 @@ def _fields() -> dict[str, object]:
 
 
 def _stage() -> SampleStage:
-    return SampleStage(GroupSolveRateScorer(), ThresholdBandSelector(ThresholdBandConfig(low=0.2, high=0.8)),
+    return SampleStage(GroupSolveRateScorer(), ThresholdBandFilter(ThresholdBandConfig(low=0.2, high=0.8)),
                        mechanism="select", estimator="grpo")
 
 

@@ -17,14 +17,7 @@ from flexkit import FeedbackError, FlexkitError, hookimpl
 from flexkit.feedback import SELECTOR_METRIC
 from flexkit.pipeline import pipeline_from_dict
 from flexkit.scheduler import epoch_counts
-
-
-def write_taskset(path: Path, n: int, seed: int = 0) -> None:
-    rng = np.random.default_rng(seed)
-    with path.open("w") as f:
-        for i in range(n):
-            f.write(json.dumps({"id": i, "f0": float(rng.uniform(0, 0.5)), "f1": float(rng.uniform(0.5, 1))}) + "\n")
-
+from flexkit.testing import write_jsonl_taskset as write_taskset
 
 SELECTORS = [
     {"type": "sequential"},

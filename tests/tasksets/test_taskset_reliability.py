@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from flexkit._files import NotRegularFileError, open_regular, require_regular_file, resolve_path
-from flexkit.errors import CheckpointError, FlexkitError
-from flexkit.tasksets import FileStorageConfig, JsonlTaskset, JsonTaskset, TasksetError, open_file_taskset
+from flexkit.errors import CheckpointError, FlexkitError, TasksetError
+from flexkit.tasksets import FileStorageConfig, JsonlTaskset, JsonTaskset, open_file_taskset
 from flexkit.tasksets._fdpool import POOL, FdPool
 from flexkit.tasksets.base import check_rows
 from tests.fixtures import ROOT

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from flexkit import tasksets
 from flexkit.builtins import flexkit_register_storages
-from flexkit.errors import FlexkitError
+from flexkit.errors import FlexkitError, TasksetError
 from flexkit.tasksets import (
     FileStorageConfig,
     InMemoryTaskset,
@@ -26,7 +26,6 @@ from flexkit.tasksets import (
     JsonTaskset,
     LazyFeatures,
     Taskset,
-    TasksetError,
     lazy_features,
     open_file_taskset,
     resolve_format,

@@ -51,7 +51,7 @@ def rank_in_group(gid: np.ndarray, key: np.ndarray) -> np.ndarray:
     return rank
 
 
-class GfpoSelector(Actuator):
+class GfpoFilter(Actuator):
     """GFPO's group filter: the ``k`` best responses of each group by length or reward per token."""
 
     Config = GfpoConfig

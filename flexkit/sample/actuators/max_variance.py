@@ -77,7 +77,7 @@ def max_variance_keep(values: np.ndarray, gid: np.ndarray, m: np.ndarray) -> np.
     return keep
 
 
-class MaxVarianceSelector(Actuator):
+class MaxVarianceFilter(Actuator):
     """PODS max-variance down-sampling: per group, the size-``m`` subset of largest reward variance."""
 
     Config = MaxVarianceConfig

@@ -28,7 +28,7 @@ class ThresholdBandConfig:
             raise ValueError(f"low must be < high, got low={self.low!r}, high={self.high!r}")
 
 
-class ThresholdBandSelector(Actuator):
+class ThresholdBandFilter(Actuator):
     """Keep samples with ``low < score < high`` (possibly none: every weight is then 0)."""
 
     Config = ThresholdBandConfig

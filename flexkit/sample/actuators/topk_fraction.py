@@ -31,7 +31,7 @@ def keep_count(fraction: float, batch_size: int) -> int:
     return max(1, min(batch_size, k)) if batch_size else 0
 
 
-class TopkFractionSelector(Actuator):
+class TopkFractionFilter(Actuator):
     """Keep the ``ceil(fraction·B)`` best-scoring samples; equal scores are taken in index order."""
 
     Config = TopkFractionConfig

@@ -3,9 +3,7 @@
 import attrs
 import numpy as np
 
-from flexkit import hookimpl
-from flexkit.config import field
-from flexkit.selectors import Selector
+from flexkit import Selector, field, hookimpl
 
 
 @attrs.frozen(kw_only=True)

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from flexkit.cli import main
-from flexkit.pipeline import load_pipeline
-from tests.fixtures import ROOT
+from flexkit import load_pipeline
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(autouse=True)
@@ -22,9 +24,10 @@ def _installed() -> None:
         pytest.fail("plugins/flexkit-rft-example is not installed; use the README's test command")
 
 
-def test_listed_by_flexkit_plugins(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["plugins", "--json"]) == 0
-    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+def test_listed_by_flexkit_plugins() -> None:
+    out = subprocess.run([sys.executable, "-m", "flexkit", "plugins", "--json"], check=True, capture_output=True,
+                         text=True).stdout
+    rows = {r["name"]: r for r in json.loads(out)}
     row = rows["reverse"]
     assert (row["stage"], row["plugin"], row["distribution"], row["version"]) == (
         "selector", "example", "flexkit-rft-example", "0.1.0")

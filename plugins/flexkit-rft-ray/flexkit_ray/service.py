@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from flexkit import load_pipeline, pipeline_from_dict
 from flexkit.distributed import BatchLedger, Lease
-from flexkit.pipeline import load_pipeline, pipeline_from_dict
 
 #: Longest a waiting :meth:`SchedulerService.lease` sleeps before looking again (expiries wake it earlier).
 POLL_S = 1.0

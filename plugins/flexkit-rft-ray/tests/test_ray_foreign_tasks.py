@@ -16,7 +16,7 @@ import pytest
 
 from flexkit import FeedbackError
 from flexkit.distributed import BatchLedger, digest
-from tests.distributed.test_distributed_ledger import experiences, make_pipeline, pipeline_data
+from flexkit.testing.distributed import experiences, make_pipeline, pipeline_data
 
 flexkit_ray = pytest.importorskip("flexkit_ray")
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from flexkit.distributed import digest
-from tests.distributed.test_distributed_ledger import experiences, make_pipeline, pipeline_data, reference
+from flexkit.testing.distributed import experiences, make_pipeline, pipeline_data, reference
 
 ray = pytest.importorskip("ray")
 flexkit_ray = pytest.importorskip("flexkit_ray")

@@ -16,8 +16,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from flexkit.config import field
-from flexkit.tasksets import InMemoryTaskset
+from flexkit import InMemoryTaskset, field
 from flexkit_toyrl.addition import (
     EQUALS,
     PLUS,

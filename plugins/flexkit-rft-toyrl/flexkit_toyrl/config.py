@@ -7,7 +7,7 @@ from typing import Literal
 
 import attrs
 
-from flexkit.config import field
+from flexkit import field
 from flexkit_toyrl.families import FAMILIES, Operation
 
 
@@ -32,7 +32,7 @@ class ToyRLConfig:
     max_grad_norm: float = field(default=1.0, gt=0, doc="Gradient norm clip.")
     temperature: float = field(default=1.0, gt=0, doc="Sampling temperature of the rollouts.")
     aggregation: Literal["token-mean", "kept-token-mean"] = field(
-        default="token-mean", doc="Loss aggregation (see flexkit.weights.policy_loss)."
+        default="token-mean", doc="Loss aggregation (see flexkit.policy_loss)."
     )
     warmup_seed: int = field(
         default=0, ge=0,

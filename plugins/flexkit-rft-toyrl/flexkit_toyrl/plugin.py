@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flexkit.hookspecs import hookimpl
+from flexkit import hookimpl
 from flexkit_toyrl.arithmetic import ArithmeticTasksConfig, make_arithmetic_taskset
 from flexkit_toyrl.config import ToyRLConfig
 

@@ -12,8 +12,8 @@ The run, as real RL fine-tuning does it:
    A policy trained with GRPO from scratch collapses here (every group all-wrong, no gradient).
 2. **GRPO** (Shao et al. 2024, arXiv 2402.03300): for each task, ``group_size`` sampled answers; exact-match
    reward; group-relative advantages ``(r − mean_g) / (std_g + ε)`` on every answer token; the PPO clipped loss
-   of :func:`flexkit.weights.policy_loss` with the sample stage's per-token weights, plus an entropy bonus
-   (aggregated over the kept tokens, see :mod:`flexkit.weights`) that keeps the policy from collapsing onto one
+   of :func:`flexkit.policy_loss` with the sample stage's per-token weights, plus an entropy bonus
+   (aggregated over the kept tokens, see :mod:`flexkit.sample.weights`) that keeps the policy from collapsing onto one
    answer. Groups whose answers all got the same reward carry no gradient — the waste task selection avoids.
 3. **Held-out evaluation**: greedy answers to a fixed set of fresh problems per level, the same for every
    pipeline seed, so runs are comparable.
@@ -31,9 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from flexkit.errors import ConfigError, ConfigIssue
-from flexkit.trainer import Rollout, Trainer
-from flexkit.weights import aggregate, keep_mask, policy_loss
+from flexkit import ConfigError, ConfigIssue, Rollout, Trainer, aggregate, keep_mask, policy_loss
 from flexkit_toyrl.config import ToyRLConfig
 from flexkit_toyrl.families import FAMILIES
 from flexkit_toyrl.model import TinyTransformer, answer_log_probs, generate
@@ -158,7 +156,7 @@ class ToyRLTrainer(Trainer):
 
     def rollout(self, tasks: Sequence[Any], *, step: int) -> Rollout:
         """Sample ``group_size`` answers per task and score them by exact match."""
-        from flexkit.sample.batch import RolloutBatch
+        from flexkit import RolloutBatch
 
         self.warm_start()
         cfg, g = self.config, self.config.group_size

@@ -24,9 +24,8 @@ from flexkit_toyrl.config import ToyRLConfig  # noqa: E402
 from flexkit_toyrl.model import TinyTransformer, generate  # noqa: E402
 from flexkit_toyrl.trainer import ToyRLTrainer  # noqa: E402
 
-from flexkit.pipeline import load_pipeline  # noqa: E402
-from flexkit.runner import run_pipeline  # noqa: E402
-from tests.fixtures import crash_run, read_metrics  # noqa: E402
+from flexkit import load_pipeline, run_pipeline  # noqa: E402
+from flexkit.testing import crash_run, read_metrics  # noqa: E402
 
 TINY = """
 [run]
@@ -147,7 +146,7 @@ def test_a_dropped_group_changes_nothing_and_weights_scale_its_gradient() -> Non
             batch["advantages"][4 * g:4 * g + 4] = 0.0
         from flexkit_toyrl.model import answer_log_probs
 
-        from flexkit.weights import policy_loss
+        from flexkit import policy_loss
 
         logp, _ = answer_log_probs(trainer.model, batch["input_ids"], trainer.answer_len, 10)
         loss = policy_loss(logp, logp.detach(), batch["advantages"], batch["response_mask"], weights)
@@ -186,7 +185,7 @@ def test_warm_start_is_shared_by_every_pipeline_seed() -> None:
 
 
 def test_trainer_needs_operands_that_fit(tmp_path: Path) -> None:
-    from flexkit.errors import ConfigError
+    from flexkit import ConfigError
 
     path = tmp_path / "p.toml"
     path.write_text(TINY.replace("max_digits = 3", "max_digits = 2").replace("eval_levels = [1, 2, 3]",
@@ -234,9 +233,8 @@ def test_the_warm_start_reports_progress() -> None:
 @pytest.mark.skipif(__import__("os").environ.get("FLEXKIT_SLOW") != "1",
                     reason="set FLEXKIT_SLOW=1 to run the whole quickstart (about 2 minutes)")
 def test_quickstart_learns_on_the_frontier_and_counts_its_rollouts(tmp_path: Path) -> None:
-    from tests.fixtures import EXAMPLES
-
-    result = run_pipeline(load_pipeline(EXAMPLES / "quickstart.toml"), run_dir=tmp_path / "run", progress=None)
+    quickstart = Path(__file__).resolve().parents[3] / "examples" / "quickstart.toml"
+    result = run_pipeline(load_pipeline(quickstart), run_dir=tmp_path / "run", progress=None)
     first, last = result.first_eval, result.last_eval
     assert first["eval_accuracy/1"] > 0.9 and first["eval_accuracy/3"] < 0.1  # the warm start's spread
     assert last["eval_accuracy"] - first["eval_accuracy"] >= 0.04

@@ -23,10 +23,7 @@ from typing import Any
 
 import attrs
 
-from flexkit.config.converter import make_converter, structure
-from flexkit.errors import ConfigError, ConfigIssue
-from flexkit.plugins import PluginHost, get_plugins
-from flexkit.selectors.base import FEATURE_KEYS
+from flexkit import FEATURE_KEYS, ConfigError, ConfigIssue, PluginHost, get_plugins, make_converter, structure
 
 __all__ = [
     "SELECTOR_KEY",

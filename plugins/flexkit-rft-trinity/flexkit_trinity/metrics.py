@@ -18,7 +18,7 @@ from typing import Any
 
 from trinity.utils.monitor import MONITOR, Monitor
 
-from flexkit.host_metrics import selector_metrics
+from flexkit import selector_metrics
 
 __all__ = ["WRAPS_KEY", "FlexkitMonitor", "flexkit_metrics", "register_live", "selector_metrics_of"]
 

@@ -18,8 +18,7 @@ from typing import Any
 import numpy as np
 from trinity.buffer.selector.selector import BaseSelector
 
-from flexkit.errors import CheckpointError, ConfigError, ConfigIssue
-from flexkit.selectors.base import FEATURE_KEYS, feature_keys_of
+from flexkit import FEATURE_KEYS, CheckpointError, ConfigError, ConfigIssue, feature_keys_of
 from flexkit_trinity import state as state_codec
 from flexkit_trinity.config import selector_spec
 from flexkit_trinity.metrics import register_live, selector_metrics_of

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from flexkit.checkpoint import join_arrays, split_arrays
+from flexkit import join_arrays, split_arrays
 
 __all__ = ["FORMAT", "decode", "encode"]
 

@@ -16,7 +16,9 @@ import trinity_testkit  # noqa: F401  (keeps datasets offline)
 from sybil import Document
 
 from tests.docs.doc_examples import parsers
-from tests.fixtures import EXAMPLES, ROOT
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLES = ROOT / "examples"
 
 PAGE = ROOT / "docs" / "integrations" / "trinity.md"
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 pytest.importorskip("trinity", reason="the Trinity-RFT adapter's tests need trinity-rft (the test extra)")
 
-from tests.fixtures import EXAMPLES, ROOT
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLES = ROOT / "examples"
 
 
 def test_side_by_side_resumes_flexkit_exactly_and_trinity_not() -> None:

@@ -13,7 +13,7 @@ import numpy as np
 from flexkit_trinity import FlexkitSelector, state
 from trinity_testkit import FLEXKIT, checked, checkpoint, config_yaml, run, taskset, write_taskset
 
-from flexkit.errors import CheckpointError, ConfigError
+from flexkit import CheckpointError, ConfigError
 
 FEATURES = ["weak", "strong"]
 

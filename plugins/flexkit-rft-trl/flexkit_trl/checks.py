@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from flexkit.errors import ConfigError, ConfigIssue
+from flexkit import ConfigError, ConfigIssue
 
 __all__ = ["check_no_sample_stage", "check_run_length", "generation_batches_needed"]
 

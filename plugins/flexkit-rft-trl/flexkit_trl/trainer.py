@@ -35,10 +35,7 @@ import torch
 from accelerate.utils import gather_object
 from trl import GRPOTrainer
 
-from flexkit.host_metrics import pipeline_metrics
-from flexkit.integrations.torch import FlexkitSampler
-from flexkit.pipeline import Pipeline
-from flexkit.scheduler import TasksetScheduler
+from flexkit import FlexkitSampler, Pipeline, TasksetScheduler, pipeline_metrics
 from flexkit_trl.checks import check_no_sample_stage, check_run_length
 from flexkit_trl.dataset import INDEX_COLUMN, with_index_column
 

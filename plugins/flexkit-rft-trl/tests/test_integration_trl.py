@@ -19,16 +19,14 @@ from datasets import Dataset  # noqa: E402 - after the skips
 from flexkit_trl import INDEX_COLUMN, FlexkitGRPOTrainer, repeat_sampler, with_index_column  # noqa: E402
 from trl.trainer.utils import RepeatSampler  # noqa: E402
 
-from flexkit.errors import ConfigError  # noqa: E402
-from flexkit.integrations.torch import FlexkitSampler  # noqa: E402
-from flexkit.pipeline import pipeline_from_dict  # noqa: E402
-from tests.scheduler.test_scheduler import write_taskset  # noqa: E402
+from flexkit import ConfigError, FlexkitSampler, pipeline_from_dict  # noqa: E402
+from flexkit.testing import write_jsonl_taskset  # noqa: E402
 
 
 def make_pipeline(tmp_path: Path, *, selector: dict, sizes=(10,), batch_size: int = 3, epochs: int = 1):
     for i, n in enumerate(sizes):
         if not (tmp_path / f"t{i}.jsonl").exists():
-            write_taskset(tmp_path / f"t{i}.jsonl", n, seed=i)
+            write_jsonl_taskset(tmp_path / f"t{i}.jsonl", n, seed=i)
     data = {"run": {"batch_size": batch_size, "seed": 2, "total_epochs": epochs},  # prefetch: the default
             "tasksets": [{"name": f"t{i}", "path": f"t{i}.jsonl", "selector": selector} for i in range(len(sizes))]}
     return pipeline_from_dict(data, base_dir=tmp_path)
@@ -203,7 +201,7 @@ def test_runs_that_fit_the_pipeline_are_accepted(tmp_path: Path) -> None:
 
 
 def test_regression_a_sample_stage_is_refused_not_ignored(tmp_path: Path) -> None:
-    write_taskset(tmp_path / "t0.jsonl", 12)
+    write_jsonl_taskset(tmp_path / "t0.jsonl", 12)
     pipe = pipeline_from_dict({
         "run": {"batch_size": 4}, "tasksets": [{"name": "t0", "path": "t0.jsonl"}],
         "sample": {"mechanism": "select", "scorer": {"type": "group_reward_range"},

@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flexkit.errors import ConfigError, ConfigIssue
-from flexkit.pipeline import Pipeline
+from flexkit import ConfigError, ConfigIssue, Pipeline
 
 #: Policy losses that do not multiply ``rollout_is_weights`` into the per-token loss (verl 0.9.1).
 WEIGHT_BLIND_LOSSES = {

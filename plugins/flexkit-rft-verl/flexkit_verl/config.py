@@ -17,8 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from flexkit.errors import ConfigError
-from flexkit.pipeline import Pipeline, pipeline_from_dict
+from flexkit import ConfigError, Pipeline, load_pipeline, pipeline_from_dict
 
 #: The top-level key of flexkit's settings in a verl config.
 CONFIG_KEY = "flexkit"
@@ -61,23 +60,14 @@ def pipeline_from_settings(settings: Mapping[str, Any], *, key: str = CONFIG_KEY
     overrides = _strings(settings.get("set") or [], f"{key}.set")
     plugins = _strings(settings.get("plugins") or [], f"{key}.plugins")
     if isinstance(source, Mapping):
-        data, base, label = dict(source), Path(settings.get("base_dir") or "."), f"{key}.pipeline"
-    elif isinstance(source, str) and source:
-        path = Path(source)
-        if not path.is_file():
+        return pipeline_from_dict(dict(source), base_dir=Path(settings.get("base_dir") or "."),
+                                  source=f"{key}.pipeline", plugins=plugins, overrides=overrides)
+    if isinstance(source, str) and source:
+        if not Path(source).is_file():
             raise ConfigError(f"{key}.pipeline={source!r}: no such file on this node (the TOML file must exist "
                               "where verl's task runner runs; or give the pipeline's tables inline)")
-        from flexkit.config.loader import read_toml_file
-
-        data, base, label = read_toml_file(path), path.resolve().parent, str(path)
-    else:
-        raise ConfigError(f"{key}.pipeline must be a TOML path or a mapping of the pipeline's tables, got {source!r}")
-    if overrides:
-        from flexkit.compare.overrides import apply_overrides, run_setting
-
-        setting = run_setting(overrides)
-        data, label = apply_overrides(data, setting), f"{label} [{setting.label}]"
-    return pipeline_from_dict(data, base_dir=base, source=label, plugins=plugins)
+        return load_pipeline(source, plugins=plugins, overrides=overrides)
+    raise ConfigError(f"{key}.pipeline must be a TOML path or a mapping of the pipeline's tables, got {source!r}")
 
 
 def pipeline_from_config(config: Any) -> Pipeline | None:

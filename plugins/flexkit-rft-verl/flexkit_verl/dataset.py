@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch.utils.data
 
-from flexkit.errors import FeedbackError
+from flexkit import FeedbackError
 
 #: Where a row's dataset index travels: ``extra_info[INDEX_KEY]`` (or a non-tensor field of that name).
 INDEX_KEY = "flexkit_index"

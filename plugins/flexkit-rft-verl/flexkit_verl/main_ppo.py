@@ -15,7 +15,7 @@ import hydra
 import ray
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from flexkit.errors import ConfigError
+from flexkit import ConfigError
 from flexkit_verl.config import flexkit_settings
 
 #: Where verl loads flexkit's replay buffer from.

@@ -30,11 +30,7 @@ from typing import Any
 import transfer_queue as tq
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
 
-from flexkit.errors import ConfigError
-from flexkit.host_metrics import pipeline_metrics
-from flexkit.pipeline import Pipeline
-from flexkit.sample.actuator import Mix
-from flexkit.sample.batch import RolloutBatch
+from flexkit import ConfigError, Mix, Pipeline, RolloutBatch, pipeline_metrics
 from flexkit_verl.checks import loss_mode_issues, v1_sampling_issues
 from flexkit_verl.config import flexkit_settings, pipeline_from_settings
 from flexkit_verl.sampler import FlexkitSampler
@@ -96,7 +92,7 @@ class FlexkitSampling:
         payload = None
         if self.flexkit_sampler is not None:
             if data["indices"] is None:
-                from flexkit.errors import FeedbackError
+                from flexkit import FeedbackError
 
                 raise FeedbackError("the batch's extra_info carries no dataset index: the trainer's dataset must be "
                                     "wrapped in flexkit_verl.IndexedDataset (FlexkitV1TrainerMixin does it)")

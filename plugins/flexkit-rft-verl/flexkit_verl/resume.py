@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from flexkit.errors import CheckpointError, FlexkitError
+from flexkit import CheckpointError, FlexkitError
 from flexkit_verl.sampler import FlexkitSampler
 
 

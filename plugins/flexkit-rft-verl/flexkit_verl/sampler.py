@@ -14,11 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from flexkit.errors import FeedbackError
-from flexkit.integrations.torch import FlexkitSampler as _TorchSampler
-from flexkit.pipeline import Pipeline
-from flexkit.sample.batch import RolloutBatch
-from flexkit.scheduler import TasksetScheduler
+from flexkit import FeedbackError, Pipeline, RolloutBatch, TasksetScheduler
+from flexkit import FlexkitSampler as _TorchSampler
 from flexkit_verl.dataset import INDEX_KEY, dataset_indices
 
 

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flexkit.host_metrics import pipeline_metrics
-from flexkit.pipeline import Pipeline
+from flexkit import Pipeline, pipeline_metrics
 from flexkit_verl.checks import check_trainer_config
 from flexkit_verl.resume import checkpoint_folder, restore_sampler
 from flexkit_verl.sampler import FlexkitSampler
@@ -54,7 +53,7 @@ class FlexkitTrainerMixin:
 
                 issues = loss_mode_issues(config, pipeline, v1=False)
                 if issues:
-                    from flexkit.errors import ConfigError
+                    from flexkit import ConfigError
 
                     raise ConfigError(issues, source="verl config vs flexkit pipeline")
             else:

@@ -16,8 +16,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from flexkit.errors import ConfigError
-from flexkit.pipeline import Pipeline
+from flexkit import ConfigError, Pipeline
 from flexkit_verl.checks import check_trainer_config
 from flexkit_verl.dataset import IndexedDataset
 from flexkit_verl.resume import checkpoint_folder, restore_sampler

@@ -12,10 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from flexkit.errors import FeedbackError
-from flexkit.pipeline import Pipeline
-from flexkit.sample.actuator import Mix
-from flexkit.sample.batch import RolloutBatch
+from flexkit import FeedbackError, Mix, Pipeline, RolloutBatch
 from flexkit_verl.dataset import INDEX_KEY, dataset_indices
 
 

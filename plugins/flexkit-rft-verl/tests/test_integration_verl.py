@@ -31,7 +31,7 @@ from verl.trainer.ppo import core_algos  # noqa: E402
 from verl.workers.config import ActorConfig  # noqa: E402
 
 from flexkit import FeedbackError  # noqa: E402
-from tests.fixtures import jsonl_pipeline  # noqa: E402
+from flexkit.testing import jsonl_pipeline  # noqa: E402
 
 SIZES = (12, 8)
 SELECT = {"mechanism": "select", "estimator": "grpo",

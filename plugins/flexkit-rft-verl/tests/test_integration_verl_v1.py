@@ -158,9 +158,12 @@ def test_pipeline_inline_and_sampler_kwargs(tmp_path: Path, monkeypatch) -> None
     from flexkit_verl.config import pipeline_from_config
     from omegaconf import OmegaConf
 
-    from flexkit.config.loader import read_toml_file
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
 
-    data = read_toml_file(Path(__file__).resolve().parents[3] / "examples/verl/pipeline.toml")
+    data = tomllib.loads((Path(__file__).resolve().parents[3] / "examples/verl/pipeline.toml").read_text())
     data["tasksets"][0]["path"] = str(Path(__file__).resolve().parents[3] / "examples/verl/data/train.parquet")
     pipe = pipeline_from_config(OmegaConf.create({"flexkit": {"pipeline": data, "set": ["run.seed=7"]}}))
     assert pipe.config.run.seed == 7 and pipe.scheduler.sizes == [16]

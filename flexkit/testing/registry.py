@@ -1,4 +1,4 @@
-"""Every registered component, built and driven generically: the support of the registry-driven tests.
+"""Every registered component, built and driven generically: the support of the contract checks.
 
 A component is built from its default config: the empty table structured by the strict converter, as a pipeline
 file that names only its ``type`` would be, plus a generic value for each required field (:data:`REQUIRED_FILLERS`,
@@ -26,6 +26,29 @@ from flexkit.config.components import ComponentSpec
 from flexkit.config.converter import make_converter, structure
 from flexkit.plugins import Component, PluginHost
 
+__all__ = [
+    "BATCH",
+    "GROUP",
+    "REQUIRED_FILLERS",
+    "SIZE",
+    "TASKSET_NAMES",
+    "TOKENS",
+    "build",
+    "checkpoint_round_trip",
+    "default_config",
+    "default_table",
+    "drive",
+    "feature_columns",
+    "host",
+    "plain",
+    "registered",
+    "required_fields",
+    "spec_class",
+    "synthetic_batch",
+    "synthetic_features",
+    "synthetic_scores",
+]
+
 #: The taskset names mix actuators are bound to (ids 0, 1, 2).
 TASKSET_NAMES: tuple[str, ...] = ("math", "code", "logic")
 #: Tasks in a selector's synthetic taskset.
@@ -35,7 +58,8 @@ BATCH, GROUP, TOKENS = 12, 2, 5
 
 
 def _taskset_file(workdir: Path | None) -> str:
-    assert workdir is not None, "a file-backed config needs a scratch directory"
+    if workdir is None:
+        raise AssertionError("a file-backed config needs a scratch directory")
     path = workdir / "tasks.jsonl"
     rows = [{"id": i, "f0": i / SIZE, "f1": (i * 7 % SIZE) / SIZE} for i in range(SIZE)]
     path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
@@ -56,15 +80,17 @@ def host() -> PluginHost:
     return PluginHost.load()
 
 
-def registered(*stages: str) -> list[Component]:
-    """The registered components of ``stages`` (default: all), by stage then name."""
-    return [c for c in host().all_components() if not stages or c.stage in stages]
+def registered(*stages: str, plugins: PluginHost | None = None) -> list[Component]:
+    """The registered components of ``stages`` (default: all), by stage then name, of ``plugins`` (default:
+    :func:`host`)."""
+    return [c for c in (plugins or host()).all_components() if not stages or c.stage in stages]
 
 
 def spec_class(stage: str) -> type[ComponentSpec]:
     """The :class:`ComponentSpec` subclass of ``stage`` (its discriminator key and converter path)."""
     found = [cls for cls in _spec_classes() if stage == cls.STAGE]
-    assert len(found) == 1, f"stage {stage!r} needs exactly one ComponentSpec subclass, found {found}"
+    if len(found) != 1:
+        raise AssertionError(f"stage {stage!r} needs exactly one ComponentSpec subclass, found {found}")
     return found[0]
 
 
@@ -89,15 +115,16 @@ def default_table(component: Component, workdir: Path | None = None) -> dict[str
         if key not in REQUIRED_FILLERS:
             raise AssertionError(
                 f"{component.stage} {component.name!r}: required key {key!r} has no generic value; add one to "
-                "REQUIRED_FILLERS in tests/registry.py (or give the field a default)"
+                "flexkit.testing.REQUIRED_FILLERS (or give the field a default)"
             )
         table[key] = REQUIRED_FILLERS[key](workdir)
     return table
 
 
-def default_config(component: Component, workdir: Path | None = None) -> Any:
-    """``component``'s config structured from :func:`default_table` by the strict converter."""
-    return structure(make_converter(host()), default_table(component, workdir), component.config_cls)
+def default_config(component: Component, workdir: Path | None = None, *, plugins: PluginHost | None = None) -> Any:
+    """``component``'s config structured from :func:`default_table` by the strict converter of ``plugins``
+    (default: :func:`host`)."""
+    return structure(make_converter(plugins or host()), default_table(component, workdir), component.config_cls)
 
 
 def feature_columns(config: Any) -> list[str]:
@@ -116,10 +143,11 @@ def synthetic_features(keys: Sequence[str], size: int) -> dict[str, np.ndarray]:
     return {k: np.random.default_rng([size, zlib.crc32(k.encode())]).random(size) for k in keys}
 
 
-def build(component: Component, workdir: Path, *, seed: int = 0, config: Any = None) -> Any:
+def build(component: Component, workdir: Path, *, seed: int = 0, config: Any = None,
+          plugins: PluginHost | None = None) -> Any:
     """Build ``component`` (default config unless ``config``) with its stage's generic context."""
     if config is None:
-        config = default_config(component, workdir)
+        config = default_config(component, workdir, plugins=plugins)
     if component.stage == "selector":
         features = synthetic_features(feature_columns(config), SIZE)
         return component.build(config, size=SIZE, seed=seed, features=features)
