@@ -128,6 +128,65 @@ def _identity(fingerprint: Any, pipe: Pipeline) -> Any:
     return out
 
 
+def _default_params(config: Any) -> dict[str, Any]:
+    """``config``'s fields that have a default, with it as JSON-like data (as :func:`_plain` writes values)."""
+    if config is None or not attrs.has(type(config)):
+        return {}
+    out = {}
+    for f in attrs.fields(type(config)):
+        default = f.default
+        if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+            if default.takes_self:  # type: ignore[union-attr]
+                continue
+            default = default.factory()  # type: ignore[union-attr]
+        if default is attrs.NOTHING:
+            continue
+        if attrs.has(type(default)):
+            default = attrs.asdict(default)
+        out[f.name] = json.loads(json.dumps(default))
+    return out
+
+
+def _param_tables(fingerprint: Any, pipe: Pipeline) -> list[tuple[str, Any, Any]]:
+    """``(path, params table, config)`` for every component parameter table of ``fingerprint``."""
+    if not isinstance(fingerprint, dict):
+        return []
+    cfg, out = pipe.config, []
+    trainer, sample, feedback = fingerprint.get("trainer"), fingerprint.get("sample"), fingerprint.get("feedback")
+    if isinstance(trainer, dict) and cfg.trainer is not None:
+        out.append(("trainer", trainer.get("params"), cfg.trainer.config))
+    if isinstance(sample, dict) and cfg.sample is not None:
+        out.append(("sample.scorer", sample.get("scorer_params"), cfg.sample.scorer.config))
+        out.append(("sample.actuator", sample.get("actuator_params"), cfg.sample.actuator.config))
+    if isinstance(feedback, dict):
+        out.append(("feedback", feedback.get("params"), cfg.feedback.operator.config))
+    for i, (ts, spec) in enumerate(zip(fingerprint.get("tasksets") or [], cfg.tasksets, strict=False)):
+        if isinstance(ts, dict):
+            out.append((f"tasksets[{i}].selector", ts.get("params"), spec.selector.config))
+            storage = ts.get("storage")
+            if isinstance(storage, dict):
+                out.append((f"tasksets[{i}].storage", storage.get("params"), spec.storage.config))
+    return out
+
+
+def _later_parameters(theirs: Any, mine: dict[str, Any], pipe: Pipeline, where: str) -> dict[str, Any]:
+    """``mine`` without the parameters an older checkpoint does not record and that are at their default now: a
+    component that gained a parameter computes what it computed before when the parameter keeps its default."""
+    mine = copy.deepcopy(mine)
+    pairs = zip(_param_tables(theirs, pipe), _param_tables(mine, pipe), strict=False)
+    for (path, old, _config), (_path, new, config) in pairs:
+        if not isinstance(old, dict) or not isinstance(new, dict):
+            continue
+        defaults = _default_params(config)
+        later = [k for k in new if k not in old and k in defaults and new[k] == defaults[k]]
+        for key in later:
+            new.pop(key)
+        if later:
+            log.warning("the checkpoint, written by an older flexkit, does not record these parameters; they are "
+                        "at their defaults", component=path, parameters=later, checkpoint=where)
+    return mine
+
+
 def _path_of(ts: Any) -> Any:
     storage = ts.get("storage") if isinstance(ts, Mapping) else None
     params = storage.get("params") if isinstance(storage, Mapping) else None
@@ -152,6 +211,7 @@ def compare_fingerprints(theirs: Any, mine: dict[str, Any], pipe: Pipeline, wher
                 log.warning("the checkpoint, written by an older flexkit, does not record this part of the "
                             "pipeline: it is not checked", part=f"{parent}.{key}" if parent else key,
                             checkpoint=where)
+    mine = _later_parameters(theirs, mine, pipe, where)
     diffs = differences(_identity(theirs, pipe), _identity(mine, pipe))
     if not diffs and isinstance(theirs, dict):
         for i, (old, new) in enumerate(zip(theirs.get("tasksets") or [], mine.get("tasksets") or [], strict=False)):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from flexkit.errors import CheckpointError
+from flexkit.checkpoint import CheckpointError
 from flexkit.pipeline import pipeline_from_dict
 from flexkit.tasksets import InMemoryTaskset, JsonlTaskset
 from tests.checkpoint.test_kill_checkpoint import canonical
@@ -131,3 +131,32 @@ def test_content_ids_of_the_built_in_formats(tmp_path: Path) -> None:
     assert InMemoryTaskset("m", rows=[{"x": object()}]).content_id() is None  # not JSON: unknown
     a.close()
     b.close()
+
+
+def test_regression_a_parameter_added_later_loads_at_its_default_only(tmp_path: Path, monkeypatch) -> None:
+    """Regression: a checkpoint written before a component gained a parameter (toyrl's ``operation``) was refused
+    ("operation: None in the checkpoint, 'add' now"), though the default computes what the old code did."""
+    from flexkit.pipeline import Pipeline
+
+    for i, n in enumerate((12, 8)):
+        write_taskset(tmp_path / f"t{i}.jsonl", n, seed=i)
+    current = Pipeline.fingerprint
+
+    def older(self: Pipeline) -> dict:  # difficulty_based before it had ``m``
+        out = current(self)
+        del out["tasksets"][0]["params"]["m"]
+        return out
+
+    monkeypatch.setattr(Pipeline, "fingerprint", older)
+    pipe = pipeline_from_dict(_data(), base_dir=tmp_path)
+    pipe.scheduler.read()
+    pipe.save_checkpoint(tmp_path / "ckpt")
+    pipe.scheduler.close()
+    monkeypatch.setattr(Pipeline, "fingerprint", current)
+    pipe = pipeline_from_dict(_data(), base_dir=tmp_path)
+    pipe.load_checkpoint(tmp_path / "ckpt")
+    assert pipe.scheduler.step == 1
+    pipe.scheduler.close()
+    data = _data()
+    data["tasksets"][0]["selector"]["m"] = 8  # not the default: the old code could not have run it
+    _refused(tmp_path, data, r"tasksets\[0\]\.params\.m: None in the checkpoint, 8 now")

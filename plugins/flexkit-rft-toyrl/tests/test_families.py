@@ -28,10 +28,8 @@ from flexkit_toyrl.multiplication import (  # noqa: E402
 )
 from flexkit_toyrl.trainer import ToyRLTrainer  # noqa: E402
 
-from flexkit.errors import ConfigError  # noqa: E402
-from flexkit.pipeline import load_pipeline  # noqa: E402
-from flexkit.runner import run_pipeline  # noqa: E402
-from tests.fixtures import read_metrics  # noqa: E402
+from flexkit import ConfigError, load_pipeline, run_pipeline  # noqa: E402
+from flexkit.testing import read_metrics  # noqa: E402
 
 
 def tiny_pipeline() -> str:

@@ -15,8 +15,7 @@ pytest.importorskip("flexkit_verl")
 from flexkit_verl import FlexkitSampler  # noqa: E402
 from flexkit_verl.resume import restore_sampler  # noqa: E402
 
-from flexkit.errors import CheckpointError, FlexkitError  # noqa: E402 - after the skips
-from flexkit.pipeline import pipeline_from_dict  # noqa: E402
+from flexkit import CheckpointError, FlexkitError, pipeline_from_dict  # noqa: E402 - after the skips
 
 
 class _RunsCode:
