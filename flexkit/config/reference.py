@@ -75,9 +75,10 @@ classes that validate pipeline files and produce the JSON Schema
 ([schemas/pipeline.schema.json](../schemas/pipeline.schema.json), with the embedded trainer's:
 [schemas/toyrl.schema.json](../schemas/toyrl.schema.json)). A key whose default is *required* must be given;
 *unset* means the key may be left out. `tests/config/test_reference.py` fails when this file is out of date;
-regenerate it with `{command}` (with `plugins/flexkit-rft-toyrl` installed). The components of other installed
-plugin distributions: `python -m flexkit.config.reference --all-plugins` (or `--distribution flexkit-rft-trinity`).
-Writing your own component: [plugins.md](plugins.md).
+with `plugins/flexkit-rft-toyrl` installed, regenerate it with
+`{command}`.
+The components of other installed plugin distributions: `python -m flexkit.config.reference --all-plugins` (or
+`--distribution flexkit-rft-trinity`). Writing your own component: [plugins.md](plugins.md).
 
 **`difficulty_based` defaults to `target_reward = 1.0`**, as Trinity-RFT's selector does: it serves the tasks
 predicted easiest first. Most users want `target_reward = 0.5`, tasks solved about half the time, where
