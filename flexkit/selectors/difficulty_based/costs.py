@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from flexkit.selectors.difficulty_based import tuning
+from flexkit.selectors.difficulty_based.features import as64
 from flexkit.selectors.difficulty_based.store import TaskStore
 from flexkit.selectors.difficulty_based.topk import RunningBest, round_up32, smallest_pairs
 
@@ -173,7 +174,7 @@ class FastPassMixin:
     def _cost64(self, idx: np.ndarray) -> np.ndarray:
         """The exact float64 cost ``|p̂ − target|`` of the tasks ``idx``: the same float steps as the float64
         pass (:meth:`_exact_costs`), so the same bits."""
-        f0, f1 = self._f0[idx], self._f1[idx]
+        f0, f1 = as64(self._f0[idx]), as64(self._f1[idx])
         alpha_t, beta_t = self._store.values(idx, f0, f1)
         beta_t += alpha_t
         return self._cost64_rows(alpha_t, beta_t, f0, f1)
@@ -219,9 +220,9 @@ class FastPassMixin:
                 be += t
                 np.multiply(t, a, out=al)
                 al += b
-                np.multiply(self._f0[sl], p, out=t)
+                np.multiply(as64(self._f0[sl]), p, out=t)
                 al += t
-                np.multiply(self._f1[sl], q, out=t)
+                np.multiply(as64(self._f1[sl]), q, out=t)
                 al += t
                 be *= a
                 be += s0

@@ -42,6 +42,7 @@ from collections.abc import Callable
 import numpy as np
 
 from flexkit.selectors.difficulty_based import tuning
+from flexkit.selectors.difficulty_based.features import as64
 from flexkit.selectors.difficulty_based.index_structures import DirtyGroups, SlabGrid, grid_bits
 from flexkit.selectors.difficulty_based.store import TaskStore
 from flexkit.selectors.difficulty_based.topk import smallest_pairs
@@ -109,7 +110,7 @@ class GreedyIndexMixin:
 
     def _group_rows(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """What a dirty group keeps to score its tasks: ``α̃``, ``α̃ + β̃``, ``f0``, ``f1`` (copies)."""
-        f0, f1 = self._f0[idx], self._f1[idx]
+        f0, f1 = as64(self._f0[idx]), as64(self._f1[idx])
         alpha_t, beta_t = self._store.values(idx, f0, f1)
         beta_t += alpha_t
         return alpha_t, beta_t, f0, f1
@@ -163,7 +164,7 @@ class GreedyIndexMixin:
             alpha_t, total_t = alpha[: sl.stop - start], total[: sl.stop - start]
             self._store.slice_into(start, sl.stop, alpha_t, total_t)
             total_t += alpha_t
-            bound = self._residual_bound(alpha_t, total_t, self._f0[sl], self._f1[sl])
+            bound = self._residual_bound(alpha_t, total_t, as64(self._f0[sl]), as64(self._f1[sl]))
             hot = ~(bound <= limit)  # NaN (never from a state this class made) stays dirty
             if not hot.all():
                 regular = max(regular, float(bound[~hot].max()))
@@ -302,7 +303,7 @@ class GreedyIndexMixin:
                     if soft <= width:
                         soft = math.inf
                     if cand.size and min(hi, soft) == math.inf:  # extrapolate from the tasks found so far
-                        near = float(np.abs(x[cand] * cx + y[cand] * cy - h_star).min())
+                        near = float(np.abs(as64(x[cand]) * cx + as64(y[cand]) * cy - h_star).min())
                         grow = (width - near) * min((2 * k - cand.size) / cand.size, 4.0)
                         width += max(grow, step)
                         continue
@@ -310,8 +311,8 @@ class GreedyIndexMixin:
                     best, hi = (cand, width), width
                     if cand.size <= target * k:
                         break
-                    dist = x[cand] * cx
-                    dist += y[cand] * cy
+                    dist = as64(x[cand]) * cx
+                    dist += as64(y[cand]) * cy
                     dist -= h_star
                     np.abs(dist, out=dist)
                     jump = float(np.partition(dist, 2 * k - 1)[2 * k - 1]) * (1.0 + 1e-9)

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from flexkit.selectors.difficulty_based.features import as64
 from flexkit.selectors.difficulty_based.tuning import U64
 
 #: Tasks processed per vectorised step when building a grid.
@@ -50,8 +51,8 @@ class SlabGrid:
         keys = np.empty(n, dtype=np.uint32)
         for start in range(0, n, _BUILD_CHUNK):
             sl = slice(start, min(start + _BUILD_CHUNK, n))
-            row = np.minimum((y[sl] * rows).astype(np.uint32), rows - 1)  # y·2^r is exact: floor(y·rows)
-            col = np.minimum((x[sl] * float(1 << key_bits)).astype(np.uint32), (1 << key_bits) - 1)
+            row = np.minimum((as64(y[sl]) * rows).astype(np.uint32), rows - 1)  # y·2^r is exact: floor(y·rows)
+            col = np.minimum((as64(x[sl]) * float(1 << key_bits)).astype(np.uint32), (1 << key_bits) - 1)
             keys[sl] = (row << np.uint32(key_bits)) | col
         # Sort (key, point) pairs packed in one uint64 (a plain sort is much faster than an argsort).
         packed = keys.astype(np.uint64)

@@ -58,6 +58,7 @@ from flexkit.config import field
 from flexkit.selectors.base import Selector, read_feature_columns
 from flexkit.selectors.difficulty_based import tuning
 from flexkit.selectors.difficulty_based.costs import FastPassMixin
+from flexkit.selectors.difficulty_based.features import as64, fast_column
 from flexkit.selectors.difficulty_based.index import GreedyIndexMixin
 from flexkit.selectors.difficulty_based.index_structures import SlabGrid
 from flexkit.selectors.difficulty_based.sampling import SamplingMixin
@@ -143,21 +144,17 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
     def _init_state(self) -> None:
         config = self.config
         cols = read_feature_columns(self.features, config.feature_keys, self.size, owner="difficulty_based")
-        checked = []
         for key, col in zip(config.feature_keys, cols, strict=True):
-            col64 = np.asarray(col, dtype=np.float64)
-            lo, hi = float(col64.min()), float(col64.max())
+            lo, hi = (float(col.min()), float(col.max())) if col.size else (0.0, 0.0)
             if lo < 0.0 or hi > 1.0:
                 bad = lo if lo < 0.0 else hi
                 raise ValueError(
                     f"difficulty_based: feature column {key!r} must hold pass rates in [0, 1], got {bad!r}"
                 )
-            checked.append(col64)
-        self._f0, self._f1 = checked
-        if self.size <= tuning.FEATURE_MIRROR_MAX:
-            self._f0_fast, self._f1_fast = self._f0.astype(np.float32), self._f1.astype(np.float32)
-        else:
-            self._f0_fast, self._f1_fast = self._f0, self._f1
+        # The caller's arrays themselves (read-only views, any numeric dtype): float64 values are computed from
+        # them row by row or chunk by chunk (:mod:`.features`), never as a full-size copy.
+        self._f0, self._f1 = cols
+        self._f0_fast, self._f1_fast = fast_column(self._f0, self.size), fast_column(self._f1, self.size)
         self._m = int(config.m)
         self._target = float(config.target_reward)
         self._tau = float(config.tau)
@@ -201,7 +198,7 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
                 self._true_slice(slice(start, stop), alpha[start:stop], beta[start:stop], tmp[: stop - start])
             return alpha, beta
         idx = np.asarray(indices, dtype=np.int64)
-        f0, f1 = self._f0[idx], self._f1[idx]
+        f0, f1 = as64(self._f0[idx]), as64(self._f1[idx])
         alpha_t, beta_t = self._store.values(idx, f0, f1)
         pf0, qf1 = f0 * self._p, f1 * self._q
         alpha = alpha_t * self._a + self._b + pf0 + qf1
@@ -226,10 +223,10 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
         alpha += self._b
         beta *= self._a
         beta += self._b_beta
-        np.multiply(self._f0[sl], self._p, out=tmp)
+        np.multiply(as64(self._f0[sl]), self._p, out=tmp)
         alpha += tmp
         beta -= tmp
-        np.multiply(self._f1[sl], self._q, out=tmp)
+        np.multiply(as64(self._f1[sl]), self._q, out=tmp)
         alpha += tmp
         beta -= tmp
 
@@ -255,7 +252,7 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
         lamb = float(self.config.lamb)
         g = 1.0 - lamb
         m = self._m
-        f0b, f1b = self._f0[indices], self._f1[indices]
+        f0b, f1b = as64(self._f0[indices]), as64(self._f1[indices])
         mean0, mean1 = float(f0b.mean()), float(f1b.mean())
         denominator = mean1 - mean0
         if abs(denominator) >= C_DENOMINATOR_MIN:
