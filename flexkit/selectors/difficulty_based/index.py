@@ -42,6 +42,7 @@ from collections.abc import Callable
 import numpy as np
 
 from flexkit.selectors.difficulty_based import tuning
+from flexkit.selectors.difficulty_based.compact_grid import CompactGrid
 from flexkit.selectors.difficulty_based.features import as64
 from flexkit.selectors.difficulty_based.index_structures import DirtyGroups, SlabGrid, grid_bits
 from flexkit.selectors.difficulty_based.store import TaskStore
@@ -152,7 +153,7 @@ class GreedyIndexMixin:
     def _rebuild_groups(self) -> DirtyGroups:
         """One pass over all tasks: the regular tasks' residual bound, and one dirty group of the tasks
         above the release limit (at most :meth:`_dirty_max`, the largest)."""
-        groups = DirtyGroups(self.size, 4)
+        groups = DirtyGroups(self.size, 4, compact=self.size > tuning.INDEX_DENSE_MAX)
         limit = self._release_limit()
         hot_idx: list[np.ndarray] = []
         hot_bound: list[np.ndarray] = []
@@ -186,14 +187,30 @@ class GreedyIndexMixin:
             groups.release(limit, self._dirty_max())
         return groups
 
-    def _grid(self, by_f0: bool) -> SlabGrid:
-        """The feature grid keyed by ``f0`` (rows of ``f1``) or the other way round, built on first use."""
+    def _grid(self, by_f0: bool) -> SlabGrid | CompactGrid:
+        """The feature grid keyed by ``f0`` (rows of ``f1``) or the other way round, built on first use: a
+        :class:`SlabGrid` up to ``tuning.INDEX_DENSE_MAX`` tasks, a :class:`CompactGrid` above (one at a time)."""
         grid = self._grids.get(by_f0)
         if grid is None:
             x, y = (self._f0, self._f1) if by_f0 else (self._f1, self._f0)
             bits = grid_bits(self.size)
-            grid = self._grids[by_f0] = SlabGrid(x, y, row_bits=bits, col_bits=bits)
+            if self.size > tuning.INDEX_DENSE_MAX:
+                self._grids.clear()  # drop the other one first: never two at once
+                grid = CompactGrid(x, y, row_bits=bits, col_bits=max(bits - 1, 1))
+            else:
+                grid = SlabGrid(x, y, row_bits=bits, col_bits=bits)
+            self._grids[by_f0] = grid
         return grid
+
+    def _grid_key(self, cp: float, cq: float) -> bool:
+        """Whether to key the grid on ``f0``: on the feature with the larger coefficient, but a grid already built
+        serves while its key's coefficient is at least half the other (each grid costs a sort of all tasks to
+        build), above ``tuning.INDEX_DENSE_MAX`` tasks while it is at least ``1/tuning.GRID_SWAP`` of it."""
+        by_f0 = abs(cp) >= abs(cq)
+        if by_f0 not in self._grids and (not by_f0) in self._grids:
+            ratio = 2.0 if self.size <= tuning.INDEX_DENSE_MAX else tuning.GRID_SWAP
+            by_f0 = by_f0 if max(abs(cp), abs(cq)) > ratio * min(abs(cp), abs(cq)) else not by_f0
+        return by_f0
 
     def _greedy_indexed(self, k: int) -> np.ndarray | None:
         """The greedy top-k (as the float32 pass gives it, bit for bit) without a pass over all tasks, or None
@@ -219,11 +236,7 @@ class GreedyIndexMixin:
         eps = a_bound * (1.0 + (d0 + 2.0 * a_bound) / d0) / den_min
         eps += 32.0 * U64 * (8.0 + 8.0 * loose / den_min) + 16.0 * U64 * scalars / den_min
         eps *= 1.01
-        # Key the grid on the feature with the larger coefficient; a grid already built serves while its key's
-        # coefficient is at least half the other (each grid costs a sort of all tasks to build).
-        by_f0 = abs(cp) >= abs(cq)
-        if by_f0 not in self._grids and (not by_f0) in self._grids:
-            by_f0 = by_f0 if max(abs(cp), abs(cq)) > 2.0 * min(abs(cp), abs(cq)) else not by_f0
+        by_f0 = self._grid_key(cp, cq)
         cx, cy = (cp, cq) if by_f0 else (cq, cp)
         h_star = self._target * d0 - n0
         sign = 1.0 if cx > 0 else -1.0
@@ -232,7 +245,7 @@ class GreedyIndexMixin:
         budget = max(int(tuning.INDEX_BUDGET * self.size), 4 * k)
         dirty, dirty_cost = self._dirty_costs(groups)
         found = self._slab_search(
-            by_f0, cx, cy, h_star, min(k, self.size - dirty.size), budget, groups.stamp, dirty.size
+            by_f0, cx, cy, h_star, min(k, self.size - dirty.size), budget, groups, dirty.size
         )
         if found is None:
             return None
@@ -247,7 +260,7 @@ class GreedyIndexMixin:
             if runs.size + dirty.size > budget:
                 return None
             cand = grid.points(runs)
-            cand = cand[groups.stamp[cand] < 0]
+            cand = cand[groups.regular(cand)]
             cost = np.concatenate([dirty_cost, self._cost64(cand)])
         # The next selection starts a little wider than this one needed (its best tasks move a little).
         if self._width is not None:
@@ -263,10 +276,10 @@ class GreedyIndexMixin:
         return idx[mine], cost[mine]
 
     def _slab_search(
-        self, by_f0: bool, cx: float, cy: float, h_star: float, k: int, budget: int, stamp: np.ndarray, held: int
+        self, by_f0: bool, cx: float, cy: float, h_star: float, k: int, budget: int, groups: DirtyGroups, held: int
     ) -> tuple[np.ndarray, float] | None:
         """A slab ``|cx·x + cy·y − h*| ≤ W`` (x = f0 when ``by_f0``, else f1) holding at least ``k`` regular tasks
-        (``stamp < 0``; ``held`` tasks are dirty) and, where ties allow, at most ``tuning.SLAB_TARGET`` × ``k``.
+        (``groups.regular``; ``held`` tasks are dirty) and, where ties allow, at most ``tuning.SLAB_TARGET`` × ``k``.
         The search starts from the last selection's width (the best tasks move little between steps), widens
         while too few are inside (doubling steps while none is, else extrapolating from their distances), jumps
         to the distance of the 2k-th nearest when too many are, and bisects otherwise. Returns the slab's
@@ -297,7 +310,7 @@ class GreedyIndexMixin:
             else:
                 force = False
                 cand = grid.points(runs)
-                cand = cand[stamp[cand] < 0]
+                cand = cand[groups.regular(cand)]
                 if cand.size < k:
                     lo = width
                     if soft <= width:

@@ -57,6 +57,7 @@ import numpy as np
 from flexkit.config import field
 from flexkit.selectors.base import Selector, read_feature_columns
 from flexkit.selectors.difficulty_based import tuning
+from flexkit.selectors.difficulty_based.compact_grid import CompactGrid
 from flexkit.selectors.difficulty_based.costs import FastPassMixin
 from flexkit.selectors.difficulty_based.features import as64, fast_column
 from flexkit.selectors.difficulty_based.index import GreedyIndexMixin
@@ -179,7 +180,7 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
         # mq·f1, ms; a fold maps it like every task), which the greedy index rests on; the index's feature grids
         # and dirty groups are built on first use.
         self._model = (1.0, 0.0, 0.0, 2.0)
-        self._grids: dict[bool, SlabGrid] = {}
+        self._grids: dict[bool, SlabGrid | CompactGrid] = {}
         self._reset_index()
 
     # -- the Beta parameters ----------------------------------------------------------------------------
