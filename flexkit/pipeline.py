@@ -409,5 +409,14 @@ def make_selector(
     ):
         params[FEATURE_KEYS] = list(features)
     config = structure(make_converter(host), params, component.config_cls)
-    arrays = {k: np.asarray(v, dtype=np.float64) for k, v in (features or {}).items()}
+    keep = getattr(component.factory, "keeps_feature_dtypes", False)  # reads numeric arrays of any dtype itself
+    arrays = {k: _feature_array(v, keep) for k, v in (features or {}).items()}
     return component.build(config, size=size, seed=seed, features=arrays)
+
+
+def _feature_array(values: Any, keep_dtype: bool) -> np.ndarray:
+    """A feature column for :func:`make_selector`: float64 (a copy unless it already is), or, for a selector that
+    ``keeps_feature_dtypes``, a numeric numpy array as it is (no copy)."""
+    if keep_dtype and isinstance(values, np.ndarray) and values.dtype.kind in "biuf":
+        return values
+    return np.asarray(values, dtype=np.float64)

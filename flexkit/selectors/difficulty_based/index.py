@@ -310,8 +310,18 @@ class GreedyIndexMixin:
             else:
                 force = False
                 cand = grid.points(runs)
-                cand = cand[groups.regular(cand)]
-                if cand.size < k:
+                if cand.size > held + target * k:  # more regular tasks than wanted whatever the dirty ones hold
+                    best, hi = (np.empty(0, dtype=np.int64), width), width  # its tasks are read if it stays best
+                    jump = _kth_distance(x, y, cand, cx, cy, h_star, 2 * k) * (1.0 + 1e-9)
+                    if lo < jump < hi:
+                        width = jump
+                        continue
+                    cand = None  # bisect below
+                else:
+                    cand = cand[groups.regular(cand)]
+                if cand is None:
+                    pass
+                elif cand.size < k:
                     lo = width
                     if soft <= width:
                         soft = math.inf
@@ -324,11 +334,7 @@ class GreedyIndexMixin:
                     best, hi = (cand, width), width
                     if cand.size <= target * k:
                         break
-                    dist = as64(x[cand]) * cx
-                    dist += as64(y[cand]) * cy
-                    dist -= h_star
-                    np.abs(dist, out=dist)
-                    jump = float(np.partition(dist, 2 * k - 1)[2 * k - 1]) * (1.0 + 1e-9)
+                    jump = _kth_distance(x, y, cand, cx, cy, h_star, 2 * k) * (1.0 + 1e-9)
                     if lo < jump < hi:
                         width = jump
                         continue
@@ -341,4 +347,23 @@ class GreedyIndexMixin:
                 break
             else:
                 width = 0.5 * (lo + top)
+        if best is not None and not best[0].size:  # the narrowest slab found was only counted: read its tasks
+            cand = grid.points(grid.runs(cx, cy, h_star - best[1], h_star + best[1]))
+            best = (cand[groups.regular(cand)], best[1])
         return best
+
+
+def _kth_distance(
+    x: np.ndarray, y: np.ndarray, cand: np.ndarray, cx: float, cy: float, h_star: float, rank: int
+) -> float:
+    """About the ``rank``-th smallest ``|cx·x + cy·y − h*|`` over the tasks ``cand`` (more than ``rank``): exact up to
+    ``tuning.DISTANCE_SAMPLE`` tasks, else from an evenly strided sample of that many (a width to try next, so an
+    estimate is enough, and it spares reading the features of many tasks at random)."""
+    stride = max(cand.size // tuning.DISTANCE_SAMPLE, 1)
+    part = cand[::stride] if stride > 1 else cand
+    dist = as64(x[part]) * cx
+    dist += as64(y[part]) * cy
+    dist -= h_star
+    np.abs(dist, out=dist)
+    i = min(max(-(-rank // stride) - 1, 0), dist.size - 1)
+    return float(np.partition(dist, i)[i])

@@ -138,6 +138,9 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
 
     Config = DifficultyBasedConfig
     learns_from_feedback = True
+    #: The feature columns are kept as the caller's arrays whatever their numeric dtype (:mod:`.features`), so
+    #: :func:`flexkit.make_selector` passes numeric numpy arrays through without a float64 copy.
+    keeps_feature_dtypes = True
 
     #: The transform is folded into the arrays when its scale drops below this.
     fold_below: float = 1e-30

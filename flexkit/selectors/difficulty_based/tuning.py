@@ -66,6 +66,9 @@ INDEX_BUDGET = 0.125
 #: The slab search aims at this many times k tasks, in at most SLAB_STEPS tries.
 SLAB_TARGET = 32
 SLAB_STEPS = 40
+#: The slab search estimates the distance of the 2k-th nearest of more than this many tasks from a sample of this
+#: many (reading every one's features at random cost more than the rest of a step at 10^8 tasks).
+DISTANCE_SAMPLE = 4096
 
 #: Largest taskset whose α̃, β̃ are two dense arrays (16 bytes per task, plain indexing); larger tasksets keep
 #: them only for recently observed tasks (the sparse store, 4 bytes per task plus the stored ones).
