@@ -22,7 +22,7 @@ from flexkit.selectors.difficulty_based.index_structures import slab_rows
 #: Tasks scanned per vectorised step while building.
 _SCAN_CHUNK = 1 << 20
 #: Rows are sorted in bands of at most about this many points (the band's sort keys: 8 bytes per point).
-_BAND_POINTS = 1 << 22
+_BAND_POINTS = 1 << 21
 
 
 class CompactRuns(NamedTuple):
@@ -106,9 +106,10 @@ class CompactGrid:
         del keys
         key.sort()
         stop = filled + key.size
-        self.packed[filled:stop] = key.astype(np.uint32)  # the low 32 bits
+        self.packed[filled:stop] = key  # the low 32 bits (assignment truncates)
+        key >>= np.uint64(32)  # the cells, below 2^32: the same values as int64
         cells = (last - first) << self.col_bits
-        per_cell = np.bincount((key >> np.uint64(32)).astype(np.int64), minlength=cells)
+        per_cell = np.bincount(key.view(np.int64), minlength=cells)
         base = first << self.col_bits
         self.starts[base + 1 : base + cells + 1] = filled + np.cumsum(per_cell)
         return stop
