@@ -110,7 +110,7 @@ def test_the_selector_keeps_the_callers_arrays(dtype: type) -> None:
     if dtype is not np.float64:  # float32-exact values: the float32 pass reads them as they are, too
         assert np.shares_memory(sel._f0_fast, f0)
     other = flexkit.make_selector("offline_easy2hard", size=500, features={"f0": f0})
-    assert other is not None  # other selectors still get float64 columns, as before
+    assert other.features["f0"].dtype == np.float64  # other selectors still get float64 columns, as before
 
 
 def _construction_peak(n: int, dtype: type) -> int:
@@ -179,12 +179,14 @@ def test_greedy_steps_allocate_nothing_of_the_taskset_size() -> None:
     half=st.floats(0.0, 3.0),
     band=st.sampled_from([1, 7, 1 << 22]),
     shape=st.sampled_from(["random", "coarse", "correlated"]),
+    search_min=st.sampled_from([0, 3, 64]),
 )
 def test_compact_grid_lists_every_point_of_a_slab(
-    seed: int, n: int, bits: int, cx: float, cy_ratio: float, centre: float, half: float, band: int, shape: str
+    seed: int, n: int, bits: int, cx: float, cy_ratio: float, centre: float, half: float, band: int, shape: str,
+    search_min: int,
 ) -> None:
     """Every point with lo ≤ cx·x + cy·y ≤ hi is listed once; the others listed are near the slab (whatever the
-    bands the grid was sorted in)."""
+    bands the grid was sorted in, and whether buckets are narrowed by binary search or filtered)."""
     rng = np.random.default_rng(seed)
     x, y = rng.random(n), rng.random(n)
     if shape == "coarse":
@@ -193,11 +195,13 @@ def test_compact_grid_lists_every_point_of_a_slab(
         y = np.minimum(x + 0.2, 1.0)
     with mock.patch("flexkit.selectors.difficulty_based.compact_grid._BAND_POINTS", band):
         grid = CompactGrid(x.astype(np.float32), y, row_bits=bits, col_bits=max(bits - 1, 1))
-    assert np.array_equal(np.sort(grid.packed >> np.uint32(grid.fine_bits)), np.arange(n))
+    search = mock.patch("flexkit.selectors.difficulty_based.compact_grid._SEARCH_MIN", search_min)
+    assert np.array_equal(np.sort(grid.packed & np.uint32((1 << grid.id_bits) - 1)), np.arange(n))
     x = x.astype(np.float32).astype(np.float64)
     cy = cy_ratio * cx
     lo, hi = centre - half, centre + half
-    runs = grid.runs(cx, cy, lo, hi)
+    with search:
+        runs = grid.runs(cx, cy, lo, hi)
     listed = grid.points(runs)
     assert np.unique(listed).size == listed.size and runs.size >= listed.size
     value = cx * x + cy * y

@@ -3,8 +3,10 @@
 :class:`CompactGrid` answers the same questions as :class:`~.index_structures.SlabGrid` (the runs of a slab
 ``lo ≤ cx·x + cy·y ≤ hi`` and their points) for up to 2^27 points, at half its memory: the points sorted by a
 cell (a row of ``y``, then a bucket of ``x``) and, per point, one uint32 holding its index and the next
-``fine_bits`` bits of ``x`` below its bucket (5 bits at 10^8 points). A table of each cell's first position
-(4 bytes per cell) finds a row's run; only the first and last bucket of a run are filtered with the fine bits.
+``fine_bits`` bits of ``x`` below its bucket (5 bits at 10^8 points), sorted by them within a cell. A table of
+each cell's first position (4 bytes per cell) finds a row's run; only the first and last bucket of a run need the
+fine bits: a large one (strongly correlated features pack a row's points into a bucket or two) is narrowed by a
+binary search on them, a small one filtered.
 
 Building it sorts the points a band of rows at a time (one chunked scan of the features per band), so no N-sized
 temporary is made beyond the grid itself.
@@ -21,6 +23,8 @@ from flexkit.selectors.difficulty_based.index_structures import slab_rows
 
 #: Tasks scanned per vectorised step while building.
 _SCAN_CHUNK = 1 << 20
+#: A run's first or last bucket holding more points than this is narrowed by a binary search on the fine bits.
+_SEARCH_MIN = 64
 #: Rows are sorted in bands of at most about this many points (the band's sort keys: 8 bytes per point).
 _BAND_POINTS = 1 << 21
 
@@ -58,11 +62,11 @@ class CompactGrid:
             raise ValueError(f"bad grid shape: row_bits={row_bits}, col_bits={col_bits}")
         rows = 1 << row_bits
         self.rows, self.col_bits = rows, col_bits
-        self.fine_bits = 32 - id_bits
+        self.fine_bits, self.id_bits = 32 - id_bits, id_bits
         self.q_bits = col_bits + self.fine_bits
         #: ``starts[j·2^col_bits + c]``: position of the first point of bucket ``c`` of row ``j`` (one more: n).
         self.starts = np.zeros((rows << col_bits) + 1, dtype=np.int32 if n < 2**31 else np.int64)
-        #: Per position: the point's index shifted left by ``fine_bits``, or-ed with its fine bits of ``x``.
+        #: Per position: the fine bits of the point's ``x`` above ``id_bits`` bits of its index.
         self.packed = np.empty(n, dtype=np.uint32)
         counts = np.zeros(rows, dtype=np.int64)
         for start in range(0, n, _SCAN_CHUNK):
@@ -100,7 +104,7 @@ class CompactGrid:
             q = (as64(x[ids]) * float(1 << self.q_bits)).astype(np.int64)  # floor (x ≥ 0; exact scaling)
             np.minimum(q, top, out=q)
             cell = ((row - first) << self.col_bits) | (q >> self.fine_bits)
-            low = (ids << self.fine_bits) | (q & fine_mask)
+            low = ((q & fine_mask) << self.id_bits) | ids
             keys.append((cell.astype(np.uint64) << np.uint64(32)) | low.astype(np.uint64))
         key = np.concatenate(keys) if keys else np.empty(0, dtype=np.uint64)
         del keys
@@ -126,7 +130,35 @@ class CompactGrid:
         b_lo, b_hi = base + (q_lo >> self.fine_bits), base + (q_hi >> self.fine_bits)
         mask = (1 << self.fine_bits) - 1
         starts = self.starts
-        return CompactRuns(starts[b_lo], starts[b_hi + 1], starts[b_lo + 1], starts[b_hi], q_lo & mask, q_hi & mask)
+        start, stop = starts[b_lo].astype(np.int64), starts[b_hi + 1].astype(np.int64)
+        first_end, last_start = starts[b_lo + 1], starts[b_hi]
+        fine_lo, fine_hi = q_lo & mask, q_hi & mask
+        if self.fine_bits:  # narrow the runs whose first or last bucket is large to the points within the fine bounds
+            big = np.flatnonzero(first_end - start > _SEARCH_MIN)
+            if big.size:
+                start[big] = self._search(start[big], first_end[big], fine_lo[big], strict=False)
+            big = np.flatnonzero(stop - last_start > _SEARCH_MIN)
+            if big.size:
+                stop[big] = self._search(np.maximum(last_start[big], start[big]), stop[big], fine_hi[big], strict=True)
+            np.maximum(stop, start, out=stop)
+        return CompactRuns(start, stop, first_end, last_start, fine_lo, fine_hi)
+
+    def _search(self, lo: np.ndarray, hi: np.ndarray, fine: np.ndarray, *, strict: bool) -> np.ndarray:
+        """Per run, the first position in ``lo:hi`` (one bucket, sorted by fine bits) whose fine bits are at least
+        ``fine`` (greater than, when ``strict``), or ``hi``: a binary search vectorised over the runs."""
+        lo = lo.astype(np.int64)
+        count = hi.astype(np.int64) - lo
+        np.maximum(count, 0, out=count)
+        last = self.packed.size - 1
+        while count.any():
+            half = count >> 1
+            mid = lo + half
+            value = (self.packed[np.minimum(mid, last)] >> np.uint32(self.id_bits)).astype(np.int64)
+            right = (value <= fine) if strict else (value < fine)
+            right &= count > 0
+            lo = np.where(right, mid + 1, lo)
+            count = np.where(right, count - half - 1, half)
+        return lo
 
     def points(self, runs: CompactRuns) -> np.ndarray:
         """The points (int64) of ``runs`` whose quantised ``x`` lies in their row's bounds: every point of the slab
@@ -140,8 +172,8 @@ class CompactGrid:
         pos = np.arange(total, dtype=np.int64) + np.repeat(start - offsets, lens)
         word = self.packed[pos]
         if self.fine_bits:
-            fine = (word & np.uint32((1 << self.fine_bits) - 1)).astype(np.int64)
+            fine = (word >> np.uint32(self.id_bits)).astype(np.int64)
             drop = (pos < np.repeat(first_end, lens)) & (fine < np.repeat(fine_lo, lens))
             drop |= (pos >= np.repeat(last_start, lens)) & (fine > np.repeat(fine_hi, lens))
             word = word[~drop]
-        return (word >> np.uint32(self.fine_bits)).astype(np.int64)
+        return (word & np.uint32((1 << self.id_bits) - 1)).astype(np.int64)

@@ -126,14 +126,23 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
 
     Costs: feedback O(batch) (plus a rare fold: O(observed tasks), O(N) with the mirrors). Selection with
     ``tau > 0`` usually O(batch) (rejection sampling); with ``tau = 0`` O(recently observed tasks + a slab of
-    tasks near the target) through the greedy index, or else one float32 pass over N in cache-sized chunks
-    (eight element-wise operations and a comparison per task) plus float64 work on the few tasks that pass its
-    filter; ``do_sample`` and the untrusted-float32 fallback use a float64 pass with an N-sized cost array.
-    Memory: the posterior store (:mod:`.store`: 4 bytes per task plus 24 per task observed in the last fold
-    periods), up to ``tuning.MIRROR_MAX`` tasks float32 mirrors and feature copies (16 bytes per task), and
-    chunk buffers; the greedy index adds 12 bytes per task (20 with both grids); only the envelope sampler
-    (small ``tau``) allocates one N-sized float32 array while it runs. Feedback may arrive late or for tasks
-    that were not just selected. :meth:`posterior` gives the current Beta parameters.
+    tasks near the target) through the greedy index (2^17 to 2^27 tasks), or else one float32 pass over N in
+    cache-sized chunks (eight element-wise operations and a comparison per task) plus float64 work on the few
+    tasks that pass its filter; ``do_sample`` and the untrusted-float32 fallback use a float64 pass with an
+    N-sized cost array.
+
+    Features: the two columns are kept as the caller's arrays, read-only views without a copy, whatever their
+    numeric dtype (float64, float32, float16, integers, bools; values in [0, 1]); float64 values are computed
+    from them per gathered batch or chunk (:mod:`.features`), so float32 input picks exactly what float64 input
+    of the same values picks. Only float64 input up to ``tuning.FEATURE_MIRROR_MAX`` (2^25) tasks gets a float32
+    copy (4 bytes per task and column) for the float32 pass.
+
+    Memory: the posterior store (:mod:`.store`: 16 bytes per task up to 2^24 tasks; above, 4 bytes per task plus
+    24 per task observed in the last fold periods), up to ``tuning.MIRROR_MAX`` tasks the float32 mirrors (8 bytes
+    per task), and chunk buffers; the greedy index adds 12 bytes per task up to 2^25 tasks (20 with both grids),
+    about 4.5 above (:mod:`.compact_grid`); only the envelope sampler (small ``tau``) allocates one N-sized float32
+    array while it runs. Feedback may arrive late or for tasks that were not just selected. :meth:`posterior`
+    gives the current Beta parameters.
     """
 
     Config = DifficultyBasedConfig
