@@ -202,8 +202,18 @@ def child(label: str, n: int, reps: int, warmup: int) -> dict[str, Any]:
     sel = build("difficulty_based", params, columns, n, features)
     build_s = time.perf_counter() - t0
     values = np.random.default_rng(7).random((reps + warmup, BATCH))
-    times = _time_rounds({label: _stepper(sel, values)}, reps, warmup)[label]  # alone: one case per process
+    step = _stepper(sel, values)
+    cpu: list[float] = []
+
+    def timed(i: int) -> None:  # the step's CPU time too: on a busy machine its wall time includes waiting for a core
+        c0 = time.process_time()
+        step(i)
+        cpu.append(time.process_time() - c0)
+
+    times = _time_rounds({label: timed}, reps, warmup)[label]  # alone: one case per process
+    cpu = cpu[warmup:]
     peak = _peak_rss_bytes()
+    load = os.getloadavg()[0]
     row = {
         "selector": label,
         "n": n,
@@ -211,6 +221,8 @@ def child(label: str, n: int, reps: int, warmup: int) -> dict[str, Any]:
         "median_ms": statistics.median(times) * 1e3,
         "min_ms": min(times) * 1e3,
         "max_ms": max(times) * 1e3,
+        "median_cpu_ms": statistics.median(cpu) * 1e3,
+        "load_average": load,
         "alone_ms": statistics.median(times) * 1e3,
         "reps": len(times),
         "features_dtype": dtype,
@@ -307,6 +319,7 @@ def format_table(result: Mapping[str, Any]) -> str:
             notes = (
                 f"peak RSS {row['peak_rss_bytes'] / 2**30:.2f} GiB, "
                 f"{row['peak_beyond_features_bytes'] / 2**30:.2f} GiB beyond the features"
+                f" ({row['features_dtype']}); CPU {row['median_cpu_ms']:.1f} ms/step, load {row['load_average']:.1f}"
             )
         alone = f"{row['alone_ms']:9.3f}" if "alone_ms" in row else f"{'':9s}"
         lines.append(
