@@ -84,8 +84,9 @@ def test_float32_and_float64_features_pick_the_same_tasks_in_every_regime(config
         assert np.array_equal(alpha, first_alpha) and np.array_equal(beta, first_beta)
 
 
+@pytest.mark.parametrize("regime", list(REGIMES))
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int64, np.bool_, np.float16])
-def test_integer_bool_and_half_features_pick_what_float64_features_pick(dtype: type) -> None:
+def test_integer_bool_and_half_features_pick_what_float64_features_pick(dtype: type, regime: str) -> None:
     """0/1 features (integers, bools) and float16 ones are read as they are and pick what float64 copies pick."""
     rng = np.random.default_rng(1)
     f0 = (rng.random(2000) < 0.3).astype(np.float64)
@@ -93,7 +94,7 @@ def test_integer_bool_and_half_features_pick_what_float64_features_pick(dtype: t
     if dtype is np.float16:
         f0, f1 = grid_features(2000, seed=2)
     params = {"tau": 0.0, "target_reward": 0.5}
-    with patched(INDEX_MIN=0):
+    with patched(INDEX_MIN=0, **REGIMES[regime]):
         picks, (alpha, beta) = play(f0.astype(dtype), f1.astype(dtype), params, steps=12)
         expected, (alpha64, beta64) = play(f0, f1, params, steps=12)
     assert picks == expected and np.array_equal(alpha, alpha64) and np.array_equal(beta, beta64)

@@ -95,11 +95,13 @@ class CompactGrid:
         top = (1 << self.q_bits) - 1
         keys = []
         for start in range(0, x.size, _SCAN_CHUNK):
-            y64 = as64(y[start : start + _SCAN_CHUNK])
-            ids = np.flatnonzero((y64 >= lo) & (y64 < hi))
+            part = y[start : start + _SCAN_CHUNK]
+            if part.dtype.kind == "f" and part.dtype.itemsize < 4:  # lo, hi (multiples of 2^-16) are exact in float32
+                part = as64(part)
+            ids = np.flatnonzero((part >= lo) & (part < hi))
             if not ids.size:
                 continue
-            row = self._row_of(y64[ids])
+            row = self._row_of(as64(part[ids]))
             ids += start
             q = (as64(x[ids]) * float(1 << self.q_bits)).astype(np.int64)  # floor (x ≥ 0; exact scaling)
             np.minimum(q, top, out=q)
