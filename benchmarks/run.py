@@ -56,6 +56,8 @@ CASES: tuple[tuple[str, str, dict[str, Any], tuple[str, ...]], ...] = (
     ("offline_easy2hard", "offline_easy2hard", {}, ("f0",)),
     ("difficulty_based tau=1", "difficulty_based", {"tau": 1.0}, ("f0", "f1")),
     ("difficulty_based tau=0", "difficulty_based", {"tau": 0.0}, ("f0", "f1")),
+    ("difficulty_based tau=0 correlated", "difficulty_based", {"tau": 0.0, "feature_keys": ("f0", "f1c")},
+     ("f0", "f1c")),
     ("learnability", "learnability", {}, ()),
     ("thompson_target", "thompson_target", {}, ()),
     ("zero_variance_skip", "zero_variance_skip", {}, ()),
@@ -63,19 +65,38 @@ CASES: tuple[tuple[str, str, dict[str, Any], tuple[str, ...]], ...] = (
     ("prioritized_replay", "prioritized_replay", {}, ()),
 )
 REFERENCE_CASES = (("reference difficulty tau=1", 1.0), ("reference difficulty tau=0", 0.0))
+#: The N = 10^8 cases, each in its own process: label -> (parameters, feature dtype, feature columns).
+HUGE_CASES: dict[str, tuple[dict[str, Any], str, tuple[str, ...]]] = {
+    "difficulty_based tau=1": ({"tau": 1.0}, "float64", ("f0", "f1")),
+    "difficulty_based tau=0.5": ({"tau": 0.5}, "float64", ("f0", "f1")),
+    "difficulty_based tau=0": ({"tau": 0.0}, "float64", ("f0", "f1")),
+    "difficulty_based tau=0 correlated": ({"tau": 0.0, "feature_keys": ("f0", "f1c")}, "float64", ("f0", "f1c")),
+    "difficulty_based tau=1 float32": ({"tau": 1.0}, "float32", ("f0", "f1")),
+    "difficulty_based tau=0.5 float32": ({"tau": 0.5}, "float32", ("f0", "f1")),
+    "difficulty_based tau=0 float32": ({"tau": 0.0}, "float32", ("f0", "f1")),
+    "difficulty_based tau=0 float32 correlated": (
+        {"tau": 0.0, "feature_keys": ("f0", "f1c")}, "float32", ("f0", "f1c")
+    ),
+}
 
 
-def make_features(n: int, seed: int = 12345) -> dict[str, np.ndarray]:
-    """Two reference pass rates f0 ≤ f1 in [0, 1], filled in chunks (no N-sized temporaries at N = 10^8)."""
+def make_features(
+    n: int, seed: int = 12345, *, dtype: str = "float64", columns: Iterable[str] = ("f0", "f1", "f1c")
+) -> dict[str, np.ndarray]:
+    """Reference pass rates in [0, 1], filled in chunks (no N-sized temporaries at N = 10^8): ``f0`` and an
+    independent ``f1 ≥ f0``, and ``f1c = min(f0 + 0.2, 1)``, strongly correlated with ``f0`` (as two policies' pass
+    rates often are). Only ``columns`` are kept; the values do not depend on which are."""
     rng = np.random.default_rng(seed)
-    f0, f1 = np.empty(n), np.empty(n)
+    out = {c: np.empty(n, dtype=dtype) for c in columns}
     step = 1 << 22
     for start in range(0, n, step):
         stop = min(start + step, n)
         a = rng.random(stop - start) * 0.6
-        f0[start:stop] = a
-        f1[start:stop] = np.minimum(a + rng.random(stop - start) * 0.4, 1.0)
-    return {"f0": f0, "f1": f1}
+        b = np.minimum(a + rng.random(stop - start) * 0.4, 1.0)
+        for name, values in (("f0", a), ("f1", b), ("f1c", np.minimum(a + 0.2, 1.0))):
+            if name in out:
+                out[name][start:stop] = values
+    return out
 
 
 def state_bytes(state: Any) -> int:
@@ -171,25 +192,40 @@ def _peak_rss_bytes() -> int:
 
 
 def child(label: str, n: int, reps: int, warmup: int) -> dict[str, Any]:
-    """Time one difficulty_based case at ``n`` and measure its memory beyond the features (child process)."""
-    case = next(c for c in CASES if c[0] == label)
-    features = make_features(n)
+    """Time one difficulty_based case of :data:`HUGE_CASES` at ``n`` and measure its memory beyond the features
+    (child process)."""
+    params, dtype, columns = HUGE_CASES[label]
+    features = make_features(n, dtype=dtype, columns=columns)
     gc.collect()
     base = _rss_bytes()
     t0 = time.perf_counter()
-    sel = build(case[1], case[2], case[3], n, features)
+    sel = build("difficulty_based", params, columns, n, features)
     build_s = time.perf_counter() - t0
     values = np.random.default_rng(7).random((reps + warmup, BATCH))
-    times = _time_rounds({label: _stepper(sel, values)}, reps, warmup)[label]  # alone: one case per process
+    step = _stepper(sel, values)
+    cpu: list[float] = []
+
+    def timed(i: int) -> None:  # the step's CPU time too: on a busy machine its wall time includes waiting for a core
+        c0 = time.process_time()
+        step(i)
+        cpu.append(time.process_time() - c0)
+
+    times = _time_rounds({label: timed}, reps, warmup)[label]  # alone: one case per process
+    cpu = cpu[warmup:]
     peak = _peak_rss_bytes()
+    load = os.getloadavg()[0]
     row = {
         "selector": label,
         "n": n,
         "build_s": build_s,
         "median_ms": statistics.median(times) * 1e3,
         "min_ms": min(times) * 1e3,
+        "max_ms": max(times) * 1e3,
+        "median_cpu_ms": statistics.median(cpu) * 1e3,
+        "load_average": load,
         "alone_ms": statistics.median(times) * 1e3,
         "reps": len(times),
+        "features_dtype": dtype,
         "features_bytes": sum(int(a.nbytes) for a in features.values()),
         "rss_after_features_bytes": base,
         "peak_rss_bytes": peak,
@@ -211,10 +247,11 @@ def _mem_available_bytes() -> int:
 
 
 def bench_huge(n: int, reps: int, warmup: int) -> list[dict[str, Any]]:
-    """difficulty_based at ``n`` (tau = 1 and 0), each in a child process, when the memory is there."""
-    need = n * (16 + 16 + 8 + 8)  # features, α̃ and β̃, float32 mirrors, slack
+    """difficulty_based at ``n`` (:data:`HUGE_CASES`: tau 1, 0.5, 0; float64 and float32 features; independent and
+    correlated), each in a child process, when the memory is there."""
     rows = []
-    for label, *_ in (c for c in CASES if c[1] == "difficulty_based"):
+    for label, (_, dtype, _) in HUGE_CASES.items():
+        need = n * (np.dtype(dtype).itemsize * 2 + 12)  # features, store slot, greedy index and slack
         available = _mem_available_bytes()
         if available < need:
             rows.append(
@@ -282,6 +319,7 @@ def format_table(result: Mapping[str, Any]) -> str:
             notes = (
                 f"peak RSS {row['peak_rss_bytes'] / 2**30:.2f} GiB, "
                 f"{row['peak_beyond_features_bytes'] / 2**30:.2f} GiB beyond the features"
+                f" ({row['features_dtype']}); CPU {row['median_cpu_ms']:.1f} ms/step, load {row['load_average']:.1f}"
             )
         alone = f"{row['alone_ms']:9.3f}" if "alone_ms" in row else f"{'':9s}"
         lines.append(

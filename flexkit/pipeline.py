@@ -406,12 +406,17 @@ def make_selector(
     ):
         params[FEATURE_KEYS] = list(features)
     config = structure(make_converter(host), params, component.config_cls)
-    arrays = {k: _feature_array(v) for k, v in (features or {}).items()}
+    keep = getattr(component.factory, "keeps_feature_dtypes", False)  # reads numeric arrays of any dtype itself
+    arrays = {k: _feature_array(v, keep) for k, v in (features or {}).items()}
     return component.build(config, size=size, seed=seed, features=arrays)
 
 
-def _feature_array(values: Any) -> np.ndarray:
-    """A feature column as float64, or as given when it holds labels (strings) a grouping selector reads."""
+def _feature_array(values: Any, keep_dtype: bool) -> np.ndarray:
+    """A feature column for :func:`make_selector`: labels (strings) as given, for a grouping selector; numbers as
+    float64 (a copy unless they already are), or, for a selector that ``keeps_feature_dtypes``, a numeric numpy
+    array as it is (no copy)."""
+    if keep_dtype and isinstance(values, np.ndarray) and values.dtype.kind in "biuf":
+        return values
     array = np.asarray(values)
     if array.dtype.kind in "USO":
         return array

@@ -68,6 +68,9 @@ class Selector(Configurable, abc.ABC):
     repeats_across_epochs: ClassVar[bool] = False
     #: Whether feedback changes what the selector picks (it overrides :meth:`_update`).
     learns_from_feedback: ClassVar[bool] = False
+    #: Whether :func:`flexkit.make_selector` may pass numeric feature arrays of any dtype as they are (no float64
+    #: copy): the selector converts what it reads itself.
+    keeps_feature_dtypes: ClassVar[bool] = False
 
     def __init__(
         self,

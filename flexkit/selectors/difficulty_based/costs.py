@@ -3,8 +3,9 @@
 All scores are defined in float64 (``cost_i = |p̂_i − target|``, computed from the float64 state with the same
 float steps everywhere, :meth:`FastPassMixin._cost64`). A full pass over N tasks instead runs in float32 on
 mirrors kept next to the state: ``D = α̃ − target·(α̃ + β̃)`` and ``S = α̃ + β̃`` (updated for the batch rows at
-each feedback, rebuilt on a fold or load), and float32 copies of ``f0``, ``f1`` (up to
-:data:`~.tuning.FEATURE_MIRROR_MAX` tasks; above, the pass reads the float64 features). Dividing the transform by
+each feedback, rebuilt on a fold or load), and float32 features: the caller's columns themselves when their values
+are exact in float32, else float32 copies up to :data:`~.tuning.FEATURE_MIRROR_MAX` tasks and the float64 columns
+above (:mod:`.features`). Dividing the transform by
 ``a``, ``cost_i = |D_i + (p/a)·f0_i + (q/a)·f1_i + (b − target·s)/a| / (S_i + s/a)`` with ``s = b + b_β``: eight
 element-wise operations on cache-sized chunks. Every term is at most a few times ``(α_i + β_i)/a``, so the
 float32 value is within :data:`~.tuning.COST32_MARGIN` of the float64 one, and the fast pass only ever *filters*.
@@ -33,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from flexkit.selectors.difficulty_based import tuning
+from flexkit.selectors.difficulty_based.features import as64
 from flexkit.selectors.difficulty_based.store import TaskStore
 from flexkit.selectors.difficulty_based.topk import RunningBest, round_up32, smallest_pairs
 
@@ -173,7 +175,7 @@ class FastPassMixin:
     def _cost64(self, idx: np.ndarray) -> np.ndarray:
         """The exact float64 cost ``|p̂ − target|`` of the tasks ``idx``: the same float steps as the float64
         pass (:meth:`_exact_costs`), so the same bits."""
-        f0, f1 = self._f0[idx], self._f1[idx]
+        f0, f1 = as64(self._f0[idx]), as64(self._f1[idx])
         alpha_t, beta_t = self._store.values(idx, f0, f1)
         beta_t += alpha_t
         return self._cost64_rows(alpha_t, beta_t, f0, f1)
@@ -219,9 +221,9 @@ class FastPassMixin:
                 be += t
                 np.multiply(t, a, out=al)
                 al += b
-                np.multiply(self._f0[sl], p, out=t)
+                np.multiply(as64(self._f0[sl]), p, out=t)
                 al += t
-                np.multiply(self._f1[sl], q, out=t)
+                np.multiply(as64(self._f1[sl]), q, out=t)
                 al += t
                 be *= a
                 be += s0

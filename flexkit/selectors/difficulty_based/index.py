@@ -30,8 +30,13 @@ nearest the target lie in a *slab* of the feature plane, ``|P·f0 + Q·f1 − h*
   dirty rows re-read, O(dirty tasks). After a load the next selection measures the residuals in one float64
   pass.
 
-The index serves tasksets from :data:`~.tuning.INDEX_MIN` to :data:`~.tuning.INDEX_MAX` tasks and gives way to
-the float32 pass whenever it would read more than :data:`~.tuning.INDEX_BUDGET` of the tasks.
+The index serves tasksets from :data:`~.tuning.INDEX_MIN` to :data:`~.tuning.INDEX_MAX` (2^27) tasks and gives
+way to the float32 pass whenever it would read more than :data:`~.tuning.INDEX_BUDGET` of the tasks. Above
+:data:`~.tuning.INDEX_DENSE_MAX` (2^25) tasks it takes its compact layout: one
+:class:`~.compact_grid.CompactGrid` (4 bytes per task; rebuilt keyed on the other feature only once that
+feature's coefficient is :data:`~.tuning.GRID_SWAP` times larger) and a dirty bit per task in place of the
+4-byte stamps, about 4.5 bytes per task in all at 10^8 tasks; the slab search estimates its next width from a
+sample of a too-wide slab's tasks, so a step reads the features of about the slab's and the dirty tasks only.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ from collections.abc import Callable
 import numpy as np
 
 from flexkit.selectors.difficulty_based import tuning
+from flexkit.selectors.difficulty_based.compact_grid import CompactGrid
+from flexkit.selectors.difficulty_based.features import as64
 from flexkit.selectors.difficulty_based.index_structures import DirtyGroups, SlabGrid, grid_bits
 from flexkit.selectors.difficulty_based.store import TaskStore
 from flexkit.selectors.difficulty_based.topk import smallest_pairs
@@ -109,7 +116,7 @@ class GreedyIndexMixin:
 
     def _group_rows(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """What a dirty group keeps to score its tasks: ``α̃``, ``α̃ + β̃``, ``f0``, ``f1`` (copies)."""
-        f0, f1 = self._f0[idx], self._f1[idx]
+        f0, f1 = as64(self._f0[idx]), as64(self._f1[idx])
         alpha_t, beta_t = self._store.values(idx, f0, f1)
         beta_t += alpha_t
         return alpha_t, beta_t, f0, f1
@@ -151,7 +158,7 @@ class GreedyIndexMixin:
     def _rebuild_groups(self) -> DirtyGroups:
         """One pass over all tasks: the regular tasks' residual bound, and one dirty group of the tasks
         above the release limit (at most :meth:`_dirty_max`, the largest)."""
-        groups = DirtyGroups(self.size, 4)
+        groups = DirtyGroups(self.size, 4, compact=self.size > tuning.INDEX_DENSE_MAX)
         limit = self._release_limit()
         hot_idx: list[np.ndarray] = []
         hot_bound: list[np.ndarray] = []
@@ -163,7 +170,7 @@ class GreedyIndexMixin:
             alpha_t, total_t = alpha[: sl.stop - start], total[: sl.stop - start]
             self._store.slice_into(start, sl.stop, alpha_t, total_t)
             total_t += alpha_t
-            bound = self._residual_bound(alpha_t, total_t, self._f0[sl], self._f1[sl])
+            bound = self._residual_bound(alpha_t, total_t, as64(self._f0[sl]), as64(self._f1[sl]))
             hot = ~(bound <= limit)  # NaN (never from a state this class made) stays dirty
             if not hot.all():
                 regular = max(regular, float(bound[~hot].max()))
@@ -185,14 +192,30 @@ class GreedyIndexMixin:
             groups.release(limit, self._dirty_max())
         return groups
 
-    def _grid(self, by_f0: bool) -> SlabGrid:
-        """The feature grid keyed by ``f0`` (rows of ``f1``) or the other way round, built on first use."""
+    def _grid(self, by_f0: bool) -> SlabGrid | CompactGrid:
+        """The feature grid keyed by ``f0`` (rows of ``f1``) or the other way round, built on first use: a
+        :class:`SlabGrid` up to ``tuning.INDEX_DENSE_MAX`` tasks, a :class:`CompactGrid` above (one at a time)."""
         grid = self._grids.get(by_f0)
         if grid is None:
             x, y = (self._f0, self._f1) if by_f0 else (self._f1, self._f0)
             bits = grid_bits(self.size)
-            grid = self._grids[by_f0] = SlabGrid(x, y, row_bits=bits, col_bits=bits)
+            if self.size > tuning.INDEX_DENSE_MAX:
+                self._grids.clear()  # drop the other one first: never two at once
+                grid = CompactGrid(x, y, row_bits=bits, col_bits=max(bits - 1, 1))
+            else:
+                grid = SlabGrid(x, y, row_bits=bits, col_bits=bits)
+            self._grids[by_f0] = grid
         return grid
+
+    def _grid_key(self, cp: float, cq: float) -> bool:
+        """Whether to key the grid on ``f0``: on the feature with the larger coefficient, but a grid already built
+        serves while its key's coefficient is at least half the other (each grid costs a sort of all tasks to
+        build), above ``tuning.INDEX_DENSE_MAX`` tasks while it is at least ``1/tuning.GRID_SWAP`` of it."""
+        by_f0 = abs(cp) >= abs(cq)
+        if by_f0 not in self._grids and (not by_f0) in self._grids:
+            ratio = 2.0 if self.size <= tuning.INDEX_DENSE_MAX else tuning.GRID_SWAP
+            by_f0 = by_f0 if max(abs(cp), abs(cq)) > ratio * min(abs(cp), abs(cq)) else not by_f0
+        return by_f0
 
     def _greedy_indexed(self, k: int) -> np.ndarray | None:
         """The greedy top-k (as the float32 pass gives it, bit for bit) without a pass over all tasks, or None
@@ -218,11 +241,7 @@ class GreedyIndexMixin:
         eps = a_bound * (1.0 + (d0 + 2.0 * a_bound) / d0) / den_min
         eps += 32.0 * U64 * (8.0 + 8.0 * loose / den_min) + 16.0 * U64 * scalars / den_min
         eps *= 1.01
-        # Key the grid on the feature with the larger coefficient; a grid already built serves while its key's
-        # coefficient is at least half the other (each grid costs a sort of all tasks to build).
-        by_f0 = abs(cp) >= abs(cq)
-        if by_f0 not in self._grids and (not by_f0) in self._grids:
-            by_f0 = by_f0 if max(abs(cp), abs(cq)) > 2.0 * min(abs(cp), abs(cq)) else not by_f0
+        by_f0 = self._grid_key(cp, cq)
         cx, cy = (cp, cq) if by_f0 else (cq, cp)
         h_star = self._target * d0 - n0
         sign = 1.0 if cx > 0 else -1.0
@@ -231,7 +250,7 @@ class GreedyIndexMixin:
         budget = max(int(tuning.INDEX_BUDGET * self.size), 4 * k)
         dirty, dirty_cost = self._dirty_costs(groups)
         found = self._slab_search(
-            by_f0, cx, cy, h_star, min(k, self.size - dirty.size), budget, groups.stamp, dirty.size
+            by_f0, cx, cy, h_star, min(k, self.size - dirty.size), budget, groups, dirty.size
         )
         if found is None:
             return None
@@ -246,7 +265,7 @@ class GreedyIndexMixin:
             if runs.size + dirty.size > budget:
                 return None
             cand = grid.points(runs)
-            cand = cand[groups.stamp[cand] < 0]
+            cand = cand[groups.regular(cand)]
             cost = np.concatenate([dirty_cost, self._cost64(cand)])
         # The next selection starts a little wider than this one needed (its best tasks move a little).
         if self._width is not None:
@@ -262,10 +281,10 @@ class GreedyIndexMixin:
         return idx[mine], cost[mine]
 
     def _slab_search(
-        self, by_f0: bool, cx: float, cy: float, h_star: float, k: int, budget: int, stamp: np.ndarray, held: int
+        self, by_f0: bool, cx: float, cy: float, h_star: float, k: int, budget: int, groups: DirtyGroups, held: int
     ) -> tuple[np.ndarray, float] | None:
         """A slab ``|cx·x + cy·y − h*| ≤ W`` (x = f0 when ``by_f0``, else f1) holding at least ``k`` regular tasks
-        (``stamp < 0``; ``held`` tasks are dirty) and, where ties allow, at most ``tuning.SLAB_TARGET`` × ``k``.
+        (``groups.regular``; ``held`` tasks are dirty) and, where ties allow, at most ``tuning.SLAB_TARGET`` × ``k``.
         The search starts from the last selection's width (the best tasks move little between steps), widens
         while too few are inside (doubling steps while none is, else extrapolating from their distances), jumps
         to the distance of the 2k-th nearest when too many are, and bisects otherwise. Returns the slab's
@@ -296,13 +315,23 @@ class GreedyIndexMixin:
             else:
                 force = False
                 cand = grid.points(runs)
-                cand = cand[stamp[cand] < 0]
-                if cand.size < k:
+                if cand.size > held + target * k:  # more regular tasks than wanted whatever the dirty ones hold
+                    best, hi = (np.empty(0, dtype=np.int64), width), width  # its tasks are read if it stays best
+                    jump = _kth_distance(x, y, cand, cx, cy, h_star, 2 * k) * (1.0 + 1e-9)
+                    if lo < jump < hi:
+                        width = jump
+                        continue
+                    cand = None  # bisect below
+                else:
+                    cand = cand[groups.regular(cand)]
+                if cand is None:
+                    pass
+                elif cand.size < k:
                     lo = width
                     if soft <= width:
                         soft = math.inf
                     if cand.size and min(hi, soft) == math.inf:  # extrapolate from the tasks found so far
-                        near = float(np.abs(x[cand] * cx + y[cand] * cy - h_star).min())
+                        near = float(np.abs(as64(x[cand]) * cx + as64(y[cand]) * cy - h_star).min())
                         grow = (width - near) * min((2 * k - cand.size) / cand.size, 4.0)
                         width += max(grow, step)
                         continue
@@ -310,11 +339,7 @@ class GreedyIndexMixin:
                     best, hi = (cand, width), width
                     if cand.size <= target * k:
                         break
-                    dist = x[cand] * cx
-                    dist += y[cand] * cy
-                    dist -= h_star
-                    np.abs(dist, out=dist)
-                    jump = float(np.partition(dist, 2 * k - 1)[2 * k - 1]) * (1.0 + 1e-9)
+                    jump = _kth_distance(x, y, cand, cx, cy, h_star, 2 * k) * (1.0 + 1e-9)
                     if lo < jump < hi:
                         width = jump
                         continue
@@ -327,4 +352,23 @@ class GreedyIndexMixin:
                 break
             else:
                 width = 0.5 * (lo + top)
+        if best is not None and not best[0].size:  # the narrowest slab found was only counted: read its tasks
+            cand = grid.points(grid.runs(cx, cy, h_star - best[1], h_star + best[1]))
+            best = (cand[groups.regular(cand)], best[1])
         return best
+
+
+def _kth_distance(
+    x: np.ndarray, y: np.ndarray, cand: np.ndarray, cx: float, cy: float, h_star: float, rank: int
+) -> float:
+    """About the ``rank``-th smallest ``|cx·x + cy·y − h*|`` over the tasks ``cand`` (more than ``rank``): exact up to
+    ``tuning.DISTANCE_SAMPLE`` tasks, else from an evenly strided sample of that many (a width to try next, so an
+    estimate is enough, and it spares reading the features of many tasks at random)."""
+    stride = max(cand.size // tuning.DISTANCE_SAMPLE, 1)
+    part = cand[::stride] if stride > 1 else cand
+    dist = as64(x[part]) * cx
+    dist += as64(y[part]) * cy
+    dist -= h_star
+    np.abs(dist, out=dist)
+    i = min(max(-(-rank // stride) - 1, 0), dist.size - 1)
+    return float(np.partition(dist, i)[i])

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from flexkit.selectors.difficulty_based.features import as64
 from flexkit.selectors.difficulty_based.tuning import U64
 
 #: Tasks processed per vectorised step when building a grid.
@@ -29,6 +30,19 @@ _BUILD_CHUNK = 1 << 20
 def grid_bits(n: int) -> int:
     """Bits of rows (and of column buckets) of a grid over ``n`` points: about √n / 2 rows, 2 to 4096."""
     return int(min(max(np.ceil(np.log2(max(np.sqrt(n) / 2.0, 2.0))), 1), 12))
+
+
+def slab_rows(
+    cx: float, cy: float, lo: float, hi: float, y_lo: np.ndarray, y_hi: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows (between ``y_lo`` and ``y_hi``) that can hold a point of the slab ``lo ≤ cx·x + cy·y ≤ hi`` (``cx`` > 0),
+    with each row's bounds on ``x``, widened by the rounding of the float steps computing them."""
+    t_lo, t_hi = cy * y_lo, cy * y_hi
+    err = 8.0 * U64 * (abs(lo) + abs(hi) + 2.0 * abs(cy)) / cx
+    x_lo = (lo - np.maximum(t_lo, t_hi)) / cx - err
+    x_hi = (hi - np.minimum(t_lo, t_hi)) / cx + err
+    rows = np.flatnonzero((x_hi >= 0.0) & (x_lo <= 1.0) & (x_lo <= x_hi))
+    return rows, x_lo[rows], x_hi[rows]
 
 
 class SlabGrid:
@@ -50,8 +64,8 @@ class SlabGrid:
         keys = np.empty(n, dtype=np.uint32)
         for start in range(0, n, _BUILD_CHUNK):
             sl = slice(start, min(start + _BUILD_CHUNK, n))
-            row = np.minimum((y[sl] * rows).astype(np.uint32), rows - 1)  # y·2^r is exact: floor(y·rows)
-            col = np.minimum((x[sl] * float(1 << key_bits)).astype(np.uint32), (1 << key_bits) - 1)
+            row = np.minimum((as64(y[sl]) * rows).astype(np.uint32), rows - 1)  # y·2^r is exact: floor(y·rows)
+            col = np.minimum((as64(x[sl]) * float(1 << key_bits)).astype(np.uint32), (1 << key_bits) - 1)
             keys[sl] = (row << np.uint32(key_bits)) | col
         # Sort (key, point) pairs packed in one uint64 (a plain sort is much faster than an argsort).
         packed = keys.astype(np.uint64)
@@ -77,16 +91,10 @@ class SlabGrid:
     def runs(self, cx: float, cy: float, lo: float, hi: float) -> Runs:
         """The runs of positions to read for the slab ``lo ≤ cx·x + cy·y ≤ hi`` (``cx`` must be positive): per
         row that can hold a point of it, its buckets' positions and the row's key bounds (inclusive)."""
-        t_lo, t_hi = cy * self._y_lo, cy * self._y_hi
-        # cx·x + cy·y ∈ [lo, hi] with y in the row's [y_lo, y_hi]: x within these bounds, widened by the
-        # rounding of the few float steps computing them (a generous multiple of it).
-        err = 8.0 * U64 * (abs(lo) + abs(hi) + 2.0 * abs(cy)) / cx
-        x_lo = (lo - np.maximum(t_lo, t_hi)) / cx - err
-        x_hi = (hi - np.minimum(t_lo, t_hi)) / cx + err
-        rows = np.flatnonzero((x_hi >= 0.0) & (x_lo <= 1.0) & (x_lo <= x_hi))
+        rows, x_lo, x_hi = slab_rows(cx, cy, lo, hi, self._y_lo, self._y_hi)
         scale, top = float(1 << self.key_bits), (1 << self.key_bits) - 1
-        q_lo = (np.maximum(x_lo[rows], 0.0) * scale).astype(np.int64)  # floor (x ≥ 0)
-        q_hi = (np.minimum(x_hi[rows], 1.0) * scale).astype(np.int64)
+        q_lo = (np.maximum(x_lo, 0.0) * scale).astype(np.int64)  # floor (x ≥ 0)
+        q_hi = (np.minimum(x_hi, 1.0) * scale).astype(np.int64)
         np.minimum(q_lo, top, out=q_lo)
         np.minimum(q_hi, top, out=q_hi)
         row_base = rows << self._cols_log2
@@ -140,14 +148,19 @@ class DirtyGroups:
     marks older ones stale. The entries lie one after the other in buffers (a queue: added at the end, released
     from the front, moved back to the start when the end is reached), so the dirty tasks are read as one run,
     with a flag per entry saying whether it is the newest of its task. Memory: 4 bytes per task (``stamp``:
-    the serial number of the task's newest held entry, or −1 for a regular task) plus the buffers.
+    the serial number of the task's newest held entry, or −1 for a regular task) plus the buffers; with
+    ``compact``, one bit per task (held or not) instead, and a task observed again while held finds its older
+    entry by a search of the held entries (O(held) per feedback).
     """
 
     #: Entry serial numbers stay below this (stamps are int32); the caller rebuilds before (:attr:`exhausted`).
     SERIAL_LIMIT = 2**31 - 1 - 2**26
 
-    def __init__(self, size: int, columns: int) -> None:
-        self.stamp = np.full(size, -1, dtype=np.int32)
+    def __init__(self, size: int, columns: int, *, compact: bool = False) -> None:
+        #: Per task, the serial number of its newest held entry, or −1 (None when ``compact``: a bit per task says
+        #: whether it is held, :meth:`regular`).
+        self.stamp: np.ndarray | None = None if compact else np.full(size, -1, dtype=np.int32)
+        self._held_bits = np.zeros((size + 7) // 8 if compact else 0, dtype=np.uint8)
         self.groups: deque[Group] = deque()
         #: Residual bound of every regular task.
         self.bound = 0.0
@@ -162,6 +175,13 @@ class DirtyGroups:
         """Whether the serial numbers ran out (rebuild from scratch; needs about 2^31 observations)."""
         return self._base + self._tail >= self.SERIAL_LIMIT
 
+    def regular(self, idx: np.ndarray) -> np.ndarray:
+        """Per task of ``idx`` (int64), whether it is regular (held by no group)."""
+        if self.stamp is not None:
+            return self.stamp[idx] < 0
+        bits = self._held_bits[idx >> 3] >> (idx & 7).astype(np.uint8)
+        return (bits & 1) == 0
+
     @property
     def held(self) -> int:
         """Entries in all groups: tasks counted once per group holding them."""
@@ -173,14 +193,22 @@ class DirtyGroups:
         size = idx.size
         if self._tail + size > self._idx.size:
             self._make_room(size)
-        older = self.stamp[idx]
-        self._newest[older[older >= 0] - self._base] = False  # held entries of these tasks are now stale
+        if self.stamp is not None:
+            older = self.stamp[idx]
+            self._newest[older[older >= 0] - self._base] = False  # held entries of these tasks are now stale
+        else:
+            again = idx[~self.regular(idx)]
+            if again.size:  # their held entries are now stale: find them among the held entries
+                live = slice(self._head, self._tail)
+                self._newest[live][np.isin(self._idx[live], again)] = False
+            np.bitwise_or.at(self._held_bits, idx >> 3, np.left_shift(1, idx & 7).astype(np.uint8))
         sl = slice(self._tail, self._tail + size)
         self._idx[sl] = idx
         self._newest[sl] = True
         for column, values in zip(self._rows, rows, strict=True):
             column[sl] = values
-        self.stamp[idx] = np.arange(self._base + sl.start, self._base + sl.stop, dtype=np.int32)
+        if self.stamp is not None:
+            self.stamp[idx] = np.arange(self._base + sl.start, self._base + sl.stop, dtype=np.int32)
         self.groups.append(Group(bound, sl.start, sl.stop))
         self._tail += size
 
@@ -210,7 +238,11 @@ class DirtyGroups:
         groups = self.groups
         while groups and (groups[0].bound <= limit or self.held > max_held):
             group = groups.popleft()
-            self.stamp[self.tasks(group)] = -1
+            done = self.tasks(group)
+            if self.stamp is not None:
+                self.stamp[done] = -1
+            else:
+                np.bitwise_and.at(self._held_bits, done >> 3, np.invert(np.left_shift(1, done & 7).astype(np.uint8)))
             if not group.bound <= self.bound:  # (a NaN bound propagates)
                 self.bound = group.bound
             self._head = group.stop

@@ -57,7 +57,9 @@ import numpy as np
 from flexkit.config import field
 from flexkit.selectors.base import Selector, read_feature_columns
 from flexkit.selectors.difficulty_based import tuning
+from flexkit.selectors.difficulty_based.compact_grid import CompactGrid
 from flexkit.selectors.difficulty_based.costs import FastPassMixin
+from flexkit.selectors.difficulty_based.features import as64, fast_column
 from flexkit.selectors.difficulty_based.index import GreedyIndexMixin
 from flexkit.selectors.difficulty_based.index_structures import SlabGrid
 from flexkit.selectors.difficulty_based.sampling import SamplingMixin
@@ -124,18 +126,30 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
 
     Costs: feedback O(batch) (plus a rare fold: O(observed tasks), O(N) with the mirrors). Selection with
     ``tau > 0`` usually O(batch) (rejection sampling); with ``tau = 0`` O(recently observed tasks + a slab of
-    tasks near the target) through the greedy index, or else one float32 pass over N in cache-sized chunks
-    (eight element-wise operations and a comparison per task) plus float64 work on the few tasks that pass its
-    filter; ``do_sample`` and the untrusted-float32 fallback use a float64 pass with an N-sized cost array.
-    Memory: the posterior store (:mod:`.store`: 4 bytes per task plus 24 per task observed in the last fold
-    periods), up to ``tuning.MIRROR_MAX`` tasks float32 mirrors and feature copies (16 bytes per task), and
-    chunk buffers; the greedy index adds 12 bytes per task (20 with both grids); only the envelope sampler
-    (small ``tau``) allocates one N-sized float32 array while it runs. Feedback may arrive late or for tasks
-    that were not just selected. :meth:`posterior` gives the current Beta parameters.
+    tasks near the target) through the greedy index (2^17 to 2^27 tasks), or else one float32 pass over N in
+    cache-sized chunks (eight element-wise operations and a comparison per task) plus float64 work on the few
+    tasks that pass its filter; ``do_sample`` and the untrusted-float32 fallback use a float64 pass with an
+    N-sized cost array.
+
+    Features: the two columns are kept as the caller's arrays, read-only views without a copy, whatever their
+    numeric dtype (float64, float32, float16, integers, bools; values in [0, 1]); float64 values are computed
+    from them per gathered batch or chunk (:mod:`.features`), so float32 input picks exactly what float64 input
+    of the same values picks. Only float64 input up to ``tuning.FEATURE_MIRROR_MAX`` (2^25) tasks gets a float32
+    copy (4 bytes per task and column) for the float32 pass.
+
+    Memory: the posterior store (:mod:`.store`: 16 bytes per task up to 2^24 tasks; above, 4 bytes per task plus
+    24 per task observed in the last fold periods), up to ``tuning.MIRROR_MAX`` tasks the float32 mirrors (8 bytes
+    per task), and chunk buffers; the greedy index adds 12 bytes per task up to 2^25 tasks (20 with both grids),
+    about 4.5 above (:mod:`.compact_grid`); only the envelope sampler (small ``tau``) allocates one N-sized float32
+    array while it runs. Feedback may arrive late or for tasks that were not just selected. :meth:`posterior`
+    gives the current Beta parameters.
     """
 
     Config = DifficultyBasedConfig
     learns_from_feedback = True
+    #: The feature columns are kept as the caller's arrays whatever their numeric dtype (:mod:`.features`), so
+    #: :func:`flexkit.make_selector` passes numeric numpy arrays through without a float64 copy.
+    keeps_feature_dtypes = True
 
     #: The transform is folded into the arrays when its scale drops below this.
     fold_below: float = 1e-30
@@ -143,21 +157,17 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
     def _init_state(self) -> None:
         config = self.config
         cols = read_feature_columns(self.features, config.feature_keys, self.size, owner="difficulty_based")
-        checked = []
         for key, col in zip(config.feature_keys, cols, strict=True):
-            col64 = np.asarray(col, dtype=np.float64)
-            lo, hi = float(col64.min()), float(col64.max())
+            lo, hi = (float(col.min()), float(col.max())) if col.size else (0.0, 0.0)
             if lo < 0.0 or hi > 1.0:
                 bad = lo if lo < 0.0 else hi
                 raise ValueError(
                     f"difficulty_based: feature column {key!r} must hold pass rates in [0, 1], got {bad!r}"
                 )
-            checked.append(col64)
-        self._f0, self._f1 = checked
-        if self.size <= tuning.FEATURE_MIRROR_MAX:
-            self._f0_fast, self._f1_fast = self._f0.astype(np.float32), self._f1.astype(np.float32)
-        else:
-            self._f0_fast, self._f1_fast = self._f0, self._f1
+        # The caller's arrays themselves (read-only views, any numeric dtype): float64 values are computed from
+        # them row by row or chunk by chunk (:mod:`.features`), never as a full-size copy.
+        self._f0, self._f1 = cols
+        self._f0_fast, self._f1_fast = fast_column(self._f0, self.size), fast_column(self._f1, self.size)
         self._m = int(config.m)
         self._target = float(config.target_reward)
         self._tau = float(config.tau)
@@ -182,7 +192,7 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
         # mq·f1, ms; a fold maps it like every task), which the greedy index rests on; the index's feature grids
         # and dirty groups are built on first use.
         self._model = (1.0, 0.0, 0.0, 2.0)
-        self._grids: dict[bool, SlabGrid] = {}
+        self._grids: dict[bool, SlabGrid | CompactGrid] = {}
         self._reset_index()
 
     # -- the Beta parameters ----------------------------------------------------------------------------
@@ -201,7 +211,7 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
                 self._true_slice(slice(start, stop), alpha[start:stop], beta[start:stop], tmp[: stop - start])
             return alpha, beta
         idx = np.asarray(indices, dtype=np.int64)
-        f0, f1 = self._f0[idx], self._f1[idx]
+        f0, f1 = as64(self._f0[idx]), as64(self._f1[idx])
         alpha_t, beta_t = self._store.values(idx, f0, f1)
         pf0, qf1 = f0 * self._p, f1 * self._q
         alpha = alpha_t * self._a + self._b + pf0 + qf1
@@ -226,10 +236,10 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
         alpha += self._b
         beta *= self._a
         beta += self._b_beta
-        np.multiply(self._f0[sl], self._p, out=tmp)
+        np.multiply(as64(self._f0[sl]), self._p, out=tmp)
         alpha += tmp
         beta -= tmp
-        np.multiply(self._f1[sl], self._q, out=tmp)
+        np.multiply(as64(self._f1[sl]), self._q, out=tmp)
         alpha += tmp
         beta -= tmp
 
@@ -255,7 +265,7 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
         lamb = float(self.config.lamb)
         g = 1.0 - lamb
         m = self._m
-        f0b, f1b = self._f0[indices], self._f1[indices]
+        f0b, f1b = as64(self._f0[indices]), as64(self._f1[indices])
         mean0, mean1 = float(f0b.mean()), float(f1b.mean())
         denominator = mean1 - mean0
         if abs(denominator) >= C_DENOMINATOR_MIN:

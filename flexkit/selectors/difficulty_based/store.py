@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from flexkit.selectors.difficulty_based import tuning
+from flexkit.selectors.difficulty_based.features import as64
 
 #: The untouched model of a fresh selector: α̃ = β̃ = 1.
 FRESH = (1.0, 0.0, 0.0, 1.0)
@@ -79,7 +80,7 @@ class TaskStore:
     def slice_into(self, start: int, stop: int, alpha: np.ndarray, beta: np.ndarray) -> None:
         """Write ``α̃``, ``β̃`` of the tasks ``start:stop`` into ``alpha``, ``beta`` (float64, that size)."""
         sl = slice(start, stop)
-        self.model_values(self.f0[sl], self.f1[sl], alpha, beta)
+        self.model_values(as64(self.f0[sl]), as64(self.f1[sl]), alpha, beta)
         if self.count:
             self._overlay(self.slot[sl], alpha, beta)
 
@@ -148,7 +149,7 @@ class TaskStore:
         if self._untouched_follow(old, new, a, b, b_beta, p, q):
             n = self.count
             ids = self.ids[:n]
-            f0, f1 = self.f0[ids], self.f1[ids]
+            f0, f1 = as64(self.f0[ids]), as64(self.f1[ids])
             alpha, beta = _fold_rows(self.alpha[:n], self.beta[:n], f0, f1, a, b, b_beta, p, q)
             m_alpha, m_beta = self.model_values(f0, f1)
             keep = (alpha != m_alpha) | (beta != m_beta)
@@ -164,7 +165,7 @@ class TaskStore:
             w = stop - start
             self.coef = old
             self.slice_into(start, stop, al[:w], be[:w])
-            f0, f1 = self.f0[start:stop], self.f1[start:stop]
+            f0, f1 = as64(self.f0[start:stop]), as64(self.f1[start:stop])
             alpha, beta = _fold_rows(al[:w], be[:w], f0, f1, a, b, b_beta, p, q)
             self.coef = new
             m_alpha, m_beta = self.model_values(f0, f1)
@@ -223,7 +224,7 @@ class TaskStore:
         kept_ids, kept_alpha, kept_beta = [], [], []
         for start in range(0, self.size, tuning.CHUNK):
             stop = min(start + tuning.CHUNK, self.size)
-            m_alpha, m_beta = self.model_values(self.f0[start:stop], self.f1[start:stop])
+            m_alpha, m_beta = self.model_values(as64(self.f0[start:stop]), as64(self.f1[start:stop]))
             keep = np.flatnonzero((alpha[start:stop] != m_alpha) | (beta[start:stop] != m_beta))
             kept_ids.append(keep + start)
             kept_alpha.append(alpha[start:stop][keep])
@@ -235,7 +236,7 @@ class TaskStore:
         tasks of a sample of ``alpha``, ``beta`` exactly."""
         m0, mp, mq = model if model is not None else FRESH[:3]
         sample = min(self.size, tuning.CHUNK)
-        f0, f1 = self.f0[:sample], self.f1[:sample]
+        f0, f1 = as64(self.f0[:sample]), as64(self.f1[:sample])
         guess = beta[: min(sample, 64)] + f0[:64] * mp + f1[:64] * mq
         candidates = np.unique(np.concatenate([guess + k * np.spacing(guess) for k in (-2, -1, 0, 1, 2)] + [[1.0]]))
         best, best_hits = 1.0, -1
@@ -275,7 +276,16 @@ class DenseTaskStore(TaskStore):
     def __init__(self, f0: np.ndarray, f1: np.ndarray, coef: tuple[float, float, float, float] = FRESH) -> None:
         super().__init__(f0, f1, coef)
         self.slot = np.empty(0, dtype=np.int32)  # unused: every task is held
-        self._alpha_all, self._beta_all = self.model_values(f0, f1)
+        self._alpha_all, self._beta_all = self._model_all()
+
+    def _model_all(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every task's ``α̃``, ``β̃`` under the untouched model (new N-sized arrays, filled chunk by chunk from the
+        features: no float64 copy of them)."""
+        alpha, beta = np.empty(self.size), np.empty(self.size)
+        for start in range(0, self.size, tuning.CHUNK):
+            sl = slice(start, min(start + tuning.CHUNK, self.size))
+            self.model_values(as64(self.f0[sl]), as64(self.f1[sl]), alpha[sl], beta[sl])
+        return alpha, beta
 
     @property
     def nbytes(self) -> int:
@@ -306,8 +316,9 @@ class DenseTaskStore(TaskStore):
         self.coef = (a * m0 + b, a * mp + p, a * mq + q, a * n0 + b_beta)
         for start in range(0, self.size, tuning.CHUNK):
             sl = slice(start, min(start + tuning.CHUNK, self.size))
-            self._alpha_all[sl], self._beta_all[sl] = _fold_rows(self._alpha_all[sl], self._beta_all[sl],
-                                                                 self.f0[sl], self.f1[sl], a, b, b_beta, p, q)
+            self._alpha_all[sl], self._beta_all[sl] = _fold_rows(
+                self._alpha_all[sl], self._beta_all[sl], as64(self.f0[sl]), as64(self.f1[sl]), a, b, b_beta, p, q
+            )
 
     def state(self) -> dict[str, Any]:
         """The sparse format: the tasks whose values the untouched model does not give, in increasing order."""
@@ -318,7 +329,7 @@ class DenseTaskStore(TaskStore):
     def load(self, coef: tuple[float, ...], ids: np.ndarray, alpha: np.ndarray, beta: np.ndarray) -> None:
         """Every task from the model ``coef``, then the tasks ``ids`` with their values."""
         self.coef = tuple(float(c) for c in coef)  # type: ignore[assignment]
-        self._alpha_all, self._beta_all = self.model_values(self.f0, self.f1)
+        self._alpha_all, self._beta_all = self._model_all()
         self._alpha_all[ids], self._beta_all[ids] = alpha, beta
 
     def load_dense(self, alpha: np.ndarray, beta: np.ndarray, model: tuple[float, float, float] | None) -> None:

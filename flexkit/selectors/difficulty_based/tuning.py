@@ -46,8 +46,14 @@ GUMBEL_WINDOW = 45.0
 #: Greedy index (``tau = 0``): used for tasksets of this many tasks and more (below, the float32 pass is as fast:
 #: the index scores the ~10^4 recently observed tasks at every step whatever N)...
 INDEX_MIN = 1 << 17
-#: ...and at most this many (the grids and stamps cost 12 to 20 bytes per task).
-INDEX_MAX = FEATURE_MIRROR_MAX
+#: ...and at most this many (the compact grid packs a task's index in 27 bits of a uint32).
+INDEX_MAX = 1 << 27
+#: Up to this many tasks the index keeps a ``SlabGrid`` per key feature (8 bytes per task each, up to two) and a
+#: dirty stamp per task (4 bytes); above, one ``CompactGrid`` (4 bytes per task) and a dirty bit per task.
+INDEX_DENSE_MAX = FEATURE_MIRROR_MAX
+#: Above ``INDEX_DENSE_MAX`` tasks the one grid is rebuilt keyed on the other feature only once that feature's
+#: coefficient is this many times larger (a rebuild sorts every task again).
+GRID_SWAP = 8.0
 #: A group of observed tasks is released (scored through the grid again) once its residual can move a cost by
 #: at most about this much; the regular tasks' cost bound, and so the slab's widening, stays near it.
 RELEASE_EPS = 2.0**-12
@@ -60,6 +66,9 @@ INDEX_BUDGET = 0.125
 #: The slab search aims at this many times k tasks, in at most SLAB_STEPS tries.
 SLAB_TARGET = 32
 SLAB_STEPS = 40
+#: The slab search estimates the distance of the 2k-th nearest of more than this many tasks from a sample of this
+#: many (reading every one's features at random cost more than the rest of a step at 10^8 tasks).
+DISTANCE_SAMPLE = 4096
 
 #: Largest taskset whose α̃, β̃ are two dense arrays (16 bytes per task, plain indexing); larger tasksets keep
 #: them only for recently observed tasks (the sparse store, 4 bytes per task plus the stored ones).
