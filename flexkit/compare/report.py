@@ -13,7 +13,13 @@ from typing import IO, Any
 import attrs
 
 from flexkit.compare.results import ReportInfo, RunOutcome, SettingResult
-from flexkit.compare.statistics import MIN_INTERVAL_VALUES, interpolated_curve, mean_curve, reported_interval
+from flexkit.compare.statistics import (
+    MIN_INTERVAL_VALUES,
+    interpolated_curve,
+    largest_drop,
+    mean_curve,
+    reported_interval,
+)
 
 __all__ = ["cost_rows", "render_cost_table", "render_markdown", "render_table", "say", "summary_rows", "write_plot",
            "write_reports"]
@@ -179,6 +185,7 @@ def render_markdown(results: Sequence[SettingResult], info: ReportInfo, *, plot:
         "Cost per run (mean over the finished runs; trained samples: responses that entered the loss, after any "
         "filter; optimizer steps: steps whose update trained on at least one sample):", "",
         render_cost_table(results), "",
+        *_forgetting_lines(results),
         "Settings:", "",
     ]
     for res in results:
@@ -191,6 +198,24 @@ def render_markdown(results: Sequence[SettingResult], info: ReportInfo, *, plot:
         lines += ["", f"![eval accuracy per level vs rollouts]({level_plot.name})"]
     lines += _run_plot_links(results, out_dir)
     return "\n".join(lines) + "\n"
+
+
+def _forgetting_lines(results: Sequence[SettingResult]) -> list[str]:
+    """Per setting and level, the largest drop of held-out accuracy below its best earlier value, over the runs
+    (forgetting; nothing without per-level evaluations)."""
+    levels = _levels(results)
+    if not levels:
+        return []
+    header = ["setting", *[f"level {key.split('/', 1)[1]}" for key in levels]]
+    rows = []
+    for res in results:
+        cells = []
+        for key in levels:
+            drops = [largest_drop(r.level_curves[key]) for r in res.runs if key in r.level_curves]
+            cells.append(f"{max(drops):.3f}" if drops else "–")
+        rows.append([res.setting.name, *cells])
+    return ["Forgetting: the largest drop of each level's held-out accuracy below its best earlier value, worst run:",
+            "", _markdown_table(header, rows), ""]
 
 
 def _failure_lines(results: Sequence[SettingResult]) -> list[str]:
@@ -252,7 +277,8 @@ def _json_run(r: RunOutcome) -> dict[str, Any]:
             "optimizer_steps": r.optimizer_steps, "trained_samples": r.trained_samples,
             "steps_to_targets": r.steps_to_targets, "rollouts_to_targets": r.rollouts_to_targets,
             "accuracy_at_budgets": r.accuracy_at_budgets, "curve": r.curve, "rollout_curve": r.rollout_curve,
-            "level_curves": r.level_curves}
+            "level_curves": r.level_curves,
+            "largest_drop": {key: largest_drop(curve) for key, curve in r.level_curves.items()}}
 
 
 def _json_results(results: Sequence[SettingResult], info: ReportInfo) -> dict[str, Any]:
@@ -287,6 +313,8 @@ def _json_results(results: Sequence[SettingResult], info: ReportInfo) -> dict[st
                         for i, b in enumerate(budgets)],
             **{attr: _summary([getattr(r, attr) for r in res.runs])
                for attr in ("steps", "optimizer_steps", "trained_samples", "rollouts")},
+            "largest_drop": {key: max((largest_drop(r.level_curves[key]) for r in res.runs if key in r.level_curves),
+                                      default=None) for key in _levels([res])},
             "finished": n,
             "failed": failed,
             "runs": [_json_run(r) for r in res.runs],

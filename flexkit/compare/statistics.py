@@ -67,6 +67,16 @@ def accuracy_at(curve: list[tuple[int, float]], budget: int) -> float | None:
     return next(acc for x, acc in reversed(curve) if x <= budget)
 
 
+def largest_drop(curve: Sequence[tuple[int, float]]) -> float:
+    """How far an accuracy curve ever fell below its best earlier value: ``max_t (max_{s ≤ t} a_s − a_t)``
+    (0 for a curve that never falls). Per level, this is the forgetting a recipe shows."""
+    best, drop = -math.inf, 0.0
+    for _, value in curve:
+        best = max(best, value)
+        drop = max(drop, best - value)
+    return drop
+
+
 def default_budget(results: Sequence[SettingResult]) -> tuple[int, str]:
     """The default rollout budget: the fewest rollouts any run generated (every run has a value there; 0 when
     no run finished)."""

@@ -26,7 +26,7 @@ from flexkit.compare import (
     reported_interval,
     write_level_plot,
 )
-from flexkit.compare.statistics import accuracy_at, steps_to
+from flexkit.compare.statistics import accuracy_at, largest_drop, steps_to
 from tests.compare.test_compare import PIPELINE
 from tests.fixtures import read_metrics
 
@@ -129,6 +129,28 @@ def test_per_level_final_accuracy_and_curves(several: Comparison) -> None:
             for run in res.runs:  # one point per evaluation, at the run's own rollouts
                 assert [x for x, _ in run.level_curves[key]] == [x for x, _ in run.rollout_curve]
                 assert run.level_curves[key][-1][1] == run.final[key]
+
+
+def test_forgetting_is_the_largest_drop_below_the_best_earlier_value(several: Comparison) -> None:
+    assert largest_drop([(0, 0.5), (1, 0.9), (2, 0.6), (3, 1.0), (4, 0.8)]) == pytest.approx(0.3)
+    assert largest_drop([(0, 0.1), (1, 0.2)]) == 0.0 and largest_drop([]) == 0.0
+    data = json.loads((several.out_dir / "results.json").read_text())
+    for setting, res in zip(data["settings"], several.results, strict=True):
+        for key in (f"eval_accuracy/{level}" for level in (1, 2, 3, 4)):
+            drops = [largest_drop(run.level_curves[key]) for run in res.runs]
+            assert [run["largest_drop"][key] for run in setting["runs"]] == drops
+            assert setting["largest_drop"][key] == max(drops)
+    assert "Forgetting: the largest drop of each level's held-out accuracy below its best earlier value" in (
+        several.markdown)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0, 1), max_size=30))
+def test_largest_drop_is_zero_exactly_for_a_curve_that_never_falls(values: list[float]) -> None:
+    curve = list(enumerate(values))
+    never_falls = all(b >= a for a, b in zip(values, values[1:]))
+    assert (largest_drop(curve) == 0.0) == never_falls
+    assert largest_drop(curve) <= (max(values) - min(values) if values else 0.0)
 
 
 def test_levels_png(several: Comparison, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
