@@ -145,6 +145,10 @@ def check_toml(example: Example) -> None:
     if unknown:
         raise AssertionError(f"{example.path}:{example.line}: a TOML block with keys {sorted(unknown)} is neither "
                              "a pipeline (fragment) nor a pyproject.toml")
+    tasksets = data.get("tasksets")
+    entries = tasksets if isinstance(tasksets, list) else [tasksets] if isinstance(tasksets, dict) else []
+    if any(str(entry.get("path", "")).endswith(".parquet") for entry in entries if isinstance(entry, dict)):
+        pytest.importorskip("pyarrow", reason="a Parquet taskset needs pyarrow")
     plugins = [] if "plugins" in data else page_plugins(example.namespace)
     whole = "run" in data and isinstance(data.get("tasksets"), list)
     if whole and path is not None:
