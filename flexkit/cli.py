@@ -122,6 +122,12 @@ example:
     p.add_argument("--out", metavar="DIR", help="run folder (default: a fresh dated folder under runs/)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
     p.add_argument("--quiet", action="store_true", help="no progress display")
+    p.add_argument("--tensorboard", action="store_true",
+                   help="also log flexkit/... metrics to RUN_DIR/tensorboard "
+                   "(pip install \"flexkit-rft[tensorboard]\")")
+    p.add_argument("--wandb", action="store_true",
+                   help="also log them to an offline Weights & Biases run in RUN_DIR/wandb "
+                   "(pip install \"flexkit-rft[wandb]\")")
     _add_plugin_option(p)
     p.set_defaults(func=cmd_run)
 
@@ -377,12 +383,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     pipe = _load_with_overrides(args.file, args.overrides, args.plugin)
     run_dir = Path(args.resume) if args.resume else Path(args.out) if args.out else default_run_dir(
         name=Path(args.file).stem)
+    trackers = None
+    if args.tensorboard or args.wandb:
+        import attrs
+
+        from flexkit.trackers import Trackers
+
+        config = json.loads(json.dumps(attrs.asdict(pipe.config), default=str))
+        trackers = Trackers(run_dir, tensorboard=args.tensorboard, wandb=args.wandb, config=config)
     try:
         result = run_pipeline(pipe, run_dir=run_dir, resume=bool(args.resume),
-                              progress=None if args.quiet else sys.stderr)
+                              progress=None if args.quiet else sys.stderr, trackers=trackers)
     except RunInterrupted as stop:
         _say_interrupted(args, stop)
         return 130
+    finally:
+        if trackers is not None:
+            trackers.close()
     print("\n".join(summary_lines(result)))
     return 0
 

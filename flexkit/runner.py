@@ -181,11 +181,13 @@ def run_pipeline(
     run_dir: str | os.PathLike[str],
     resume: bool = False,
     progress: IO[str] | None = sys.stderr,
+    trackers: Any = None,
 ) -> RunResult:
     """Run ``pipe`` with its ``[trainer]`` to the end of its schedule, writing into ``run_dir``.
 
-    With ``resume``, continue from ``run_dir/checkpoint``. Raises :class:`~flexkit.ConfigError` when the
-    pipeline has no trainer.
+    With ``resume``, continue from ``run_dir/checkpoint``. ``trackers`` (a :class:`flexkit.trackers.Trackers`)
+    also get each step's ``flexkit/...`` metrics. Raises :class:`~flexkit.ConfigError` when the pipeline has no
+    trainer.
     """
     cfg = pipe.config
     if cfg.trainer is None:
@@ -213,7 +215,7 @@ def run_pipeline(
     try:
         if not resumed.finished:
             last, last_eval, first_eval = _loop(pipe, trainer, run_dir, metrics_path, start, first_eval, last_eval,
-                                                counters, bar, saved)
+                                                counters, bar, saved, trackers)
     except KeyboardInterrupt:
         raise RunInterrupted(run_dir, saved.get("step")) from None
     except BrokenPipeError:
@@ -256,6 +258,7 @@ def _loop(
     counters: dict[str, int],
     bar: _Progress,
     saved: dict[str, int],
+    trackers: Any = None,
 ) -> tuple[dict[str, Any], dict[str, float], dict[str, float] | None]:
     """The step loop of :func:`run_pipeline`; returns the last record and the first and last evaluations, and
     keeps the step of the last checkpoint it committed in ``saved["step"]``."""
@@ -270,10 +273,15 @@ def _loop(
             last_eval = dict(first_eval)
             out.write(json.dumps({"step": INITIAL_STEP, **counters, **first_eval}) + "\n")
             out.flush()
+            if trackers is not None:
+                from flexkit.trackers import eval_metrics
+
+                trackers.log(eval_metrics(first_eval), step=0)
         budget = cfg.run.max_rollouts
         snapshot = EstimateSnapshot.take(sched)  # what the selectors believe before the step
         for step in range(start, total):
-            record, tasks = _train_step(pipe, trainer, stage, step, counters)
+            spent = counters["rollouts"]
+            record, tasks, feedback = _train_step(pipe, trainer, stage, step, counters)
             snapshot = _record_selection(record, tasks, snapshot, sched)
             done = step + 1 == total or (budget is not None and counters["rollouts"] >= budget)
             if eval_every and ((step + 1) % eval_every == 0 or done):
@@ -282,6 +290,10 @@ def _loop(
             out.write(json.dumps(record) + "\n")
             out.flush()
             last = record
+            if trackers is not None:
+                from flexkit.trackers import run_metrics
+
+                trackers.log(run_metrics(pipe, record, feedback, counters["rollouts"] - spent), step=step + 1)
             bar.update(step, record, last_eval.get("eval_accuracy"))
             if (ckpt_every and (step + 1) % ckpt_every == 0) or done:
                 pipe.save_checkpoint(run_dir / CHECKPOINT_DIR, extra={
@@ -310,9 +322,10 @@ class _StepOutcome:
 
 
 def _train_step(pipe: Pipeline, trainer: Any, stage: Any, step: int,
-                counters: dict[str, int]) -> tuple[dict[str, Any], list[Any]]:
-    """One step (plain, or with dynamic sampling under ``[sample.refill]``) as a metrics record, and the tasks it
-    drew; adds the responses and tokens generated to the cumulative ``counters``."""
+                counters: dict[str, int]) -> tuple[dict[str, Any], list[Any], list[Mapping[str, Any]]]:
+    """One step (plain, or with dynamic sampling under ``[sample.refill]``) as a metrics record, the tasks it
+    drew and its feedback payloads (one per round); adds the responses and tokens generated to the cumulative
+    ``counters``."""
     sample = pipe.config.sample
     if sample is not None and sample.refill is not None:
         outcome = _refill_step(pipe, trainer, step)
@@ -332,7 +345,7 @@ def _train_step(pipe: Pipeline, trainer: Any, stage: Any, step: int,
         record.update(stage.metrics())
     if outcome.kept_fraction is not None:
         record["kept_fraction"] = outcome.kept_fraction
-    return record, outcome.tasks
+    return record, outcome.tasks, outcome.feedback
 
 
 def _record_selection(record: dict[str, Any], tasks: list[Any], before: EstimateSnapshot,
