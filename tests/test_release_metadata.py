@@ -72,3 +72,14 @@ def test_ci_runs_the_built_wheels_after_the_test_command() -> None:
     assert " -e " not in script and "--editable" not in script
     assert 'cd "$tmp/work"' in script  # not from the checkout
     assert re.search(r"flexkit\" plugins", script) and "flexkit\" run \"$root/examples/quickstart.toml\"" in script
+
+
+@pytest.mark.parametrize(("plugin", "extras"), [("flexkit-rft-verl", ("verl", "test")),
+                                                ("flexkit-rft-trinity", ("trinity", "test"))])
+def test_extras_that_pull_ray_default_cap_virtualenv(plugin: str, extras: tuple[str, ...]) -> None:
+    """verl and Trinity-RFT pull ray[default] (virtualenv) and tensordict's pyvers (packaging<26); without a cap pip
+    tries every virtualenv release that needs packaging>=26.3 before 21.14.5 (the install speed of the README's
+    test command)."""
+    optional = _project(ROOT / "plugins" / plugin / "pyproject.toml")["optional-dependencies"]
+    for extra in extras:
+        assert "virtualenv<21.14.6" in optional[extra], (plugin, extra)
