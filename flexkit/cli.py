@@ -14,7 +14,7 @@ from typing import Any
 
 from flexkit._version import DISTRIBUTION, __version__
 from flexkit.errors import ConfigError, FlexkitError
-from flexkit.log import configure_cli_logging
+from flexkit.log import configure_cli_logging, say
 
 DEFAULT_SCHEMA_PATH = Path("schemas") / "pipeline.schema.json"
 
@@ -66,6 +66,15 @@ def _add_plugin_option(parser: argparse.ArgumentParser, *, pipelines: bool = Tru
     )
 
 
+def _add_output_options(parser: argparse.ArgumentParser) -> None:
+    """``-v`` and ``--log-format`` on a subcommand too (``flexkit run x.toml -v``); they add to / replace the
+    ones given before the subcommand."""
+    parser.add_argument("--log-format", dest="sub_log_format", choices=["console", "json"], default=None,
+                        help="format of log output and messages on stderr (default: console)")
+    parser.add_argument("-v", "--verbose", dest="sub_verbose", action="count", default=0,
+                        help="more log output (-v info, -vv debug)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``flexkit`` command."""
     parser = argparse.ArgumentParser(
@@ -75,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"flexkit {__version__}")
     parser.add_argument("--log-format", choices=["console", "json"], default="console",
-                        help="format of log output on stderr (default: console)")
+                        help="format of log output and messages on stderr (default: console; also after the "
+                        "command)")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-v info, -vv debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -114,6 +124,12 @@ example:
     p.add_argument("--out", metavar="DIR", help="run folder (default: a fresh dated folder under runs/)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
     p.add_argument("--quiet", action="store_true", help="no progress display")
+    p.add_argument("--tensorboard", action="store_true",
+                   help="also log flexkit/... metrics to RUN_DIR/tensorboard "
+                   "(pip install \"flexkit-rft[tensorboard]\")")
+    p.add_argument("--wandb", action="store_true",
+                   help="also log them to an offline Weights & Biases run in RUN_DIR/wandb "
+                   "(pip install \"flexkit-rft[wandb]\")")
     _add_plugin_option(p)
     p.set_defaults(func=cmd_run)
 
@@ -199,8 +215,10 @@ runs the failed or missing ones again from the start. Ctrl-C writes the reports 
 
     p = sub.add_parser("preview", help="show what a pipeline would draw, step by step",
                        description="Run a pipeline's scheduler without a trainer and print each step's taskset "
-                       "mix and indices, optionally feeding simulated rewards back to the selectors, to debug "
-                       "a curriculum.")
+                       "mix, its level mix (rows with a level) or bins of the --feedback FIELD, and the indices, "
+                       "optionally feeding simulated rewards back to the selectors, to debug a curriculum. With "
+                       "[sample.refill] and --feedback, each task's group is drawn from its simulated reward, the "
+                       "pipeline's filter drops groups and the refill rounds are shown.")
     p.add_argument("file", metavar="FILE", help="pipeline TOML file")
     p.add_argument("--steps", type=int, default=10, help="number of steps to show (default 10)")
     p.add_argument("--json", action="store_true", help="print one JSON object per step")
@@ -224,6 +242,8 @@ runs the failed or missing ones again from the start. Ctrl-C writes the reports 
                    help="also include the components of this installed distribution (repeatable), e.g. "
                    "flexkit-rft-toyrl for schemas/toyrl.schema.json")
     p.set_defaults(func=cmd_schema)
+    for command in sub.choices.values():
+        _add_output_options(command)
     return parser
 
 
@@ -263,27 +283,28 @@ def _main(argv: Sequence[str] | None) -> int:
     """Parse the arguments and run the command, with errors as messages."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
-    configure_cli_logging(args.log_format, level)
+    verbose = args.verbose + getattr(args, "sub_verbose", 0)
+    level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
+    configure_cli_logging(getattr(args, "sub_log_format", None) or args.log_format, level)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     try:
         return int(args.func(args) or 0)
     except ConfigError as exc:
-        print(exc.report(), file=sys.stderr)
+        say("config_error", exc.report(), level="error", issues=[str(issue) for issue in exc.issues])
         return 1
     except FlexkitError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say("error", f"error: {exc}", level="error", error=type(exc).__name__)
         return 1
     except BrokenPipeError:
         raise  # the output was cut: main() ends quietly
     except OSError as exc:  # a full or read-only disk, a folder that vanished: a message, not a traceback
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+        say("error", f"error: {where}{exc.strerror or exc}", level="error", error=type(exc).__name__)
         return 1
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        say("interrupted", "interrupted", level="warning")
         return 130
 
 
@@ -321,7 +342,8 @@ def cmd_plugins(args: argparse.Namespace) -> int:
             origin = f"{row['distribution'] or 'local'} {row['version'] or ''}".strip()
             print(f"  {row['name']:<22} {origin:<22} {row['description']}")
     for failure in host.failures:
-        print(f"problem: {failure}", file=sys.stderr)
+        say("plugin_problem", f"problem: {failure}", level="warning", plugin=failure.plugin,
+            distribution=failure.distribution, phase=failure.phase, error=failure.error)
     return 1 if host.failures else 0
 
 
@@ -337,7 +359,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             sched = pipe.scheduler  # opens every taskset and builds every selector
             rows = _check_every_row(sched, path)
         except ConfigError as exc:
-            print(exc.report() if exc.source else exc.with_source(path).report(), file=sys.stderr)
+            say("config_error", exc.report() if exc.source else exc.with_source(path).report(), level="error")
             status = 1
             continue
         print(f"{path}: valid")
@@ -370,18 +392,63 @@ def _check_every_row(sched: object, source: str) -> dict[str, int]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``flexkit run``: drive the pipeline's trainer to the end; print the before/after summary."""
-    from flexkit.runner import default_run_dir, run_pipeline, summary_lines
+    from flexkit.runner import RunInterrupted, default_run_dir, run_pipeline, summary_lines
 
     if args.resume and args.out and Path(args.out) != Path(args.resume):
-        print("error: give --resume RUN_DIR or --out DIR, not both", file=sys.stderr)
+        say("error", "error: give --resume RUN_DIR or --out DIR, not both", level="error")
         return 2
     pipe = _load_with_overrides(args.file, args.overrides, args.plugin)
     run_dir = Path(args.resume) if args.resume else Path(args.out) if args.out else default_run_dir(
         name=Path(args.file).stem)
-    result = run_pipeline(pipe, run_dir=run_dir, resume=bool(args.resume),
-                          progress=None if args.quiet else sys.stderr)
+    trackers = None
+    if args.tensorboard or args.wandb:
+        import attrs
+
+        from flexkit.trackers import Trackers
+
+        config = json.loads(json.dumps(attrs.asdict(pipe.config), default=str))
+        trackers = Trackers(run_dir, tensorboard=args.tensorboard, wandb=args.wandb, config=config)
+    try:
+        result = run_pipeline(pipe, run_dir=run_dir, resume=bool(args.resume),
+                              progress=None if args.quiet else sys.stderr, trackers=trackers)
+    except RunInterrupted as stop:
+        _say_interrupted(args, stop)
+        return 130
+    finally:
+        if trackers is not None:
+            trackers.close()
     print("\n".join(summary_lines(result)))
     return 0
+
+
+def resume_command(args: argparse.Namespace, run_dir: Path) -> str:
+    """The ``flexkit run`` command line that continues ``args``' run from ``run_dir``'s checkpoint: the same
+    FILE, ``--set`` and plugin options, with ``--resume RUN_DIR``."""
+    import shlex
+
+    words = ["flexkit", "run", args.file]
+    for override in args.overrides:
+        words += ["--set", override]
+    for plugin in args.plugin:
+        words += ["--plugin", plugin]
+    if args.no_pipeline_plugins:
+        words.append("--no-pipeline-plugins")
+    words += ["--resume", str(run_dir)]
+    return shlex.join(words)
+
+
+def _say_interrupted(args: argparse.Namespace, stop: object) -> None:
+    """After Ctrl-C: the last checkpoint's step and the command that continues from it."""
+    run_dir, step = stop.run_dir, stop.checkpoint_step  # type: ignore[attr-defined]
+    if step is None:
+        say("run_interrupted", f"\ninterrupted before the first checkpoint of {run_dir}: nothing to resume; start "
+            f"again with --out {run_dir} (it reuses the folder)", level="warning", run_dir=str(run_dir),
+            checkpoint_step=None)
+        return
+    command = resume_command(args, run_dir)
+    say("run_interrupted", f"\ninterrupted; the last checkpoint is at step {step} in {run_dir}\n"
+        f"continue with: {command}", level="warning", run_dir=str(run_dir), checkpoint_step=step,
+        resume_command=command)
 
 
 def _load_with_overrides(path: str, overrides: Sequence[str], plugins: Sequence[str]) -> object:
@@ -398,7 +465,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     from flexkit.pipeline import load_pipeline
 
     if args.samples < 1 or (args.chunk is not None and args.chunk < 1):
-        print("error: --samples and --chunk must be >= 1", file=sys.stderr)
+        say("error", "error: --samples and --chunk must be >= 1", level="error")
         return 2
     pipe = load_pipeline(args.file, plugins=args.plugin)
     out = annotate(pipe, out=args.out, samples=args.samples, column=args.column, taskset=args.taskset,
@@ -416,7 +483,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     try:
         seeds = parse_seeds(args.seeds)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say("error", f"error: {exc}", level="error")
         return 2
     try:
         targets = _number_list(args.target, float, "--target")
@@ -483,10 +550,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from flexkit.plot import plot_run
 
     if not Path(args.run_dir).is_dir():
-        print(f"error: no run folder {args.run_dir}", file=sys.stderr)
+        say("error", f"error: no run folder {args.run_dir}", level="error")
         return 1
     if args.dpi < 10:
-        print("error: --dpi must be >= 10", file=sys.stderr)
+        say("error", "error: --dpi must be >= 10", level="error")
         return 2
     def note(text: str) -> None:
         print(f"note: not drawn: {text}", file=sys.stderr)
@@ -497,68 +564,26 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
-    """``flexkit preview``: draw ``--steps`` batches and print the mix and indices of each."""
-    import numpy as np
-
-    from flexkit.feedback import SELECTOR_METRIC
+    """``flexkit preview``: draw ``--steps`` batches and print each one's mix, level / field bins, refill rounds
+    and indices (:mod:`flexkit.preview`)."""
     from flexkit.pipeline import load_pipeline
+    from flexkit.preview import preview_steps
 
     if args.steps < 1:
-        print("error: --steps must be >= 1", file=sys.stderr)
+        say("error", "error: --steps must be >= 1", level="error")
         return 2
     pipe = load_pipeline(args.file, plugins=args.plugin)
     sched = pipe.scheduler
-    rng = np.random.default_rng(pipe.config.run.seed)
+    shown = 0
     try:
-        for _ in range(args.steps):
-            step, epoch = sched.step, sched.epoch
-            try:
-                tasks = sched.read()
-            except StopIteration:
-                print(f"(run ends after {sched.total_steps} steps)", file=sys.stderr)
-                break
-            by_taskset: dict[str, list[int]] = {name: [] for name in sched.names}
-            for task in tasks:
-                by_taskset[task.taskset].append(task.index)
-            values = _simulated_feedback(args.feedback, tasks, rng)
-            if args.json:
-                record = {"step": step, "epoch": epoch, "tasksets": by_taskset}
-                if values is not None:
-                    record["feedback"] = {str(k): v for k, v in values.items()}
-                print(json.dumps(record))
-            else:
-                mix = ", ".join(f"{name}: {len(ix)}" for name, ix in by_taskset.items())
-                print(f"step {step} (epoch {epoch}) [{mix}]")
-                for name, indices in by_taskset.items():
-                    if indices:
-                        print(f"  {name}: {indices}")
-            if values is not None:
-                sched.feedback({SELECTOR_METRIC: values})
+        for summary in preview_steps(pipe, args.steps, args.feedback):
+            shown += 1
+            print(json.dumps(summary.to_json()) if args.json else "\n".join(summary.lines()))
     finally:
         sched.close()
+    if shown < args.steps:
+        say("preview_end", f"(run ends after {sched.total_steps} steps)")
     return 0
-
-
-def _simulated_feedback(mode: str, tasks: list, rng: object) -> dict | None:
-    """Per-taskset feedback for ``flexkit preview``: none, uniform random, or a row field's value."""
-    if mode == "none":
-        return None
-    values: dict[int, dict[str, list]] = {}
-    for task in tasks:
-        part = values.setdefault(task.taskset_id, {"indices": [], "values": []})
-        if task.index in part["indices"]:
-            continue
-        if mode == "random":
-            value = float(rng.uniform())  # type: ignore[attr-defined]
-        else:
-            raw = task.data.get(mode)
-            if isinstance(raw, bool) or not isinstance(raw, (int, float)):
-                raise FlexkitError(f"--feedback {mode}: task {task.index} of {task.taskset!r} has no numeric "
-                                   f"field {mode!r}")
-            value = float(raw)
-        part["indices"].append(task.index)
-        part["values"].append(value)
-    return values
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -569,7 +594,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
     wanted, local = {DISTRIBUTION, *args.distribution}, set(args.plugin)
     missing = sorted(set(args.distribution) - {c.distribution for c in host.all_components()})
     if missing:
-        print(f"error: no installed distribution registers components: {', '.join(missing)}", file=sys.stderr)
+        say("error", f"error: no installed distribution registers components: {', '.join(missing)}", level="error")
         return 2
     include = None if args.all_plugins else (lambda c: c.distribution in wanted or c.plugin in local)
     text = dumps(pipeline_schema(host, include))
@@ -578,10 +603,10 @@ def cmd_schema(args: argparse.Namespace) -> int:
         try:
             current = path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            print(f"{path}: missing; regenerate with: {REGENERATE_COMMAND}", file=sys.stderr)
+            say("schema_check_failed", f"{path}: missing; regenerate with: {REGENERATE_COMMAND}", level="error")
             return 1
         if current != text:
-            print(f"{path}: out of date; regenerate with: {REGENERATE_COMMAND}", file=sys.stderr)
+            say("schema_check_failed", f"{path}: out of date; regenerate with: {REGENERATE_COMMAND}", level="error")
             return 1
         print(f"{path}: up to date")
         return 0

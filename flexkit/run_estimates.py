@@ -25,8 +25,9 @@ PASS_RATE_BINS = 20
 
 
 def predicted_pass_rates(selector: Any, size: int) -> np.ndarray | None:
-    """Every task's pass-rate estimate held by ``selector`` (``size`` tasks), or ``None`` when it keeps none (or
-    reports something that is not ``size`` finite numbers in [0, 1])."""
+    """A copy of every task's pass-rate estimate held by ``selector`` (``size`` tasks), or ``None`` when it keeps
+    none (or reports something that is not ``size`` finite numbers in [0, 1]). The copy is flexkit's: the selector
+    may return its own state array and go on updating it."""
     values: Any = None
     if callable(getattr(selector, "predicted_pass_rates", None)):
         values = selector.predicted_pass_rates()
@@ -39,7 +40,7 @@ def predicted_pass_rates(selector: Any, size: int) -> np.ndarray | None:
         values = selector.posterior_mean()
     if values is None:
         return None
-    arr = np.asarray(values, dtype=np.float64)
+    arr = np.array(values, dtype=np.float64, copy=True)  # a selector may return (and later change) its own state
     if arr.shape != (size,) or not np.isfinite(arr).all() or (arr < 0).any() or (arr > 1).any():
         return None
     return arr

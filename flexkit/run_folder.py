@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ import structlog
 from flexkit.checkpoint import STATE_FILE
 from flexkit.errors import CheckpointError, FlexkitError
 from flexkit.pipeline import Pipeline
+from flexkit.schema_line import copy_pipeline_file
 from flexkit.state_checks import is_count
 
 log = structlog.get_logger("flexkit.runner")
@@ -79,7 +79,7 @@ def start_run_folder(pipe: Pipeline, run_dir: Path) -> None:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         if _is_pipeline_file(pipe.source):
-            shutil.copyfile(pipe.source, run_dir / "pipeline.toml")
+            copy_pipeline_file(pipe.source, run_dir / "pipeline.toml")  # its #:schema path still valid
         resolved = json.dumps(attrs.asdict(pipe.config), indent=2, default=str) + "\n"
         (run_dir / "resolved.json").write_text(resolved)
         (run_dir / METRICS_FILE).write_text("", encoding="utf-8")

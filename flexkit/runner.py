@@ -28,6 +28,7 @@ import structlog
 from flexkit.dynamic_sampling import count_tokens, fill_batch
 from flexkit.errors import ConfigError, ConfigIssue, FlexkitError, TasksetError
 from flexkit.feedback import SELECTOR_METRIC, snapshot_experiences
+from flexkit.log import say
 from flexkit.pipeline import Pipeline
 from flexkit.run_estimates import EstimateSnapshot, level_mix
 from flexkit.run_folder import (
@@ -54,6 +55,32 @@ class RunResult:
     first_eval: dict[str, float]
     last_eval: dict[str, float]
     last_metrics: dict[str, Any]
+    #: Why the run stopped: :data:`STEP_LIMIT` (all of ``[run] total_steps`` / ``total_epochs`` done) or
+    #: :data:`ROLLOUT_BUDGET` (``[run] max_rollouts`` spent first).
+    stop_reason: str = ""
+    total_steps: int = 0
+    max_rollouts: int | None = None
+
+
+#: :attr:`RunResult.stop_reason` values.
+STEP_LIMIT = "step limit"
+ROLLOUT_BUDGET = "rollout budget"
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`run_pipeline`: a :class:`KeyboardInterrupt` that knows the run folder and the step
+    of its last committed checkpoint (``None``: none written yet), so the caller can say how to resume."""
+
+    def __init__(self, run_dir: Path, checkpoint_step: int | None) -> None:
+        super().__init__(f"interrupted; last checkpoint: {checkpoint_step}")
+        self.run_dir, self.checkpoint_step = run_dir, checkpoint_step
+
+
+def stop_reason(steps: int, total_steps: int, rollouts: int | None, max_rollouts: int | None) -> str:
+    """Why a run that did ``steps`` of ``total_steps`` and generated ``rollouts`` stopped."""
+    if steps < total_steps and max_rollouts is not None and rollouts is not None and rollouts >= max_rollouts:
+        return ROLLOUT_BUDGET
+    return STEP_LIMIT
 
 
 def trainer_seed(seed: int) -> np.random.SeedSequence:
@@ -155,11 +182,13 @@ def run_pipeline(
     run_dir: str | os.PathLike[str],
     resume: bool = False,
     progress: IO[str] | None = sys.stderr,
+    trackers: Any = None,
 ) -> RunResult:
     """Run ``pipe`` with its ``[trainer]`` to the end of its schedule, writing into ``run_dir``.
 
-    With ``resume``, continue from ``run_dir/checkpoint``. Raises :class:`~flexkit.ConfigError` when the
-    pipeline has no trainer.
+    With ``resume``, continue from ``run_dir/checkpoint``. ``trackers`` (a :class:`flexkit.trackers.Trackers`)
+    also get each step's ``flexkit/...`` metrics. Raises :class:`~flexkit.ConfigError` when the pipeline has no
+    trainer.
     """
     cfg = pipe.config
     if cfg.trainer is None:
@@ -177,15 +206,19 @@ def run_pipeline(
     counters = {"rollouts": 0, "generated_tokens": 0}
     if resume:
         resumed = resume_run_folder(pipe, trainer, run_dir, counters)
+        _say_resumed(run_dir, resumed, sched.total_steps, counters["rollouts"])
     else:
         start_run_folder(pipe, run_dir)
         resumed = Resumed()
     start, first_eval, last_eval = resumed.start, resumed.first_eval, resumed.last_eval
     last: dict[str, Any] = {}
+    saved = {"step": start} if resume else {}  # the step of the last committed checkpoint
     try:
         if not resumed.finished:
             last, last_eval, first_eval = _loop(pipe, trainer, run_dir, metrics_path, start, first_eval, last_eval,
-                                                counters, bar)
+                                                counters, bar, saved, trackers)
+    except KeyboardInterrupt:
+        raise RunInterrupted(run_dir, saved.get("step")) from None
     except BrokenPipeError:
         raise  # the progress display's reader went away: the command line ends quietly
     except OSError as exc:  # a full or read-only disk under the metrics file (checkpoint writes raise their own)
@@ -197,8 +230,22 @@ def run_pipeline(
         sched.close()
     last = last or resumed.last_record
     steps = int(last["step"]) + 1 if last else start
+    budget = cfg.run.max_rollouts
     return RunResult(run_dir=run_dir, steps=steps, first_eval=dict(first_eval or {}), last_eval=last_eval,
-                     last_metrics=last)
+                     last_metrics=last, stop_reason=stop_reason(steps, sched.total_steps, last.get("rollouts"), budget),
+                     total_steps=sched.total_steps, max_rollouts=budget)
+
+
+def _say_resumed(run_dir: Path, resumed: Resumed, total: int, rollouts: int) -> None:
+    """Tell where a resumed run continues from (or that it had finished)."""
+    if resumed.finished:
+        say("run_already_finished", f"{run_dir}: the run had already finished at step {resumed.start} of {total} "
+            f"({rollouts:,} rollouts); nothing to train (a larger run.total_steps extends it)",
+            run_dir=str(run_dir), step=resumed.start, total_steps=total, rollouts=rollouts)
+    else:
+        say("run_resumed", f"resuming {run_dir} from its checkpoint at step {resumed.start} of {total} "
+            f"({rollouts:,} rollouts so far)", run_dir=str(run_dir), step=resumed.start, total_steps=total,
+            rollouts=rollouts)
 
 
 def _loop(
@@ -211,8 +258,11 @@ def _loop(
     last_eval: dict[str, float],
     counters: dict[str, int],
     bar: _Progress,
+    saved: dict[str, int],
+    trackers: Any = None,
 ) -> tuple[dict[str, Any], dict[str, float], dict[str, float] | None]:
-    """The step loop of :func:`run_pipeline`; returns the last record and the first and last evaluations."""
+    """The step loop of :func:`run_pipeline`; returns the last record and the first and last evaluations, and
+    keeps the step of the last checkpoint it committed in ``saved["step"]``."""
     cfg, sched = pipe.config, pipe.scheduler
     total = sched.total_steps
     eval_every, ckpt_every = cfg.run.eval_every, cfg.run.checkpoint_every
@@ -224,10 +274,15 @@ def _loop(
             last_eval = dict(first_eval)
             out.write(json.dumps({"step": INITIAL_STEP, **counters, **first_eval}) + "\n")
             out.flush()
+            if trackers is not None:
+                from flexkit.trackers import eval_metrics
+
+                trackers.log(eval_metrics(first_eval), step=0)
         budget = cfg.run.max_rollouts
         snapshot = EstimateSnapshot.take(sched)  # what the selectors believe before the step
         for step in range(start, total):
-            record, tasks = _train_step(pipe, trainer, stage, step, counters)
+            spent = counters["rollouts"]
+            record, tasks, feedback = _train_step(pipe, trainer, stage, step, counters)
             snapshot = _record_selection(record, tasks, snapshot, sched)
             done = step + 1 == total or (budget is not None and counters["rollouts"] >= budget)
             if eval_every and ((step + 1) % eval_every == 0 or done):
@@ -236,12 +291,17 @@ def _loop(
             out.write(json.dumps(record) + "\n")
             out.flush()
             last = record
+            if trackers is not None:
+                from flexkit.trackers import run_metrics
+
+                trackers.log(run_metrics(pipe, record, feedback, counters["rollouts"] - spent), step=step + 1)
             bar.update(step, record, last_eval.get("eval_accuracy"))
             if (ckpt_every and (step + 1) % ckpt_every == 0) or done:
                 pipe.save_checkpoint(run_dir / CHECKPOINT_DIR, extra={
                     "trainer": trainer.state_dict(),
                     "runner": {"step": step + 1, "first_eval": first_eval, "last_eval": last_eval, **counters},
                 })
+                saved["step"] = step + 1
             if done:
                 break
     return last, last_eval, first_eval
@@ -263,9 +323,10 @@ class _StepOutcome:
 
 
 def _train_step(pipe: Pipeline, trainer: Any, stage: Any, step: int,
-                counters: dict[str, int]) -> tuple[dict[str, Any], list[Any]]:
-    """One step (plain, or with dynamic sampling under ``[sample.refill]``) as a metrics record, and the tasks it
-    drew; adds the responses and tokens generated to the cumulative ``counters``."""
+                counters: dict[str, int]) -> tuple[dict[str, Any], list[Any], list[Mapping[str, Any]]]:
+    """One step (plain, or with dynamic sampling under ``[sample.refill]``) as a metrics record, the tasks it
+    drew and its feedback payloads (one per round); adds the responses and tokens generated to the cumulative
+    ``counters``."""
     sample = pipe.config.sample
     if sample is not None and sample.refill is not None:
         outcome = _refill_step(pipe, trainer, step)
@@ -285,7 +346,7 @@ def _train_step(pipe: Pipeline, trainer: Any, stage: Any, step: int,
         record.update(stage.metrics())
     if outcome.kept_fraction is not None:
         record["kept_fraction"] = outcome.kept_fraction
-    return record, outcome.tasks
+    return record, outcome.tasks, outcome.feedback
 
 
 def _record_selection(record: dict[str, Any], tasks: list[Any], before: EstimateSnapshot,
@@ -387,4 +448,10 @@ def summary_lines(result: RunResult) -> list[str]:
     spent = result.last_metrics.get("rollouts")
     if spent is not None:
         lines += ["", f"rollouts generated: {spent:,} ({result.last_metrics.get('generated_tokens', 0):,} tokens)"]
+    if result.stop_reason == ROLLOUT_BUDGET:
+        lines.append(f"stopped: rollout budget spent ([run] max_rollouts = {result.max_rollouts:,}) after step "
+                     f"{result.steps} of {result.total_steps}")
+    elif result.stop_reason == STEP_LIMIT and result.total_steps:
+        lines.append(f"stopped: step limit reached ({result.steps} of {result.total_steps} steps, [run] "
+                     "total_steps / total_epochs)")
     return lines

@@ -1,6 +1,6 @@
 """Every install line, install hint and declared dependency names a distribution of this repository.
 
-The package index's ``flexkit`` is an unrelated project: ``pip install "flexkit[plot]"`` would replace this
+The package index's ``flexkit`` is an unrelated project: installing ``flexkit[plot]`` by name would replace this
 package with it. The import name stays ``flexkit``; the distributions are ``flexkit-rft`` and ``flexkit-rft-*``.
 """
 
@@ -31,7 +31,7 @@ def _tracked_text_files() -> list[str]:
         pytest.skip("not a git checkout")
     own = {"tests/test_distribution_names.py", "tests/distribution_names.py"}  # they quote bad lines on purpose
     return [p for p in out.splitlines() if p not in own and (
-        p.endswith((".md", ".py", ".toml", ".sh", ".yaml", ".yml", ".txt")) or p == ".ci/run")]
+        p.endswith((".md", ".py", ".toml", ".sh", ".yaml", ".yml", ".txt")) or p.startswith(".ci/"))]
 
 
 def test_the_core_distribution_is_flexkit_rft_and_plugins_share_its_prefix() -> None:

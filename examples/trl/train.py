@@ -43,7 +43,7 @@ pipe = flexkit.load_pipeline(HERE / "pipeline.toml")       # tasksets lay out tr
 dataset = load_dataset("json", data_files=str(HERE / "train.jsonl"), split="train")
 model, tokenizer = tiny_model_and_tokenizer()
 args = GRPOConfig(
-    output_dir="grpo-flexkit", report_to="none", save_strategy="no", logging_steps=1, disable_tqdm=True,
+    output_dir="runs/trl-example", report_to="none", save_strategy="no", logging_steps=1, disable_tqdm=True,
     use_cpu=True, bf16=False,                                 # CPU flags: drop them on a GPU
     per_device_train_batch_size=8, steps_per_generation=2,    # generation batch: 8 × 1 process × 2 = 16 completions
     num_generations=4,                                        # 16 // 4 = 4 prompts = the pipeline's batch_size

@@ -97,6 +97,8 @@ def test_cli_annotate_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_a_trained_checkpoint_is_the_stronger_reference(tmp_path: Path) -> None:
     from flexkit.runner import run_pipeline
 
+    pq = pytest.importorskip("pyarrow.parquet")  # the stronger reference is written as Parquet
+
     trained = {**DATA, "run": {**DATA["run"], "total_steps": 40, "eval_every": 0},
                "trainer": {"type": "simulator", "group_size": 4, "learning_rate": 1.0}}
     run_pipeline(pipeline_from_dict(trained, base_dir=tmp_path), run_dir=tmp_path / "run", progress=None)
@@ -104,7 +106,6 @@ def test_a_trained_checkpoint_is_the_stronger_reference(tmp_path: Path) -> None:
                      progress=None)
     strong = annotate(pipeline_from_dict(trained, base_dir=tmp_path), out=tmp_path / "t.parquet", samples=16,
                       checkpoint=tmp_path / "run", progress=None)
-    pq = pytest.importorskip("pyarrow.parquet")
     strong_rates = np.array(pq.read_table(strong).column("pass_rate").to_pylist())
     start_rates = np.array([r["pass_rate"] for r in _rows(start)])
     assert strong_rates.mean() > start_rates.mean() + 0.05

@@ -42,7 +42,9 @@ def _with_output_cut(*args: str) -> subprocess.CompletedProcess[bytes]:
 def test_a_cut_output_ends_quietly(args: tuple[str, ...]) -> None:
     result = _with_output_cut(*args)
     assert b"Traceback" not in result.stderr and b"BrokenPipe" not in result.stderr, result.stderr.decode()
-    assert result.returncode == (0 if "--help" in args else EXIT_OUTPUT_CUT)  # argparse ignores a cut help
+    # argparse's help ignores the cut on Python 3.11+ (exit 0); on 3.10 the interpreter's final flush meets the
+    # closed pipe and the process ends by SIGPIPE's convention (141), still with no traceback: both are clean.
+    assert result.returncode in ((0, EXIT_OUTPUT_CUT) if "--help" in args else (EXIT_OUTPUT_CUT,))
 
 
 def test_head_sees_clean_output() -> None:

@@ -135,3 +135,21 @@ def test_resume_keeps_the_new_records_byte_identical(tmp_path: Path, every: int)
     crash_run(load_pipeline(path), tmp_path / "broken", 33)
     assert main(["run", str(path), "--resume", str(tmp_path / "broken"), "--quiet"]) == 0
     assert (tmp_path / "broken" / "metrics.jsonl").read_bytes() == (tmp_path / "full" / "metrics.jsonl").read_bytes()
+
+
+def test_predicted_pass_rates_are_copied_from_the_selector() -> None:
+    class Own:
+        def __init__(self) -> None:
+            self.estimate = np.full(4, 0.25)
+
+        def predicted_pass_rates(self) -> np.ndarray:
+            return self.estimate  # its own state array, which it goes on updating
+
+    selector = Own()
+    values = predicted_pass_rates(selector, 4)
+    assert values is not None and values is not selector.estimate
+    selector.estimate[:] = 0.75  # the next feedback, e.g. in the background thread
+    assert values.tolist() == [0.25] * 4
+    snapshot = EstimateSnapshot({0: values})
+    selector.estimate[:] = 1.0
+    assert snapshot.estimates[0].tolist() == [0.25] * 4

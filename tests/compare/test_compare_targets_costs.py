@@ -4,6 +4,7 @@ rollouts, seconds), per-level results and plot, and the rule that prints no inte
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -148,7 +149,7 @@ def test_forgetting_is_the_largest_drop_below_the_best_earlier_value(several: Co
 @given(st.lists(st.floats(0, 1), max_size=30))
 def test_largest_drop_is_zero_exactly_for_a_curve_that_never_falls(values: list[float]) -> None:
     curve = list(enumerate(values))
-    never_falls = all(b >= a for a, b in zip(values, values[1:]))
+    never_falls = all(b >= a for a, b in itertools.pairwise(values))
     assert (largest_drop(curve) == 0.0) == never_falls
     assert largest_drop(curve) <= (max(values) - min(values) if values else 0.0)
 

@@ -145,6 +145,10 @@ def check_toml(example: Example) -> None:
     if unknown:
         raise AssertionError(f"{example.path}:{example.line}: a TOML block with keys {sorted(unknown)} is neither "
                              "a pipeline (fragment) nor a pyproject.toml")
+    tasksets = data.get("tasksets")
+    entries = tasksets if isinstance(tasksets, list) else [tasksets] if isinstance(tasksets, dict) else []
+    if any(str(entry.get("path", "")).endswith(".parquet") for entry in entries if isinstance(entry, dict)):
+        pytest.importorskip("pyarrow", reason="a Parquet taskset needs pyarrow")
     plugins = [] if "plugins" in data else page_plugins(example.namespace)
     whole = "run" in data and isinstance(data.get("tasksets"), list)
     if whole and path is not None:
@@ -202,6 +206,11 @@ def _not_run(command: list[str]) -> str | None:
     return None
 
 
+def _is_install(command: list[str]) -> bool:
+    """``pip install ...``, also through a venv's own pip (``.venv/bin/pip install ...``)."""
+    return len(command) > 1 and (command[0] == "pip" or command[0].endswith("/bin/pip")) and command[1] == "install"
+
+
 def check_install(example: Example, commands: list[list[str]]) -> None:
     """Check a block of ``pip install`` commands without running it: each ``-e PATH`` (or local path) is a
     folder of this repository with a ``pyproject.toml``, and each ``name==version`` pin is the version installed
@@ -232,6 +241,8 @@ def check_install(example: Example, commands: list[list[str]]) -> None:
                     installed = metadata.version(name)
                 except metadata.PackageNotFoundError:
                     continue
+                if "+" not in version:  # ==2.13.0 matches 2.13.0+cpu (PEP 440: the local label is ignored)
+                    installed = installed.split("+", 1)[0]
                 assert installed == version, (
                     f"{example.path}:{example.line}: the page pins {name}=={version}, tested here with {installed}")
 
@@ -239,11 +250,13 @@ def check_install(example: Example, commands: list[list[str]]) -> None:
 def run_bash(example: Example) -> None:
     """Run a bash block in ``bash -e`` with this Python's scripts first on ``PATH``; only :data:`RUNNABLE`
     programs are allowed (mark other blocks as not run, with the reason). A block of ``pip install`` commands
-    only is checked by :func:`check_install` instead."""
+    only (``python3 -m venv`` and a venv's ``.venv/bin/pip`` included) is checked by :func:`check_install`
+    instead."""
     source = str(example.parsed)
     commands = list(_commands(source))
-    if commands and all(c[:2] == ["pip", "install"] for c in commands):
-        check_install(example, commands)
+    if commands and all(_is_install(c) or c[:3] == ["python3", "-m", "venv"] for c in commands) and any(
+            _is_install(c) for c in commands):
+        check_install(example, [c for c in commands if _is_install(c)])
         return
     for command in commands:
         refused = _not_run(command)

@@ -95,3 +95,18 @@ def test_file_headers() -> None:
     assert file_header("# flexkit-x/flexkit_x/__init__.py\n") == "flexkit-x/flexkit_x/__init__.py"
     assert file_header("# train_dp.py: torchrun ...\n") is None
     assert file_header("import flexkit\n") is None
+
+
+def test_an_install_block_may_create_its_venv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib import metadata
+
+    torch = metadata.version("torch").split("+")[0]
+    venv_line = (f"python3 -m venv .venv && .venv/bin/pip install torch=={torch} && "
+                 ".venv/bin/pip install -e . -e plugins/flexkit-rft-trl")
+    _run(tmp_path, monkeypatch, f"{FENCE}bash\n{venv_line}\n{FENCE}\n")  # checked, not run: no .venv appears
+    assert not (tmp_path / ".venv").exists()
+    with pytest.raises(AssertionError, match="not a distribution of this repository"):
+        _run(tmp_path, monkeypatch, f"{FENCE}bash\npython3 -m venv v && v/bin/pip install -e plugins/x\n{FENCE}\n")
+    with pytest.raises(AssertionError, match="names the distribution 'flexkit'"):
+        not_ours = "flexkit[x]"  # the index's unrelated project (named here, not in an install line of this file)
+        _run(tmp_path, monkeypatch, f'{FENCE}bash\npython3 -m venv v && v/bin/pip install "{not_ours}"\n{FENCE}\n')

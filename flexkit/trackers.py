@@ -1,0 +1,112 @@
+"""Experiment trackers for ``flexkit run``: TensorBoard and Weights & Biases (offline), both optional.
+
+The run folder stays the source of truth (``metrics.jsonl``); a tracker gets, after every recorded step, the
+same ``flexkit/...`` metrics the host integrations log (:func:`flexkit.host_metrics.pipeline_metrics`: mix,
+sample stage, feedback pass rates, selector summaries, ``flexkit/rollouts`` for the step), plus the run's own
+``flexkit/run/reward_mean`` and, on evaluation steps, ``flexkit/eval/accuracy`` and
+``flexkit/eval/accuracy/<level>``. The x axis is the training step (1-based: the step's record ``step + 1``,
+so the evaluation before training is at 0).
+
+* TensorBoard (``--tensorboard``; ``pip install "flexkit-rft[tensorboard]"``): event files in
+  ``RUN_DIR/tensorboard/`` through ``torch.utils.tensorboard`` (``tensorboard --logdir RUN_DIR/tensorboard``).
+* Weights & Biases (``--wandb``; ``pip install "flexkit-rft[wandb]"``): an offline run in ``RUN_DIR/wandb/``,
+  uploaded later with ``wandb sync RUN_DIR/wandb/offline-run-*`` if you want; nothing leaves the machine.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from flexkit.errors import FlexkitError
+from flexkit.feedback import SELECTOR_METRIC
+from flexkit.host_metrics import PREFIX, pipeline_metrics
+
+__all__ = ["Trackers", "merge_feedback", "run_metrics"]
+
+
+def merge_feedback(payloads: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One feedback payload from a step's rounds (dynamic sampling feeds back once per round)."""
+    merged: dict[Any, dict[str, list]] = {}
+    for payload in payloads:
+        for tid, part in (payload or {}).get(SELECTOR_METRIC, {}).items():
+            into = merged.setdefault(tid, {"indices": [], "values": []})
+            into["indices"] += list(part.get("indices", []))
+            into["values"] += list(part.get("values", []))
+    return {SELECTOR_METRIC: merged}
+
+
+def run_metrics(pipe: Any, record: Mapping[str, Any], feedback: Sequence[Mapping[str, Any]],
+                rollouts: int | None) -> dict[str, float]:
+    """The ``flexkit/...`` metrics of one step's metrics ``record`` (see the module docstring)."""
+    out = pipeline_metrics(pipe, feedback=merge_feedback(feedback), rollouts=rollouts)
+    reward = record.get("reward_mean")
+    if isinstance(reward, (int, float)) and math.isfinite(reward):
+        out[f"{PREFIX}run/reward_mean"] = float(reward)
+    out.update(eval_metrics(record))
+    return out
+
+
+def eval_metrics(record: Mapping[str, Any]) -> dict[str, float]:
+    """``flexkit/eval/accuracy[/<level>]`` of a record's evaluation (empty without one)."""
+    return {f"{PREFIX}eval/{key.removeprefix('eval_')}": float(value) for key, value in record.items()
+            if key.startswith("eval_accuracy") and isinstance(value, (int, float))}
+
+
+class Trackers:
+    """The trackers a run asked for; :meth:`log` after each step, :meth:`close` at the end."""
+
+    def __init__(self, run_dir: str | Path, *, tensorboard: bool = False, wandb: bool = False,
+                 config: Mapping[str, Any] | None = None) -> None:
+        self.run_dir = Path(run_dir)
+        self.config = dict(config or {})
+        self.tensorboard, self.wandb = tensorboard, wandb
+        self._writer: Any = None
+        self._wandb: Any = None
+        self._opened = False
+        if tensorboard:  # a missing package is an error before the run starts; files appear at the first log
+            try:
+                import tensorboard as _tensorboard  # noqa: F401  (torch.utils.tensorboard needs it)
+                from torch.utils.tensorboard import SummaryWriter  # noqa: F401
+            except ImportError:
+                raise FlexkitError('--tensorboard needs the tensorboard package: pip install '
+                                   '"flexkit-rft[tensorboard]"') from None
+        if wandb:
+            try:
+                import wandb as _wandb  # noqa: F401
+            except ImportError:
+                raise FlexkitError('--wandb needs the wandb package: pip install "flexkit-rft[wandb]"') from None
+
+    def _open(self) -> None:
+        self._opened = True
+        if self.tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._writer = SummaryWriter(log_dir=str(self.run_dir / "tensorboard"))
+        if self.wandb:
+            import wandb
+
+            (self.run_dir / "wandb").mkdir(parents=True, exist_ok=True)
+            self._wandb = wandb.init(mode="offline", dir=str(self.run_dir), project="flexkit",
+                                     name=self.run_dir.name, config=self.config)
+
+    def log(self, metrics: Mapping[str, float], step: int) -> None:
+        """Send ``metrics`` at training step ``step`` (the first call opens the trackers in the run folder)."""
+        if not self._opened:
+            self._open()
+        if self._writer is not None:
+            for name, value in metrics.items():
+                self._writer.add_scalar(name, value, global_step=step)
+        if self._wandb is not None:
+            self._wandb.log(dict(metrics), step=step)
+
+    def close(self) -> None:
+        """Flush and close every tracker."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        if self._wandb is not None:
+            self._wandb.finish()
+            self._wandb = None

@@ -1,0 +1,128 @@
+"""``flexkit run`` talks like the tools people know: Ctrl-C names the last checkpoint and the exact ``--resume``
+command, a resumed run says where it continues, a finished run says why it stopped, and ``-v`` /
+``--log-format json`` work after the subcommand and cover every message."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from flexkit.cli import build_parser, main, resume_command
+from flexkit.runner import ROLLOUT_BUDGET, STEP_LIMIT, stop_reason
+from tests.fixtures import ROOT
+
+SIMULATED = str(ROOT / "examples" / "simulated.toml")
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "flexkit", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+
+
+def test_stop_reason() -> None:
+    assert stop_reason(10, 10, 500, None) == STEP_LIMIT
+    assert stop_reason(10, 10, 500, 400) == STEP_LIMIT  # both at once: the step limit
+    assert stop_reason(4, 10, 512, 500) == ROLLOUT_BUDGET
+    assert stop_reason(4, 10, 499, 500) == STEP_LIMIT  # a resumed finished run with fewer steps recorded
+
+
+def test_a_finished_run_says_why_it_stopped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", SIMULATED, "--out", str(tmp_path / "a"), "--quiet", "--set", "run.total_steps=6"]) == 0
+    assert "stopped: step limit reached (6 of 6 steps" in capsys.readouterr().out
+    assert main(["run", SIMULATED, "--out", str(tmp_path / "b"), "--quiet",
+                 "--set", "run.total_steps=50,run.max_rollouts=1000"]) == 0
+    out = capsys.readouterr().out
+    assert "stopped: rollout budget spent ([run] max_rollouts = 1,000) after step 4 of 50" in out
+
+
+def test_a_resumed_run_says_where_it_continues(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = str(tmp_path / "r")
+    assert main(["run", SIMULATED, "--out", run, "--quiet", "--set", "run.total_steps=4"]) == 0
+    capsys.readouterr()
+    assert main(["run", SIMULATED, "--resume", run, "--quiet", "--set", "run.total_steps=6"]) == 0
+    assert f"resuming {run} from its checkpoint at step 4 of 6 (1,024 rollouts so far)" in capsys.readouterr().err
+    assert main(["run", SIMULATED, "--resume", run, "--quiet", "--set", "run.total_steps=6", "--log-format",
+                 "json"]) == 0
+    events = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.startswith("{")]
+    finished = next(e for e in events if e["event"] == "run_already_finished")
+    assert finished["step"] == 6 and finished["level"] == "info" and "nothing to train" in finished["message"]
+
+
+def test_the_resume_command_repeats_the_options() -> None:
+    setting = "run.seed=1,tasksets.0.selector={type=\"random\"}"
+    args = build_parser().parse_args(["run", "my pipe.toml", "--set", setting, "--plugin", "hooks.py", "--out", "x"])
+    command = resume_command(args, Path("runs/my run"))
+    assert shlex.split(command) == ["flexkit", "run", "my pipe.toml", "--set",
+                                    "run.seed=1,tasksets.0.selector={type=\"random\"}", "--plugin", "hooks.py",
+                                    "--resume", "runs/my run"]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process")
+def test_ctrl_c_names_the_last_checkpoint_and_the_resume_command(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    command = [sys.executable, "-m", "flexkit", "run", SIMULATED, "--out", str(run), "--quiet",
+               "--set", "run.total_steps=100000,run.checkpoint_every=5,run.eval_every=0"]
+    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (run / "checkpoint" / "state.json").exists():
+        time.sleep(0.05)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    step = int(err.split("the last checkpoint is at step ", 1)[1].split()[0])
+    assert step >= 5 and step % 5 == 0
+    resume = err.split("continue with: ", 1)[1].splitlines()[0]
+    words = shlex.split(resume)
+    assert words[:3] == ["flexkit", "run", SIMULATED] and words[-2:] == ["--resume", str(run)]
+    assert "run.total_steps=100000,run.checkpoint_every=5,run.eval_every=0" in words
+    # the printed command works as given (with a shorter run so that it ends)
+    words[words.index("run.total_steps=100000,run.checkpoint_every=5,run.eval_every=0")] = (
+        f"run.total_steps={step + 2},run.checkpoint_every=5,run.eval_every=0")
+    done = _cli(*words[1:], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"resuming {run} from its checkpoint at step {step} of {step + 2}" in done.stderr
+
+
+def test_verbosity_and_log_format_after_the_subcommand(tmp_path: Path, fake_dist) -> None:
+    args = build_parser().parse_args(["run", "x.toml", "-v"])
+    assert args.verbose + args.sub_verbose == 1
+    args = build_parser().parse_args(["-v", "run", "x.toml", "-v", "--log-format", "json"])
+    assert args.verbose + args.sub_verbose == 2 and args.sub_log_format == "json"
+    fake_dist("broken-dist", {"broken_mod": "raise RuntimeError('boom')"}, {"broken": "broken_mod"})
+    site = next(p for p in sys.path if p.endswith("site"))
+    result = subprocess.run(
+        [sys.executable, "-c", f"import sys; sys.path.insert(0, {site!r}); from flexkit.cli import main; "
+         "sys.exit(main(['plugins', '--log-format', 'json']))"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    assert lines and all(line.startswith("{") for line in lines), result.stderr  # every message is JSON
+    events = [json.loads(line) for line in lines]
+    assert {"plugin_failed", "plugin_problem"} <= {e["event"] for e in events}
+    problem = next(e for e in events if e["event"] == "plugin_problem")
+    assert problem["distribution"] == "broken-dist" and problem["level"] == "warning" and "boom" in problem["error"]
+
+
+def test_errors_are_json_under_log_format_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(tmp_path / "missing.toml"), "--log-format", "json"]) == 1
+    event = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+    assert event["level"] == "error" and "missing.toml" in event["message"]
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[run]\nbatch_size = 0\n[[tasksets]]\nname = "t"\nstorage_type = "simulated"\nsize = 8\n')
+    assert main(["validate", str(bad), "--log-format", "json"]) == 1
+    assert main(["run", str(bad), "--log-format", "json"]) == 1
+    event = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+    assert event["event"] == "config_error" and any("run.batch_size" in issue for issue in event["issues"])
+    assert main(["run", str(bad)]) == 1  # console: the report as it is
+    assert "run.batch_size" in capsys.readouterr().err

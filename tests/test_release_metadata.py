@@ -1,0 +1,85 @@
+"""Every distribution of this repository carries the metadata a release needs (readme, licence, Python versions,
+links), and CI installs the built wheels, not the checkout (``.ci/wheels``)."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures import ROOT
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+#: The newest Python version the distributions declare and CI is meant to cover.
+NEWEST_PYTHON = (3, 13)
+
+PROJECTS = [ROOT / "pyproject.toml", *sorted((ROOT / "plugins").glob("*/pyproject.toml"))]
+
+
+def _project(path: Path) -> dict:
+    return tomllib.loads(path.read_text(encoding="utf-8"))["project"]
+
+
+def _python_versions(requires_python: str) -> list[str]:
+    match = re.fullmatch(r">=\s*3\.(\d+)", requires_python.strip())
+    assert match, f"requires-python {requires_python!r}: expected '>=3.N'"
+    return [f"3.{minor}" for minor in range(int(match.group(1)), NEWEST_PYTHON[1] + 1)]
+
+
+@pytest.mark.parametrize("path", PROJECTS, ids=lambda p: p.parent.name if p.parent != ROOT else "core")
+def test_a_distribution_has_release_metadata(path: Path) -> None:
+    project = _project(path)
+    folder = path.parent
+    assert (folder / project["readme"]).is_file()  # the index page shows it
+    assert project["license"] == "Apache-2.0"
+    for licence in project["license-files"]:
+        assert (folder / licence).read_text(encoding="utf-8") == (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert project["description"] and project["authors"] and project["keywords"]
+    classifiers = set(project["classifiers"])
+    for version in _python_versions(project["requires-python"]):
+        assert f"Programming Language :: Python :: {version}" in classifiers, f"{path}: {version} not declared"
+    assert not any(c.startswith("License ::") for c in classifiers)  # the SPDX expression replaces them
+    urls = project["urls"]
+    assert {"Homepage", "Documentation", "Source", "Changelog", "Issues"} <= set(urls)
+    assert all(url.startswith("https://") for url in urls.values())
+    assert project.get("version") or "version" in project.get("dynamic", [])
+
+
+def test_the_core_sdist_leaves_the_plugin_distributions_out() -> None:
+    sdist = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["hatch"]["build"]["targets"]
+    assert "/plugins" in sdist["sdist"]["exclude"]
+
+
+def test_ci_runs_the_built_wheels_after_the_test_command() -> None:
+    run = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert run[-1] == ".ci/wheels"  # after the README's test command
+    assert any(line.startswith("python3 -m venv .venv && ") and "pytest" in line for line in run[:-1])
+    wheels = ROOT / ".ci" / "wheels"
+    assert os.access(wheels, os.X_OK)
+    script = wheels.read_text(encoding="utf-8")
+    assert "set -euo pipefail" in script and "unset PYTHONPATH" in script
+    assert '"$root"/plugins/*/' in script  # every plugin distribution is built
+    assert "twine\" check --strict" in script
+    torch_at = script.index("install -q --no-compile torch==2.13.0")
+    assert torch_at < script.index('"$tmp"/dist/flexkit_rft-*.whl')  # torch first, as the README installs it
+    assert " -e " not in script and "--editable" not in script
+    assert 'cd "$tmp/work"' in script  # not from the checkout
+    assert re.search(r"flexkit\" plugins", script) and "flexkit\" run \"$root/examples/quickstart.toml\"" in script
+
+
+@pytest.mark.parametrize(("plugin", "extras"), [("flexkit-rft-verl", ("verl", "test")),
+                                                ("flexkit-rft-trinity", ("trinity", "test"))])
+def test_extras_that_pull_ray_default_cap_virtualenv(plugin: str, extras: tuple[str, ...]) -> None:
+    """verl and Trinity-RFT pull ray[default] (virtualenv) and tensordict's pyvers (packaging<26); without a cap pip
+    tries every virtualenv release that needs packaging>=26.3 before 21.14.5 (the install speed of the README's
+    test command)."""
+    optional = _project(ROOT / "plugins" / plugin / "pyproject.toml")["optional-dependencies"]
+    for extra in extras:
+        assert "virtualenv<21.14.6" in optional[extra], (plugin, extra)
