@@ -29,8 +29,7 @@ def test_quick_run_reports_every_worker_count(
     pytest.importorskip("ray")
     pytest.importorskip("flexkit_ray")
     out = tmp_path / "service.json"
-    # a longer warm-up than --quick's 0.5 s: on a loaded machine a client actor can take over a second to start
-    assert bench.main(["--quick", "--warmup", "3", "--window", "2", "--json", str(out)]) == 0
+    assert bench.main(["--quick", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     result = json.loads(out.read_text())
 
