@@ -14,7 +14,7 @@ import os
 import re
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -86,9 +86,10 @@ class Setting:
 # --------------------------------------------------------------------------------------------- parsing
 
 
-def _split_top_level(text: str) -> list[str]:
-    """Split at commas outside strings, arrays and inline tables."""
-    parts, depth, start, quote, i = [], 0, 0, "", 0
+def _outside_strings(text: str) -> Iterator[tuple[int, str, int]]:
+    """``(position, character, depth)`` of every character of ``text`` outside TOML strings; ``depth`` counts the
+    arrays and inline tables open after the character."""
+    depth, quote, i = 0, "", 0
     while i < len(text):
         ch = text[i]
         if quote:
@@ -98,16 +99,16 @@ def _split_top_level(text: str) -> list[str]:
                 quote = ""
         elif ch in "\"'":
             quote = ch
-        elif ch in "[{":
-            depth += 1
-        elif ch in "]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
+        else:
+            depth += (ch in "[{") - (ch in "]}")
+            yield i, ch, depth
         i += 1
-    parts.append(text[start:])
-    return parts
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split at commas outside strings, arrays and inline tables."""
+    cuts = [i for i, ch, depth in _outside_strings(text) if ch == "," and depth == 0]
+    return [text[a + 1:b] for a, b in zip([-1, *cuts], [*cuts, len(text)], strict=True)]
 
 
 def _parse_key(key: str) -> tuple[str, ...]:
@@ -121,23 +122,7 @@ def _parse_key(key: str) -> tuple[str, ...]:
 
 def _nesting(text: str) -> int:
     """How deeply arrays and inline tables nest in ``text`` (brackets inside strings do not count)."""
-    deepest, depth, quote, i = 0, 0, "", 0
-    while i < len(text):
-        ch = text[i]
-        if quote:
-            if ch == "\\" and quote == '"':
-                i += 1
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "]}":
-            depth -= 1
-        i += 1
-    return deepest
+    return max((depth for _, _, depth in _outside_strings(text)), default=0)
 
 
 def parse_value(text: str) -> Any:

@@ -24,12 +24,26 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from flexkit.config import field
+
 #: Most values read to estimate a column's quantile edges (an evenly strided sample above that).
 QUANTILE_SAMPLE = 1 << 20
 #: Longest column grouped in one ``np.unique`` (longer ones: distinct values per chunk, then positions).
 GROUP_CHUNK = 1 << 23
 #: Most groups a grouping may make (beyond that, pooling gives each group too little evidence to help).
 MAX_GROUPS = 1 << 16
+
+
+def bins_field() -> Any:
+    """The ``bins`` config field of a selector that groups tasks (0: by distinct values; k: k quantile bins)."""
+    return field(default=0, ge=0, le=256,
+                 doc="0: group by the columns' distinct values; k > 0: cut each numeric column into k quantile bins.")
+
+
+def uniform_fraction_field() -> Any:
+    """The ``uniform_fraction`` config field: the share of each batch drawn uniformly, whatever the estimates."""
+    return field(default=0.0, ge=0, le=1,
+                 doc="Share of each batch drawn uniformly from the pool, whatever the estimates.")
 
 
 @runtime_checkable

@@ -57,7 +57,7 @@ from flexkit.selectors._estimates import (
     gumbel_top_k,
     uniform_floor,
 )
-from flexkit.selectors._grouping import TaskGroups
+from flexkit.selectors._grouping import TaskGroups, bins_field, uniform_fraction_field
 from flexkit.selectors.base import Selector
 
 #: Group summaries :meth:`FrontierSelector.summary` reports one by one (more groups: only the totals).
@@ -73,10 +73,7 @@ class FrontierConfig:
         doc="Columns that group tasks: categorical values (a level, a source label) or, with bins > 0, numeric "
         "features cut into quantile bins. Empty: one group (the whole pool).",
     )
-    bins: int = field(
-        default=0, ge=0, le=256,
-        doc="0: group by the columns' distinct values; k > 0: cut each numeric column into k quantile bins.",
-    )
+    bins: int = bins_field()
     candidates: float = field(
         default=4.0, ge=1, le=1e6, doc="Candidates drawn uniformly per batch, as a multiple of the batch size."
     )
@@ -87,9 +84,7 @@ class FrontierConfig:
     thompson: bool = field(
         default=True, doc="Draw each candidate's value from its group's posterior (false: the posterior mean)."
     )
-    uniform_fraction: float = field(
-        default=0.0, ge=0, le=1, doc="Share of each batch drawn uniformly from the pool, whatever the estimates."
-    )
+    uniform_fraction: float = uniform_fraction_field()
     tau: float = field(
         default=1.0, ge=0,
         doc="1: draw candidates ∝ their value (each group's share follows its chance of informative answers); "

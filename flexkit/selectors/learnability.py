@@ -48,7 +48,7 @@ from flexkit.selectors._estimates import (
     gumbel_top_k,
     uniform_floor,
 )
-from flexkit.selectors._grouping import TaskGroups
+from flexkit.selectors._grouping import TaskGroups, bins_field, uniform_fraction_field
 from flexkit.selectors._task_table import TaskTable
 from flexkit.selectors.base import Selector
 
@@ -77,13 +77,8 @@ class LearnabilityConfig:
         doc="Optional: columns that group tasks (e.g. level, or a source label); estimates then shrink toward the "
         "group's pass rate, learned online, instead of the pool's. Empty: one pool.",
     )
-    bins: int = field(
-        default=0, ge=0, le=256,
-        doc="0: group by the columns' distinct values; k > 0: cut each numeric column into k quantile bins.",
-    )
-    uniform_fraction: float = field(
-        default=0.0, ge=0, le=1, doc="Share of each batch drawn uniformly from the pool, whatever the estimates."
-    )
+    bins: int = bins_field()
+    uniform_fraction: float = uniform_fraction_field()
     group_rate: float = field(
         default=0.2, gt=0, le=1, doc="EMA weight of each feedback batch's group mean in the group pass rates."
     )

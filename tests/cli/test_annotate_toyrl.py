@@ -13,33 +13,17 @@ from flexkit_toyrl.trainer import ToyRLTrainer
 
 from flexkit import load_pipeline
 
+#: The smallest toyrl pipeline annotate needs: a taskset, a batch size, the tiny model (no selector, no sample stage).
 TINY = """
 [run]
 batch_size = 8
 seed = 3
-total_steps = 12
-eval_every = 4
-checkpoint_every = 5
 
 [[tasksets]]
 name = "addition"
 storage_type = "arithmetic"
-size = 400
+size = 40
 levels = [1, 2, 3]
-
-[tasksets.selector]
-type = "difficulty_based"
-feature_keys = ["weak_pass_rate", "strong_pass_rate"]
-tau = 0.2
-
-[sample]
-mechanism = "select"
-[sample.scorer]
-type = "group_solve_rate"
-[sample.actuator]
-type = "threshold_band"
-low = 0.0
-high = 1.0
 
 [trainer]
 type = "toyrl"
@@ -50,7 +34,6 @@ group_size = 4
 warmup_steps = 5
 warmup_batch_size = 16
 warmup_level_weights = [0.5, 0.5]
-eval_tasks_per_level = 10
 eval_levels = [1, 2, 3]
 """
 
@@ -68,7 +51,7 @@ def test_annotate_interrupted_then_rerun_continues_the_generator_of_the_uninterr
     from flexkit.annotate import annotate
 
     path = tmp_path / "pipeline.toml"
-    path.write_text(TINY.replace("size = 400", "size = 40"))
+    path.write_text(TINY)
     original = flexkit.annotate._pass_rates
 
     def run(out: str, fail_at: int = 0) -> list[str]:
