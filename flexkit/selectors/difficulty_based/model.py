@@ -136,6 +136,7 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
 
     Config = DifficultyBasedConfig
     learns_from_feedback = True
+    atomic_feedback = True  # _update changes nothing until its (validated) input is used whole
 
     #: The transform is folded into the arrays when its scale drops below this.
     fold_below: float = 1e-30
