@@ -268,7 +268,7 @@ def pipeline_from_dict(
     """Build a pipeline from already-parsed TOML data (``base_dir`` resolves relative paths); ``plugins`` and
     ``overrides`` as in :func:`load_pipeline`."""
     if overrides:
-        from flexkit.compare.overrides import apply_overrides, run_setting  # the --set grammar, loaded when used
+        from flexkit.config.overrides import apply_overrides, run_setting  # the --set grammar, loaded when used
 
         setting = run_setting(overrides)
         data = apply_overrides(data, setting)
