@@ -22,18 +22,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 import attrs
 import numpy as np
 
+from flexkit.batch_plan import epoch_counts, mix_counts
 from flexkit.config.converter import did_you_mean
 from flexkit.contracts import check_selection, describe_component
-from flexkit.errors import ComponentError, FeedbackError, FlexkitError
+from flexkit.errors import FeedbackError, FlexkitError
 from flexkit.feedback import SELECTOR_METRIC
+from flexkit.feedback_apply import apply_feedback
 from flexkit.observers import notify
 from flexkit.prefetch import AFTER_FEEDBACK, PendingBatch, Prefetcher, RowsFailed, take_error
 from flexkit.selectors.base import OutOfRange, validate_feedback
@@ -68,48 +69,6 @@ class TasksetEntry:
     def size(self) -> int:
         """Number of tasks in the taskset."""
         return len(self.taskset)
-
-
-def epoch_counts(sizes: Sequence[int], weights: Sequence[float] | None) -> np.ndarray:
-    """How many entries of one epoch's order belong to each taskset.
-
-    Without weights: each taskset's size. With weights: the epoch keeps the total ``sum(sizes)`` and splits it
-    in proportion to the weights, rounding by largest remainder (so counts sum exactly to the total).
-    """
-    sizes_arr = np.asarray(sizes, dtype=np.int64)
-    if weights is None:
-        return sizes_arr
-    w = np.asarray(weights, dtype=np.float64)
-    with np.errstate(over="ignore"):
-        if not np.isfinite(w.sum()):  # finite weights near the float maximum overflow the sum: scale them down
-            w = w / w.max()
-    total = int(sizes_arr.sum())
-    exact = w / w.sum() * total
-    counts = np.floor(exact).astype(np.int64)
-    remainder = total - int(counts.sum())
-    if remainder:
-        order = np.argsort(-(exact - counts), kind="stable")
-        counts[order[:remainder]] += 1
-    return counts
-
-
-def mix_counts(
-    proportions: Sequence[float], batch_size: int, sizes: Sequence[int], rng: np.random.Generator
-) -> np.ndarray:
-    """Split ``batch_size`` by ``proportions``: floors first, then the remainder to the largest fractional
-    parts (ties broken by ``rng``); no taskset gets more than its size (the excess goes to the others)."""
-    p = np.asarray(proportions, dtype=np.float64)
-    cap = np.asarray(sizes, dtype=np.int64)
-    exact = p / p.sum() * batch_size
-    counts = np.minimum(np.floor(exact).astype(np.int64), cap)
-    while counts.sum() < batch_size:
-        room = counts < cap
-        if not room.any():
-            raise ValueError(f"batch_size {batch_size} exceeds the tasks of all tasksets")
-        frac = np.where(room, exact - counts, -np.inf)
-        frac = np.where(room & (frac <= 0), 0.0, frac) + rng.uniform(0, 1e-9, size=len(p))
-        counts[int(np.argmax(np.where(room, frac, -np.inf)))] += 1
-    return counts
 
 
 class TasksetScheduler:
@@ -493,52 +452,3 @@ class TasksetScheduler:
                 picked = [np.asarray(p, dtype=np.int64) for p in pending["indices"]]
                 self._prefetch.pending = PendingBatch(step=int(pending["step"]), picked=picked,
                                                       tasks=self._materialise(picked), done=True)
-
-
-def apply_feedback(entries: Sequence[TasksetEntry], checked: Sequence[tuple[int, np.ndarray, np.ndarray]]) -> None:
-    """Give each selector its part of a validated payload, all or nothing.
-
-    A selector whose class declares :attr:`~flexkit.selectors.base.Selector.atomic_feedback` changes nothing
-    until its input is valid, and the input was validated, so it cannot fail part-way; any other selector's state
-    is copied before its part, and those parts go first. When a selector raises, every copied state is restored and a
-    :class:`~flexkit.errors.FeedbackError` (the selector refused its part) or
-    :class:`~flexkit.errors.ComponentError` (it failed) names it. Copying costs one copy of a plugin selector's
-    state per feedback; flexkit's own selectors declare atomic feedback and cost nothing.
-    """
-    parts = [part for part in checked if part[1].size]
-    parts.sort(key=lambda part: _atomic_feedback(entries[part[0]].selector))  # copied ones first (stable)
-    saved: dict[int, Any] = {}
-    applied: list[int] = []
-    for tid, idx, vals in parts:
-        selector = entries[tid].selector
-        try:
-            if not _atomic_feedback(selector):
-                saved[tid] = copy.deepcopy(selector.state_dict())
-            selector.feedback(idx, vals)
-        except Exception as exc:
-            _restore(entries, saved, applied, tid, exc)
-        applied.append(tid)
-
-
-def _restore(entries: Sequence[TasksetEntry], saved: Mapping[int, Any], applied: Sequence[int], failed: int,
-             exc: Exception) -> NoReturn:
-    """Undo the parts of a payload already applied (their saved states), then raise about ``failed``'s error."""
-    entry = entries[failed]
-    for tid, state in saved.items():
-        entries[tid].selector.load_state_dict(state)
-    unsaved = [entries[tid].name for tid in applied if tid not in saved]
-    where = f"taskset {entry.name!r}"
-    if unsaved:  # only a built-in selector failing after another built-in one took its part can get here
-        raise FlexkitError(f"{where}: {describe_component(entry.selector, 'selector')} raised "
-                           f"{type(exc).__name__}: {exc} while taking feedback, after taskset(s) "
-                           f"{', '.join(map(repr, unsaved))} had taken theirs; the scheduler's state is no longer "
-                           "consistent, load the last checkpoint") from exc
-    if isinstance(exc, FeedbackError):
-        raise FeedbackError(f"{where}: {exc} (no selector changed)") from exc
-    raise ComponentError(f"{where}: {describe_component(entry.selector, 'selector')} raised {type(exc).__name__}: "
-                         f"{exc} while taking feedback; the payload was not applied (no selector changed)") from exc
-
-
-def _atomic_feedback(selector: Any) -> bool:
-    """Whether ``selector``'s class declares its feedback atomic (``atomic_feedback = True``); undeclared: no."""
-    return getattr(type(selector), "atomic_feedback", False) is True
