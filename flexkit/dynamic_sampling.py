@@ -30,11 +30,11 @@ import numpy as np
 
 from flexkit.errors import ConfigError, SampleError
 from flexkit.sample.batch import TOKEN_FIELDS, RolloutBatch
+from flexkit.sample.stage_checks import check_refill_stage
 from flexkit.trainer import Rollout
 
 if TYPE_CHECKING:
     from flexkit.pipeline import Pipeline
-    from flexkit.sample.stage import SampleStage
     from flexkit.scheduler import Task
 
 #: What to do with groups kept beyond the target in the last round.
@@ -104,21 +104,6 @@ def count_tokens(batch: RolloutBatch) -> int:
     if hasattr(mask, "detach"):
         return int(mask.detach().sum().item())
     return int(np.asarray(mask).sum())
-
-
-def check_refill_stage(stage: SampleStage | None) -> None:
-    """Refuse a ``[sample]`` stage that cannot drive a refill loop, saying why."""
-    if stage is None:
-        raise ConfigError("dynamic sampling needs a [sample] table with a group filter (e.g. zero_variance_filter)")
-    if stage.mechanism != "select":
-        raise ConfigError(f"sample.refill needs mechanism = \"select\", not {stage.mechanism!r}")
-    if stage.timing != "post_reward":
-        raise ConfigError(f"sample.refill needs a scorer that runs at post_reward (before advantages), but "
-                          f"{type(stage.scorer).__name__} runs at {stage.timing!r}")
-    if not getattr(stage.actuator, "refills", False):
-        raise ConfigError(f"sample.refill needs a group filter actuator that reports the groups still needed "
-                          f"(zero_variance_filter, pass_rate_band), not "
-                          f"{type(stage.actuator).__name__}")
 
 
 def fill_batch(pipe: Pipeline, rollout: RolloutFn, *, step: int, surplus: str | None = None) -> FilledBatch:

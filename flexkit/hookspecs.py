@@ -140,11 +140,13 @@ def flexkit_register_trainers(register: Register) -> None:
 
 @hookspec
 def flexkit_on_select(step: int, tasks: Any) -> None:
-    """Called when the scheduler hands out batch ``step`` (0-based); ``tasks`` is its list of
-    :class:`flexkit.scheduler.Task` (``taskset_id``, ``taskset``, ``index``, ``data``). Must not modify them."""
+    """Called after the scheduler handed out batch ``step`` (0-based), outside its lock; ``tasks`` is its list of
+    :class:`flexkit.scheduler.Task` (``taskset_id``, ``taskset``, ``index``, ``data``). Must not modify them.
+    An exception is logged (:mod:`flexkit.observers`), never raised: the batch is handed out all the same."""
 
 
 @hookspec
 def flexkit_on_feedback(step: int, metrics: Any) -> None:
-    """Called after feedback reached the selectors; ``metrics`` maps taskset id (or name) to
-    ``{"indices": [...], "values": [...]}`` as given; ``step`` is the number of batches handed out so far."""
+    """Called after feedback reached the selectors, outside the scheduler's lock; ``metrics`` maps taskset id (or
+    name) to ``{"indices": [...], "values": [...]}`` as given; ``step`` is the number of batches handed out so far.
+    An exception is logged (:mod:`flexkit.observers`), never raised: the feedback stays applied."""

@@ -15,7 +15,6 @@ from flexkit.config.converter import make_converter, structure
 from flexkit.config.loader import local_plugin_specs, read_toml_file, structure_pipeline
 from flexkit.config.models import PipelineConfig
 from flexkit.contracts import component_bugs
-from flexkit.dynamic_sampling import check_refill_stage
 from flexkit.errors import (
     CheckpointError,
     ConfigError,
@@ -30,6 +29,7 @@ from flexkit.fingerprint import compare_fingerprints, pipeline_fingerprint
 from flexkit.plugins import PluginHost, get_plugins
 from flexkit.sample.actuator import Mix
 from flexkit.sample.stage import SampleStage
+from flexkit.sample.stage_checks import check_refill_stage
 from flexkit.scheduler import AFTER_FEEDBACK, TasksetEntry, TasksetScheduler
 from flexkit.selectors.base import FEATURE_KEYS, feature_keys_of
 from flexkit.state_checks import component_of, fingerprint_hints, pipeline_state_problems
@@ -268,7 +268,7 @@ def pipeline_from_dict(
     """Build a pipeline from already-parsed TOML data (``base_dir`` resolves relative paths); ``plugins`` and
     ``overrides`` as in :func:`load_pipeline`."""
     if overrides:
-        from flexkit.compare.overrides import apply_overrides, run_setting  # the --set grammar, loaded when used
+        from flexkit.config.overrides import apply_overrides, run_setting  # the --set grammar, loaded when used
 
         setting = run_setting(overrides)
         data = apply_overrides(data, setting)

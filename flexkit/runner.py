@@ -40,10 +40,15 @@ from flexkit.run_folder import (
     start_run_folder,
 )
 from flexkit.sample.actuator import Keep, Mix
+from flexkit.sample.stage_checks import check_stage_timing
 from flexkit.tasksets import Taskset
 from flexkit.trainer_output import trainer_metrics
 
 log = structlog.get_logger("flexkit.runner")
+
+#: The timings at which the step loop runs the sample stage. ``pre_rollout`` has no rollout batch to score yet
+#: and ``in_loss`` needs the trainer's loss code, so a scorer declaring either is refused at the start of a run.
+RUN_TIMINGS = ("post_reward", "post_advantage")
 
 
 @attrs.define
@@ -193,6 +198,8 @@ def run_pipeline(
     cfg = pipe.config
     if cfg.trainer is None:
         raise ConfigError("flexkit run needs a [trainer] table (e.g. type = \"simulator\")", pipe.source)
+    if pipe.has_sample_stage:
+        check_stage_timing(pipe.sample_stage, RUN_TIMINGS, driver="flexkit run", source=pipe.source)
     run_dir = Path(run_dir)
     trainer = pipe.plugins.component("trainer", cfg.trainer.type).build(cfg.trainer.config,
                                                                          seed=trainer_seed(cfg.run.seed))

@@ -22,23 +22,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, NoReturn
+from typing import Any
 
 import attrs
 import numpy as np
 
+from flexkit.batch_plan import epoch_counts, mix_counts
 from flexkit.config.converter import did_you_mean
 from flexkit.contracts import check_selection, describe_component
-from flexkit.errors import ComponentError, FeedbackError, FlexkitError
+from flexkit.errors import FeedbackError, FlexkitError
 from flexkit.feedback import SELECTOR_METRIC
-from flexkit.selectors.base import OutOfRange, Selector, validate_feedback
+from flexkit.feedback_apply import apply_feedback
+from flexkit.observers import notify
+from flexkit.prefetch import AFTER_FEEDBACK, PendingBatch, Prefetcher, RowsFailed, take_error
+from flexkit.selectors.base import OutOfRange, validate_feedback
 
-#: ``prefetch`` mode: select the next batch in the background right after the first feedback following a read.
-AFTER_FEEDBACK = "after_feedback"
+__all__ = ["AFTER_FEEDBACK", "Task", "TasksetEntry", "TasksetScheduler", "apply_feedback", "epoch_counts",
+           "mix_counts"]
 
 #: Version of :meth:`TasksetScheduler.state_dict`'s layout.
 STATE_VERSION = 1
@@ -67,48 +69,6 @@ class TasksetEntry:
     def size(self) -> int:
         """Number of tasks in the taskset."""
         return len(self.taskset)
-
-
-def epoch_counts(sizes: Sequence[int], weights: Sequence[float] | None) -> np.ndarray:
-    """How many entries of one epoch's order belong to each taskset.
-
-    Without weights: each taskset's size. With weights: the epoch keeps the total ``sum(sizes)`` and splits it
-    in proportion to the weights, rounding by largest remainder (so counts sum exactly to the total).
-    """
-    sizes_arr = np.asarray(sizes, dtype=np.int64)
-    if weights is None:
-        return sizes_arr
-    w = np.asarray(weights, dtype=np.float64)
-    with np.errstate(over="ignore"):
-        if not np.isfinite(w.sum()):  # finite weights near the float maximum overflow the sum: scale them down
-            w = w / w.max()
-    total = int(sizes_arr.sum())
-    exact = w / w.sum() * total
-    counts = np.floor(exact).astype(np.int64)
-    remainder = total - int(counts.sum())
-    if remainder:
-        order = np.argsort(-(exact - counts), kind="stable")
-        counts[order[:remainder]] += 1
-    return counts
-
-
-def mix_counts(
-    proportions: Sequence[float], batch_size: int, sizes: Sequence[int], rng: np.random.Generator
-) -> np.ndarray:
-    """Split ``batch_size`` by ``proportions``: floors first, then the remainder to the largest fractional
-    parts (ties broken by ``rng``); no taskset gets more than its size (the excess goes to the others)."""
-    p = np.asarray(proportions, dtype=np.float64)
-    cap = np.asarray(sizes, dtype=np.int64)
-    exact = p / p.sum() * batch_size
-    counts = np.minimum(np.floor(exact).astype(np.int64), cap)
-    while counts.sum() < batch_size:
-        room = counts < cap
-        if not room.any():
-            raise ValueError(f"batch_size {batch_size} exceeds the tasks of all tasksets")
-        frac = np.where(room, exact - counts, -np.inf)
-        frac = np.where(room & (frac <= 0), 0.0, frac) + rng.uniform(0, 1e-9, size=len(p))
-        counts[int(np.argmax(np.where(room, frac, -np.inf)))] += 1
-    return counts
 
 
 class TasksetScheduler:
@@ -169,9 +129,7 @@ class TasksetScheduler:
             self.total_steps = (total_epochs or 1) * self.steps_per_epoch
         self.step = 0  # batches handed out so far
         self._lock = threading.RLock()  # guards step, the pending batch, the mix and every selector
-        self._changed = threading.Condition(self._lock)  # a prefetch finished
-        self._executor: ThreadPoolExecutor | None = None
-        self._pending: _Prefetch | None = None
+        self._prefetch = Prefetcher(self._lock, self._produce)
         self._order_cache: tuple[int, np.ndarray] | None = None
         self._mix: list[float] | None = None
         self._mix_from = 0
@@ -251,9 +209,9 @@ class TasksetScheduler:
             if not np.isfinite(arr.sum()):  # finite proportions near the float maximum overflow the sum
                 arr = arr / arr.max()
         with self._lock:
-            self._await_prefetch()  # a running prefetch selects under the plan it started with, never this one
+            self._prefetch.wait()  # a running prefetch selects under the plan it started with, never this one
             self._mix = (arr / arr.sum()).tolist()
-            self._mix_from = self.step + (1 if self._pending is not None else 0)
+            self._mix_from = self.step + (1 if self._prefetch.pending is not None else 0)
 
     def _mix_rng(self, step: int) -> np.random.Generator:
         return np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(2, step)))
@@ -290,55 +248,32 @@ class TasksetScheduler:
         return tasks
 
     def _produce(self, step: int) -> tuple[int, list[np.ndarray], list[Task]]:
-        """Select batch ``step`` (under the lock) and read its rows; a failed read raises :class:`_RowsFailed`
-        carrying the selection, so that it is kept."""
+        """Select batch ``step`` (under the lock) and read its rows; a failed read raises
+        :class:`~flexkit.prefetch.RowsFailed` carrying the selection, so that it is kept."""
         with self._lock:
             picked = self._select(step)
         try:
             tasks = self._materialise(picked)
         except Exception as exc:
-            raise _RowsFailed(picked, exc) from exc
+            raise RowsFailed(picked, exc) from exc
         return step, picked, tasks
-
-    def _run_prefetch(self, job: _Prefetch) -> None:
-        """The prefetch thread's work: produce ``job``'s batch and record the outcome, errors included (they are
-        raised by the :meth:`read` that needs the batch, never by :meth:`feedback` or :meth:`state_dict`)."""
-        try:
-            _step, job.picked, job.tasks = self._produce(job.step)
-        except _RowsFailed as failed:
-            job.picked, job.error = failed.picked, failed.error
-        except BaseException as exc:  # handed to the reader, whatever it is
-            job.error = exc
-        with self._lock:
-            job.done = True
-            self._changed.notify_all()
 
     def _start_prefetch(self, trigger: str) -> None:
         """Queue the next batch's prefetch (called with the lock held) when ``trigger`` (``"read"`` or
         ``"feedback"``) is this scheduler's moment to: a read with ``prefetch=True``, the first feedback after a
         read with :data:`AFTER_FEEDBACK`."""
         wanted = self.prefetch is True if trigger == "read" else self.prefetch == AFTER_FEEDBACK
-        if not wanted or self._pending is not None or self.step >= self.total_steps:
+        if not wanted or self._prefetch.pending is not None or self.step >= self.total_steps:
             return
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flexkit-prefetch")
-        job = _Prefetch(step=self.step)
-        self._pending = job
-        self._executor.submit(self._run_prefetch, job)
+        self._prefetch.start(self.step)
 
     @contextlib.contextmanager
     def idle(self) -> Iterator[None]:
         """Hold the scheduler still: wait for a running prefetch, then keep reads, feedback and prefetches out
         until the block ends. For reading selectors from another thread (metrics, estimate snapshots)."""
         with self._lock:
-            self._await_prefetch()
+            self._prefetch.wait()
             yield
-
-    def _await_prefetch(self) -> None:
-        """Wait, with the lock held, until no prefetch is running. ``Condition.wait`` releases the lock meanwhile,
-        so the prefetch thread can take it to select (waiting on it while holding the lock would deadlock)."""
-        while self._pending is not None and not self._pending.done:
-            self._changed.wait()
 
     def read(self, *, beyond_end: bool = False) -> list[Task]:
         """The next batch, grouped by taskset; raises ``StopIteration`` when the run is over.
@@ -349,41 +284,31 @@ class TasksetScheduler:
         An error raised while the batch was prefetched is raised here. When its selection failed, no batch is
         pending and the step is unchanged; when reading its rows failed, the selection stays pending (it is in
         :meth:`state_dict`) and the next call reads the rows again.
+
+        ``flexkit_on_select`` observers are called after the batch is handed out, outside the lock; one that
+        raises is logged (:func:`flexkit.observers.notify`) and the batch is returned all the same.
         """
         with self._lock:
-            self._await_prefetch()
+            self._prefetch.wait()
             if self.step >= self.total_steps and not beyond_end:
                 raise StopIteration
-            job, step = self._pending, self.step
+            job, step = self._prefetch.pending, self.step
             if job is None:
-                job = self._produce_now(step)
+                job = self._prefetch.produce_now(step)
             elif job.picked is None:  # the prefetch's selection failed: nothing is pending
-                self._pending = None
-                raise _reraise(job)
+                self._prefetch.pending = None
+                raise take_error(job)
             elif job.tasks is None:
                 if job.error is not None:
-                    raise _reraise(job)
+                    raise take_error(job)
                 job.tasks = self._materialise(job.picked)  # a second try at the rows; an error keeps the batch
-            self._pending = None
+            self._prefetch.pending = None
             self.step = step + 1
             tasks = job.tasks
-            if self.hooks is not None:
-                self.hooks.flexkit_on_select(step=step, tasks=tasks)
+            assert tasks is not None
             self._start_prefetch("read")
-            return tasks
-
-    def _produce_now(self, step: int) -> _Prefetch:
-        """Produce batch ``step`` in the calling thread (the lock held). When its rows cannot be read, the
-        selection is kept as the pending batch (the next :meth:`read` reads the rows again) and the error raised."""
-        job = _Prefetch(step=step, done=True)
-        try:
-            _step, job.picked, job.tasks = self._produce(step)
-        except _RowsFailed as failed:
-            job.picked, job.error = failed.picked, failed.error
-        if job.error is not None:
-            self._pending = job
-            raise _reraise(job)
-        return job
+        notify(self.hooks, "flexkit_on_select", step=step, tasks=tasks)
+        return tasks
 
     async def aread(self) -> list[Task]:
         """:meth:`read` for asyncio code; raises ``StopAsyncIteration`` when the run is over."""
@@ -407,9 +332,7 @@ class TasksetScheduler:
 
     def close(self) -> None:
         """Stop the prefetch thread (a pending batch is kept in the state until the next read)."""
-        executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=True)
+        self._prefetch.close()
 
     # -- feedback ---------------------------------------------------------------------------------------
 
@@ -464,11 +387,11 @@ class TasksetScheduler:
         checked = self.check_feedback(metrics)
         payload = metrics.get(SELECTOR_METRIC, {})
         with self._lock:
-            self._await_prefetch()  # the prefetched selection precedes this feedback, always
+            self._prefetch.wait()  # the prefetched selection precedes this feedback, always
             apply_feedback(self.entries, checked)
             self._start_prefetch("feedback")
-        if self.hooks is not None:
-            self.hooks.flexkit_on_feedback(step=self.step, metrics=payload)
+            step = self.step
+        notify(self.hooks, "flexkit_on_feedback", step=step, metrics=payload)
 
     # -- state ------------------------------------------------------------------------------------------
 
@@ -479,8 +402,8 @@ class TasksetScheduler:
         whose selection failed leaves no pending batch; one whose rows could not be read keeps its selection.
         """
         with self._lock:
-            self._await_prefetch()
-            job = self._pending
+            self._prefetch.wait()
+            job = self._prefetch.pending
             pending = None
             if job is not None and job.picked is not None:
                 pending = {"step": job.step, "indices": [p.copy() for p in job.picked]}
@@ -504,7 +427,7 @@ class TasksetScheduler:
         if mine != theirs:
             raise FlexkitError(f"scheduler state is for tasksets {theirs}, but this pipeline has {mine}")
         with self._lock:
-            self._await_prefetch()
+            self._prefetch.wait()
             before = self.state_dict()
             try:
                 self._load(state)
@@ -514,7 +437,7 @@ class TasksetScheduler:
 
     def _load(self, state: Mapping[str, Any]) -> None:
         with self._lock:
-            self._pending = None
+            self._prefetch.pending = None
             self.step = int(state["step"])
             weights = state.get("weights")
             self._weights = None if weights is None else [float(w) for w in weights]
@@ -527,96 +450,5 @@ class TasksetScheduler:
             pending = state.get("pending")
             if pending is not None:
                 picked = [np.asarray(p, dtype=np.int64) for p in pending["indices"]]
-                self._pending = _Prefetch(step=int(pending["step"]), picked=picked, tasks=self._materialise(picked),
-                                          done=True)
-
-
-@attrs.define(kw_only=True)
-class _Prefetch:
-    """A batch being (or already) produced ahead of its :meth:`TasksetScheduler.read`.
-
-    ``picked`` is None until the selection is made (and stays None when it failed); ``tasks`` is None until its
-    rows are read; ``error`` is what failed, for the read to raise; ``done`` is set (under the scheduler's lock)
-    when the producing thread is finished with it.
-    """
-
-    step: int
-    picked: list[np.ndarray] | None = None
-    tasks: list[Task] | None = None
-    error: BaseException | None = None
-    done: bool = False
-
-
-class _RowsFailed(Exception):
-    """Reading a selected batch's rows failed: carries the selection (kept) and the error (raised by read)."""
-
-    def __init__(self, picked: list[np.ndarray], error: Exception) -> None:
-        super().__init__(str(error))
-        self.picked, self.error = picked, error
-
-
-def _reraise(job: _Prefetch) -> BaseException:
-    """``job``'s error, cleared from it (so the next read tries again)."""
-    error, job.error = job.error, None
-    assert error is not None
-    return error
-
-
-def apply_feedback(entries: Sequence[TasksetEntry], checked: Sequence[tuple[int, np.ndarray, np.ndarray]]) -> None:
-    """Give each selector its part of a validated payload, all or nothing.
-
-    A selector whose feedback code is flexkit's own (:func:`_atomic_feedback`) changes nothing until its input is
-    valid, and the input was validated, so it cannot fail part-way; any other selector's state is copied before
-    its part, and those parts go first. When a selector raises, every copied state is restored and a
-    :class:`~flexkit.errors.FeedbackError` (the selector refused its part) or
-    :class:`~flexkit.errors.ComponentError` (it failed) names it. Copying costs one copy of a plugin selector's
-    state per feedback; flexkit's own selectors cost nothing.
-    """
-    parts = [part for part in checked if part[1].size]
-    parts.sort(key=lambda part: _atomic_feedback(entries[part[0]].selector))  # copied ones first (stable)
-    saved: dict[int, Any] = {}
-    applied: list[int] = []
-    for tid, idx, vals in parts:
-        selector = entries[tid].selector
-        try:
-            if not _atomic_feedback(selector):
-                saved[tid] = copy.deepcopy(selector.state_dict())
-            selector.feedback(idx, vals)
-        except Exception as exc:
-            _restore(entries, saved, applied, tid, exc)
-        applied.append(tid)
-
-
-def _restore(entries: Sequence[TasksetEntry], saved: Mapping[int, Any], applied: Sequence[int], failed: int,
-             exc: Exception) -> NoReturn:
-    """Undo the parts of a payload already applied (their saved states), then raise about ``failed``'s error."""
-    entry = entries[failed]
-    for tid, state in saved.items():
-        entries[tid].selector.load_state_dict(state)
-    unsaved = [entries[tid].name for tid in applied if tid not in saved]
-    where = f"taskset {entry.name!r}"
-    if unsaved:  # only a built-in selector failing after another built-in one took its part can get here
-        raise FlexkitError(f"{where}: {describe_component(entry.selector, 'selector')} raised "
-                           f"{type(exc).__name__}: {exc} while taking feedback, after taskset(s) "
-                           f"{', '.join(map(repr, unsaved))} had taken theirs; the scheduler's state is no longer "
-                           "consistent, load the last checkpoint") from exc
-    if isinstance(exc, FeedbackError):
-        raise FeedbackError(f"{where}: {exc} (no selector changed)") from exc
-    raise ComponentError(f"{where}: {describe_component(entry.selector, 'selector')} raised {type(exc).__name__}: "
-                         f"{exc} while taking feedback; the payload was not applied (no selector changed)") from exc
-
-
-_ATOMIC: dict[type, bool] = {}
-
-
-def _atomic_feedback(selector: Any) -> bool:
-    """Whether ``selector``'s feedback is flexkit's own code: :meth:`Selector.feedback` (validate, then
-    ``_update``) with an ``_update`` defined in :mod:`flexkit.selectors`. Cached per class."""
-    cls = type(selector)
-    known = _ATOMIC.get(cls)
-    if known is None:
-        update = getattr(cls, "_update", None)
-        known = (isinstance(selector, Selector) and getattr(cls, "feedback", None) is Selector.feedback
-                 and getattr(update, "__module__", "").startswith("flexkit.selectors."))
-        _ATOMIC[cls] = known
-    return known
+                self._prefetch.pending = PendingBatch(step=int(pending["step"]), picked=picked,
+                                                      tasks=self._materialise(picked), done=True)

@@ -46,7 +46,7 @@ number and every run's curves), ``accuracy.png`` (mean accuracy vs step and vs r
 and ``levels.png`` (one panel per level); the plots need matplotlib, ``pip install "flexkit-rft[plot]"``, and
 are skipped with a note without it.
 
-Modules, by reader: :mod:`~flexkit.compare.overrides` (``--set``/``--seeds`` parsing and overrides),
+Modules, by reader: :mod:`~flexkit.config.overrides` (``--set``/``--seeds`` parsing and overrides),
 :mod:`~flexkit.compare.statistics` (intervals, curves, the target), :mod:`~flexkit.compare.records` (what a run's
 ``metrics.jsonl`` says), :mod:`~flexkit.compare.report` (tables, ``results.md``/``results.json``, accuracy plot),
 :mod:`~flexkit.compare.level_plot` (``levels.png``), :mod:`~flexkit.compare.results` (the records),
@@ -57,17 +57,6 @@ Modules, by reader: :mod:`~flexkit.compare.overrides` (``--set``/``--seeds`` par
 from __future__ import annotations
 
 from flexkit.compare.level_plot import write_level_plot
-from flexkit.compare.overrides import (
-    Override,
-    Setting,
-    apply_overrides,
-    command_line,
-    parse_overrides,
-    parse_seeds,
-    parse_setting,
-    parse_value,
-    run_setting,
-)
 from flexkit.compare.report import render_cost_table, render_markdown, render_table, summary_rows, write_plot
 from flexkit.compare.results import Comparison, ReportInfo, RunFailure, RunOutcome, SettingResult
 from flexkit.compare.run import compare
@@ -79,6 +68,17 @@ from flexkit.compare.statistics import (
     reported_interval,
     steps_to,
     t_quantile,
+)
+from flexkit.config.overrides import (
+    Override,
+    Setting,
+    apply_overrides,
+    command_line,
+    parse_overrides,
+    parse_seeds,
+    parse_setting,
+    parse_value,
+    run_setting,
 )
 
 __all__ = [

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import attrs
 
-from flexkit.compare.overrides import Setting
+from flexkit.config.overrides import Setting
 
 __all__ = ["Comparison", "ReportInfo", "RunFailure", "RunOutcome", "SettingResult"]
 

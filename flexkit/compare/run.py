@@ -17,12 +17,12 @@ from typing import IO, Any
 import attrs
 
 from flexkit.compare.execution import Job, JobResult, run_in_order, run_in_processes
-from flexkit.compare.overrides import Setting, apply_overrides, command_line, folder_name
 from flexkit.compare.records import read_run_records
 from flexkit.compare.report import say, write_reports
 from flexkit.compare.results import Comparison, ReportInfo, RunFailure, RunOutcome, SettingResult
 from flexkit.compare.statistics import accuracy_at, default_budget, default_target, steps_to
 from flexkit.config.loader import read_toml_file
+from flexkit.config.overrides import Setting, apply_overrides, command_line, folder_name
 from flexkit.errors import ConfigError, ConfigIssue, FlexkitError
 
 __all__ = ["compare"]
@@ -146,7 +146,7 @@ class _Plan:
 
     def run_dir(self, setting: Setting, seed: int) -> Path:
         """The folder of the (setting, seed) run (a long setting name is shortened, see
-        :func:`~flexkit.compare.overrides.folder_name`)."""
+        :func:`~flexkit.config.overrides.folder_name`)."""
         return self.out_dir / folder_name(setting.name) / f"seed{seed}"
 
     def source(self, setting: Setting) -> str:
@@ -185,7 +185,7 @@ class _Plan:
 
 def _check_arguments(settings: Sequence[Setting], seeds: Sequence[int]) -> None:
     """Raise :class:`~flexkit.ConfigError` without settings, with repeated names, or with bad seeds."""
-    from flexkit.compare.overrides import MAX_SEEDS
+    from flexkit.config.overrides import MAX_SEEDS
 
     if not settings:
         raise ConfigError("compare needs at least one setting (--set NAME:... ; NAME: alone means no overrides)")

@@ -15,7 +15,9 @@ The conventions a pipeline relies on (also listed under ``flexkit_register_selec
 - :attr:`Selector.repeats_across_epochs`: whether a batch crossing the end of the selector's own epoch may hold
   an index twice, once per epoch (``shuffle``); the scheduler then refuses only an index three times;
 - :attr:`Selector.learns_from_feedback`: whether the selector learns from feedback, which reaches it through
-  :meth:`Selector._update`, the method learning selectors override.
+  :meth:`Selector._update`, the method learning selectors override;
+- :attr:`Selector.atomic_feedback`: whether the selector's feedback changes nothing unless it succeeds whole on
+  a validated payload, so the scheduler need not copy its state before feedback to restore it on failure.
 """
 
 from __future__ import annotations
@@ -71,6 +73,20 @@ class Selector(Configurable, abc.ABC):
     #: Whether :func:`flexkit.make_selector` may pass numeric feature arrays of any dtype as they are (no float64
     #: copy): the selector converts what it reads itself.
     keeps_feature_dtypes: ClassVar[bool] = False
+    #: Whether :meth:`feedback` on a payload the scheduler validated either succeeds whole or changes nothing:
+    #: the scheduler then takes no copy of the state before feedback (all-or-nothing feedback over several
+    #: tasksets restores copied states when a selector fails). A class declares it for its own feedback code: a
+    #: subclass that overrides :meth:`_update` or :meth:`feedback` without declaring it again is not atomic.
+    #: The base class's feedback (validate, then an ``_update`` that ignores feedback) is.
+    atomic_feedback: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "atomic_feedback" not in cls.__dict__:
+            declarer = next(c for c in cls.__mro__[1:] if "atomic_feedback" in c.__dict__)
+            if (getattr(cls, "_update", None) is not getattr(declarer, "_update", None)
+                    or getattr(cls, "feedback", None) is not getattr(declarer, "feedback", None)):
+                cls.atomic_feedback = False
 
     def __init__(
         self,

@@ -95,6 +95,7 @@ class LearnabilitySelector(Selector):
 
     Config = LearnabilityConfig
     learns_from_feedback = True
+    atomic_feedback = True  # _update changes nothing until its (validated) input is used whole
 
     def _init_state(self) -> None:
         config = self.config

@@ -52,6 +52,7 @@ class PrioritizedReplaySelector(Selector):
 
     Config = PrioritizedReplayConfig
     learns_from_feedback = True
+    atomic_feedback = True  # _update changes nothing until its (validated) input is used whole
 
     @property
     def _slot_dtype(self) -> type[np.signedinteger]:

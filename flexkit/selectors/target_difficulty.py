@@ -58,6 +58,7 @@ class TargetDifficultySelector(Selector):
 
     Config = TargetDifficultyConfig
     learns_from_feedback = True
+    atomic_feedback = True  # _update changes nothing until its (validated) input is used whole
 
     def _init_state(self) -> None:
         config = self.config

@@ -53,6 +53,7 @@ class ThompsonTargetSelector(Selector):
 
     Config = ThompsonTargetConfig
     learns_from_feedback = True
+    atomic_feedback = True  # _update changes nothing until its (validated) input is used whole
 
     def _init_state(self) -> None:
         self.table = TaskTable(self.size, (float(self.config.alpha0), float(self.config.beta0)), ("alpha", "beta"))

@@ -52,8 +52,10 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
 
 
-class Crash(Exception):
-    """The failure :class:`CrashAt` injects."""
+class Crash(BaseException):
+    """The failure :class:`CrashAt` injects: a ``BaseException``, like the ``KeyboardInterrupt`` of a stopped run,
+    so it ends the run where an observer's ordinary exception would only be logged
+    (:func:`flexkit.observers.notify`)."""
 
 
 class CrashAt:

@@ -21,7 +21,7 @@ from flexkit.pipeline import load_pipeline
 from flexkit.runner import run_pipeline
 from tests.checkpoint.test_kill_checkpoint import crash_before, stale_files
 from tests.cli.test_runner import PIPELINE, read_metrics, step_records, write
-from tests.fixtures import ROOT, CrashAt
+from tests.fixtures import ROOT, Crash, CrashAt
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def _crash_at(path: Path, run_dir: Path, step: int) -> None:
     crasher = CrashAt(step)
     pipe.plugins.pm.register(crasher)
     try:
-        with pytest.raises(Exception, match="injected crash"):
+        with pytest.raises(Crash, match="injected crash"):
             run_pipeline(pipe, run_dir=run_dir, progress=None)
     finally:
         pipe.plugins.pm.unregister(crasher)

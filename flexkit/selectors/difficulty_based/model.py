@@ -150,6 +150,7 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
     #: The feature columns are kept as the caller's arrays whatever their numeric dtype (:mod:`.features`), so
     #: :func:`flexkit.make_selector` passes numeric numpy arrays through without a float64 copy.
     keeps_feature_dtypes = True
+    atomic_feedback = True  # _update changes nothing until its (validated) input is used whole
 
     #: The transform is folded into the arrays when its scale drops below this.
     fold_below: float = 1e-30

@@ -1,0 +1,179 @@
+"""The layers of docs/architecture.md, enforced: every import between flexkit's own modules (module level and
+inside functions, type-checking imports included) goes from a layer to one it may use.
+
+The table below is the written layering in data form: each file or folder of ``flexkit/`` belongs to one layer
+(the longest matching entry wins), a layer may import its own modules, the base, and the layers in
+:data:`MAY_IMPORT`. A new module must be placed in :data:`LAYERS` (and named in docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "flexkit"
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+
+#: Each layer's files and folders (relative to flexkit/; a folder ends with "/").
+LAYERS: dict[str, tuple[str, ...]] = {
+    "face": ("__init__.py", "__main__.py", "cli.py", "plot.py", "plot_records.py", "testing/",
+             "config/reference.py"),
+    "study": ("compare/", "simulator.py"),
+    "run": ("runner.py", "run_folder.py", "run_estimates.py", "dynamic_sampling.py", "trainer_output.py",
+            "annotate.py", "annotate_partial.py", "annotate_output.py"),
+    "scale": ("distributed/", "integrations/", "host_metrics.py"),
+    "pipeline": ("pipeline.py", "state_checks.py", "checkpoint.py", "fingerprint.py"),
+    "scheduler": ("scheduler.py", "batch_plan.py", "prefetch.py", "feedback_apply.py", "observers.py", "feedback.py",
+                  "tasksets/"),
+    "selectors": ("selectors/",),
+    "sample": ("sample/", "weights.py"),
+    "plugins": ("hookspecs.py", "plugins.py", "builtins.py", "contracts.py", "configurable.py"),
+    "config": ("config/",),
+    "base": ("errors.py", "log.py", "_files.py", "_lazy.py", "_version.py", "trainer.py"),
+}
+
+#: The layers each layer may import besides its own and the base. Not transitive: each allowed pair is written.
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    "face": frozenset({"study", "run", "scale", "pipeline", "scheduler", "selectors", "sample", "plugins",
+                       "config"}),
+    "study": frozenset({"run", "pipeline", "scheduler", "sample", "plugins", "config"}),
+    "run": frozenset({"pipeline", "scheduler", "sample", "plugins", "config"}),
+    "scale": frozenset({"pipeline", "scheduler", "sample", "plugins", "config"}),
+    "pipeline": frozenset({"scheduler", "selectors", "sample", "plugins", "config"}),
+    "scheduler": frozenset({"selectors", "plugins", "config"}),
+    "selectors": frozenset({"plugins", "config"}),
+    "sample": frozenset({"plugins", "config"}),
+    "plugins": frozenset({"config"}),
+    "config": frozenset(),
+    "base": frozenset(),
+}
+
+#: Imports against the table that are known and kept, each with its reason (importer file, imported module).
+EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("compare/run.py", "flexkit.plot"): "compare draws each run's plots with flexkit plot's own code",
+    ("host_metrics.py", "flexkit.run_estimates"): "host adapters report the selectors' estimates as flexkit run does",
+    ("trainer.py", "flexkit.configurable"): "the Trainer base class follows the component pattern",
+    ("plugins.py", "flexkit"): "`from flexkit import hookspecs`: the hook specification module, not the API line",
+}
+
+#: Pairs that must never appear, whatever the tables above say (a guard against loosening them by mistake).
+NEVER: tuple[tuple[str, str, str], ...] = (
+    ("selectors", "run", "a selector knows nothing of the run"),
+    ("selectors", "pipeline", "a selector knows nothing of the pipeline"),
+    ("selectors", "face", "no command line in the selection math"),
+    ("sample", "scheduler", "the mix reaches the scheduler through the pipeline"),
+    ("scheduler", "sample", "the task level does not know the sample level"),
+    ("config", "face", "the config knows no command line"),
+    ("pipeline", "run", "the pipeline does not know the step loop"),
+    ("base", "pipeline", "the base knows nothing above it"),
+    ("base", "run", "the base knows nothing above it"),
+)
+
+#: Top-level packages of the first-party plugin distributions (plugins/*): the core never imports them.
+FIRST_PARTY = tuple(sorted(p.name for d in (ROOT / "plugins").glob("*/") for p in d.glob("flexkit_*/")))
+
+
+def _files() -> list[str]:
+    return sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py"))
+
+
+def layer_of(rel: str) -> str | None:
+    """The layer of a file path relative to flexkit/ (the longest matching entry of :data:`LAYERS`)."""
+    best: tuple[int, str] | None = None
+    for layer, entries in LAYERS.items():
+        for entry in entries:
+            matches = rel == entry or (entry.endswith("/") and rel.startswith(entry))
+            if matches and (best is None or len(entry) > best[0]):
+                best = (len(entry), layer)
+    return None if best is None else best[1]
+
+
+def module_file(module: str) -> str:
+    """The file (relative to flexkit/) that an imported ``flexkit...`` module name resolves to."""
+    rel = Path(*module.split(".")[1:])
+    if (PACKAGE / rel).is_dir():
+        return str(rel / "__init__.py")
+    if (PACKAGE / rel.with_suffix(".py")).is_file():
+        return str(rel.with_suffix(".py"))
+    return module_file(module.rpartition(".")[0])  # a name imported from a module: its module
+
+
+@cache
+def imports_of(rel: str) -> tuple[str, ...]:
+    """Every ``flexkit...`` module ``flexkit/<rel>`` imports, anywhere in the file (relative imports resolved)."""
+    tree = ast.parse((PACKAGE / rel).read_text(encoding="utf-8"))
+    here = ["flexkit", *Path(rel).with_suffix("").parts]
+    package = here[:-1]
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                found.append(".".join([*base, *([node.module] if node.module else [])]))
+            elif node.module:
+                found.append(node.module)
+    return tuple(sorted({m for m in found if m == "flexkit" or m.startswith(("flexkit.", *FIRST_PARTY))}))
+
+
+def test_every_module_is_placed_in_one_layer() -> None:
+    unplaced = [rel for rel in _files() if layer_of(rel) is None]
+    assert not unplaced, f"place these modules in a layer of LAYERS (and docs/architecture.md): {unplaced}"
+
+
+def test_the_tables_agree_with_the_never_rules() -> None:
+    assert set(MAY_IMPORT) == set(LAYERS)
+    for importer, imported, why in NEVER:
+        assert imported not in MAY_IMPORT[importer], f"{importer} -> {imported} is allowed, but {why}"
+
+
+def _violations() -> list[str]:
+    problems = []
+    for rel in _files():
+        mine = layer_of(rel)
+        assert mine is not None
+        for module in imports_of(rel):
+            if module.startswith(FIRST_PARTY):
+                problems.append(f"flexkit/{rel} imports {module}: the core never imports a plugin distribution")
+                continue
+            theirs = layer_of(module_file(module))
+            if theirs in (mine, "base") or theirs in MAY_IMPORT[mine] or (rel, module) in EXCEPTIONS:
+                continue
+            problems.append(f"flexkit/{rel} ({mine}) imports {module} ({theirs})")
+    return problems
+
+
+def test_every_import_follows_the_layers() -> None:
+    problems = _violations()
+    assert not problems, "imports across the layers of docs/architecture.md:\n" + "\n".join(problems)
+
+
+def test_every_exception_is_still_needed() -> None:
+    stale = [pair for pair in EXCEPTIONS if pair[1] not in imports_of(pair[0])]
+    assert not stale, f"these exceptions no longer happen; remove them: {stale}"
+
+
+@pytest.mark.parametrize(("importer", "module"), [("pipeline.py", "flexkit.dynamic_sampling"),
+                                                  ("pipeline.py", "flexkit.runner")])
+def test_the_pipeline_does_not_import_the_step_loop(importer: str, module: str) -> None:
+    assert module not in imports_of(importer)
+
+
+def test_the_checker_sees_function_level_and_relative_imports(tmp_path: Path) -> None:
+    """The scanner itself: an import inside a function, and a relative one, are found and placed."""
+    assert "flexkit.config.overrides" in imports_of("pipeline.py")  # imported inside pipeline_from_dict
+    assert layer_of(module_file("flexkit.config.overrides")) == "config"
+    assert layer_of(module_file("flexkit.selectors.base.Selector")) == "selectors"
+    assert layer_of("config/reference.py") == "face" and layer_of("config/models.py") == "config"
+
+
+def test_docs_architecture_names_every_module() -> None:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    entries = sorted({entry for entries in LAYERS.values() for entry in entries} - {"__main__.py"})
+    missing = [entry for entry in entries if entry not in text]
+    assert not missing, f"docs/architecture.md does not name: {missing}"
