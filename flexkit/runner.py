@@ -282,9 +282,7 @@ def _loop(
             out.write(json.dumps({"step": INITIAL_STEP, **counters, **first_eval}) + "\n")
             out.flush()
             if trackers is not None:
-                from flexkit.trackers import eval_metrics
-
-                trackers.log(eval_metrics(first_eval), step=0)
+                trackers.log_eval(first_eval, step=0)
         budget = cfg.run.max_rollouts
         snapshot = EstimateSnapshot.take(sched)  # what the selectors believe before the step
         for step in range(start, total):
@@ -299,9 +297,7 @@ def _loop(
             out.flush()
             last = record
             if trackers is not None:
-                from flexkit.trackers import run_metrics
-
-                trackers.log(run_metrics(pipe, record, feedback, counters["rollouts"] - spent), step=step + 1)
+                trackers.log_step(pipe, record, feedback, counters["rollouts"] - spent, step=step + 1)
             bar.update(step, record, last_eval.get("eval_accuracy"))
             if (ckpt_every and (step + 1) % ckpt_every == 0) or done:
                 pipe.save_checkpoint(run_dir / CHECKPOINT_DIR, extra={

@@ -102,6 +102,15 @@ class Trackers:
         if self._wandb is not None:
             self._wandb.log(dict(metrics), step=step)
 
+    def log_eval(self, record: Mapping[str, Any], step: int) -> None:
+        """Log the evaluation in a metrics ``record`` (the one before training: ``step`` 0)."""
+        self.log(eval_metrics(record), step=step)
+
+    def log_step(self, pipe: Any, record: Mapping[str, Any], feedback: Sequence[Mapping[str, Any]],
+                 rollouts: int | None, step: int) -> None:
+        """Log one training step's ``flexkit/...`` metrics (:func:`run_metrics`) at ``step`` steps done."""
+        self.log(run_metrics(pipe, record, feedback, rollouts), step=step)
+
     def close(self) -> None:
         """Flush and close every tracker."""
         if self._writer is not None:

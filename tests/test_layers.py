@@ -21,10 +21,10 @@ ARCHITECTURE = ROOT / "docs" / "architecture.md"
 #: Each layer's files and folders (relative to flexkit/; a folder ends with "/").
 LAYERS: dict[str, tuple[str, ...]] = {
     "face": ("__init__.py", "__main__.py", "cli.py", "plot.py", "plot_records.py", "testing/",
-             "config/reference.py"),
+             "config/reference.py", "preview.py", "trackers.py"),
     "study": ("compare/", "simulator.py"),
     "run": ("runner.py", "run_folder.py", "run_estimates.py", "dynamic_sampling.py", "trainer_output.py",
-            "annotate.py", "annotate_partial.py", "annotate_output.py"),
+            "annotate.py", "annotate_partial.py", "annotate_output.py", "schema_line.py"),
     "scale": ("distributed/", "integrations/", "host_metrics.py"),
     "pipeline": ("pipeline.py", "state_checks.py", "checkpoint.py", "fingerprint.py"),
     "scheduler": ("scheduler.py", "batch_plan.py", "prefetch.py", "feedback_apply.py", "observers.py", "feedback.py",

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from flexkit import ComponentError, ConfigError, FeedbackError, TasksetError
+from flexkit import ComponentError, FeedbackError, TasksetError
 from flexkit.distributed import digest
 from flexkit.feedback import SELECTOR_METRIC
 from flexkit.pipeline import pipeline_from_dict
@@ -525,7 +525,7 @@ def test_refusing_ten_million_entries_ending_in_a_string_is_bounded(tmp_path: Pa
     assert plain_state(sched) == before
 
 
-def test_a_factory_building_no_selector_is_a_config_error_at_its_taskset(tmp_path: Path) -> None:
+def test_a_factory_building_no_selector_is_a_component_error_at_its_taskset(tmp_path: Path) -> None:
     (tmp_path / "junk.py").write_text(
         "from flexkit import hookimpl\n"
         "@hookimpl\ndef flexkit_register_selectors(register):\n"
@@ -534,6 +534,6 @@ def test_a_factory_building_no_selector_is_a_config_error_at_its_taskset(tmp_pat
     data = {"plugins": ["./junk.py"], "run": {"batch_size": 2},
             "tasksets": [{"name": "t0", "path": "t0.jsonl", "selector": {"type": "junk"}}]}
     pipe = pipeline_from_dict(data, base_dir=tmp_path)
-    with pytest.raises(ConfigError, match=r"tasksets\[0\]: selector 'junk' \(local plugin './junk.py'\): its factory "
+    with pytest.raises(ComponentError, match=r"tasksets\[0\]: selector 'junk' \(local plugin './junk.py'\): its factory "
                                           r".*returned dict, which is not a selector .*lacks get_indices"):
         pipe.scheduler  # noqa: B018 - building it is the test
