@@ -534,6 +534,7 @@ def test_a_factory_building_no_selector_is_a_component_error_at_its_taskset(tmp_
     data = {"plugins": ["./junk.py"], "run": {"batch_size": 2},
             "tasksets": [{"name": "t0", "path": "t0.jsonl", "selector": {"type": "junk"}}]}
     pipe = pipeline_from_dict(data, base_dir=tmp_path)
-    with pytest.raises(ComponentError, match=r"tasksets\[0\]: selector 'junk' \(local plugin './junk.py'\): its factory "
-                                          r".*returned dict, which is not a selector .*lacks get_indices"):
+    message = (r"tasksets\[0\]: selector 'junk' \(local plugin './junk.py'\): its factory "
+               r".*returned dict, which is not a selector .*lacks get_indices")
+    with pytest.raises(ComponentError, match=message):
         pipe.scheduler  # noqa: B018 - building it is the test
