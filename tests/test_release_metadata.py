@@ -59,8 +59,10 @@ def test_the_core_sdist_leaves_the_plugin_distributions_out() -> None:
 
 def test_ci_runs_the_built_wheels_after_the_test_command() -> None:
     run = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
-    assert run[-1] == ".ci/wheels"  # after the README's test command
-    assert any(line.startswith("python3 -m venv .venv && ") and "pytest" in line for line in run[:-1])
+    command = run[-1]  # the README's test command, exactly: the suites, then the built wheels
+    assert command.startswith("python3 -m venv .venv && ") and "pytest" in command
+    assert command.endswith(" && .ci/wheels")
+    assert command in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     wheels = ROOT / ".ci" / "wheels"
     assert os.access(wheels, os.X_OK)
     script = wheels.read_text(encoding="utf-8")
@@ -83,3 +85,15 @@ def test_extras_that_pull_ray_default_cap_virtualenv(plugin: str, extras: tuple[
     optional = _project(ROOT / "plugins" / plugin / "pyproject.toml")["optional-dependencies"]
     for extra in extras:
         assert "virtualenv<21.14.6" in optional[extra], (plugin, extra)
+
+
+def test_plugins_require_the_core_release_they_are_built_with() -> None:
+    """Every plugin pins the core to its own minor series (``flexkit-rft>=X.Y.Z,<X.Y+1``), the one it ships with."""
+    import flexkit
+
+    major, minor, _patch = (int(part) for part in flexkit.__version__.split(".")[:3])
+    wanted = f"flexkit-rft>={flexkit.__version__},<{major}.{minor + 1}"
+    for path in sorted((ROOT / "plugins").glob("*/pyproject.toml")):
+        dependencies = tomllib.loads(path.read_text(encoding="utf-8"))["project"]["dependencies"]
+        assert wanted in dependencies, f"{path}: {dependencies}"
+        assert tomllib.loads(path.read_text(encoding="utf-8"))["project"]["version"] == flexkit.__version__, path
