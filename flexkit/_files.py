@@ -96,3 +96,19 @@ def require_regular_file(
         raise error(f"cannot read {what} {os.fspath(path)}: {exc.strerror or exc}") from None
     if not stat.S_ISREG(mode):
         raise error(f"{what} {os.fspath(path)} is {file_kind(mode)}, not a regular file")
+
+
+def fsync_dir(path: str | os.PathLike[str], *, strict: bool = True) -> None:
+    """Make a directory's entries durable (``fsync`` on the directory). A platform without directory descriptors
+    is skipped; a file system that refuses the ``fsync`` raises ``OSError`` unless ``strict`` is false."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory descriptors
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - file systems that refuse it
+        if strict:
+            raise
+    finally:
+        os.close(fd)

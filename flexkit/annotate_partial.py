@@ -29,7 +29,7 @@ from typing import Any
 
 import attrs
 
-from flexkit._files import require_regular_file
+from flexkit._files import fsync_dir, require_regular_file
 from flexkit.checkpoint import STATE_FILE, StateError, load_state, save_state
 from flexkit.errors import CheckpointError, FlexkitError
 from flexkit.state_checks import is_count
@@ -61,19 +61,6 @@ def record_path(partial: Path) -> Path:
     return partial.with_name(partial.name + ".state")
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory descriptors
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover - file systems that refuse it
-        pass
-    finally:
-        os.close(fd)
-
-
 def _write_whole(path: Path, data: bytes) -> None:
     """Write ``path`` so that it is either absent or holds all of ``data`` (temp file, fsync, rename)."""
     tmp = path.with_name(path.name + ".tmp")
@@ -82,7 +69,7 @@ def _write_whole(path: Path, data: bytes) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent, strict=False)
 
 
 def _start_over(partial: Path) -> str:

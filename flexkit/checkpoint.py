@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from flexkit._files import fsync_dir
 from flexkit.errors import CheckpointError, KeyPath, StateError, format_key_path
 
 try:
@@ -216,17 +217,6 @@ def check_state(state: Mapping[str, Any]) -> None:
 # -- writing --------------------------------------------------------------------------------------------------
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 @contextmanager
 def _writer_lock(root: Path) -> Iterator[None]:
     """Hold an exclusive ``flock`` on the directory's lock file (released when the holder exits or dies)."""
@@ -304,7 +294,7 @@ def save_state(directory: str | os.PathLike[str], state: Mapping[str, Any], *, m
             except ValueError:
                 _remove_stale(root, None, arrays=False)
             _write_synced(arrays_path, blob)
-            _fsync_dir(root)  # the arrays file's directory entry is durable before anything points at it
+            fsync_dir(root)  # the arrays file's directory entry is durable before anything points at it
             _write_synced(tmp, data)
             os.replace(tmp, root / STATE_FILE)
         except OSError as exc:
@@ -314,7 +304,7 @@ def save_state(directory: str | os.PathLike[str], state: Mapping[str, Any], *, m
             kept = "the previous checkpoint is kept" if (root / STATE_FILE).exists() else "nothing was saved"
             raise CheckpointError(f"cannot write the checkpoint to {root}: {_reason(exc)}; {kept}") from None
         try:
-            _fsync_dir(root)
+            fsync_dir(root)
         except OSError as exc:
             raise CheckpointError(f"the checkpoint in {root} was written, but syncing its directory failed: "
                                   f"{_reason(exc)}") from None
