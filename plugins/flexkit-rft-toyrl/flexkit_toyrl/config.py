@@ -39,6 +39,12 @@ class ToyRLConfig:
         doc="Seed of the initial weights and the warm-start data. Independent of the pipeline seed, so every run "
             "of a comparison starts from the same warm-started policy, as fine-tuning runs share a pretrained model.",
     )
+    pretrained: bool = field(
+        default=True,
+        doc="Load the warm-started weights shipped with the plugin when they were made with this table's warm-start "
+            "parameters (the repository's examples), so that every machine starts the RL phase from the same policy; "
+            "false: compute the warm start (its floating-point results differ between CPUs).",
+    )
     warmup_steps: int = field(default=500, ge=0, doc="Supervised warm-start steps before the RL phase.")
     warmup_batch_size: int = field(default=128, ge=1, doc="Problems per warm-start step.")
     warmup_learning_rate: float = field(default=3e-3, gt=0, doc="Adam learning rate of the warm start.")

@@ -9,7 +9,9 @@ The run, as real RL fine-tuning does it:
 1. **Warm start** (before the first evaluation): a short supervised phase on problems drawn mostly from the
    easy levels (``warmup_level_weights``). It leaves a spread of success rates — high on the easy levels,
    middling on the medium ones, near zero on the hardest — like a pretrained model facing a new task family.
-   A policy trained with GRPO from scratch collapses here (every group all-wrong, no gradient).
+   A policy trained with GRPO from scratch collapses here (every group all-wrong, no gradient). For the
+   examples' configurations the warm-started weights ship with the plugin (``pretrained``,
+   :mod:`flexkit_toyrl.pretrained`), so the RL phase starts from the same policy on every machine.
 2. **GRPO** (Shao et al. 2024, arXiv 2402.03300): for each task, ``group_size`` sampled answers; exact-match
    reward; group-relative advantages ``(r − mean_g) / (std_g + ε)`` on every answer token; the PPO clipped loss
    of :func:`flexkit.policy_loss` with the sample stage's per-token weights, plus an entropy bonus
@@ -103,10 +105,13 @@ class ToyRLTrainer(Trainer):
 
     def warm_start(self) -> None:
         """The supervised phase (once; a loaded checkpoint counts as warm), reported as progress phase
-        ``"warm start"`` (:meth:`~flexkit.trainer.Trainer.report_progress`)."""
+        ``"warm start"`` (:meth:`~flexkit.trainer.Trainer.report_progress`). With ``pretrained`` and shipped
+        weights for this configuration, those are loaded instead (:mod:`flexkit_toyrl.pretrained`)."""
         if self.warm:
             return
         cfg = self.config
+        if cfg.pretrained and self._load_shipped_warm_start():
+            return
         weights = np.asarray(cfg.warmup_level_weights, dtype=np.float64)
         weights /= weights.sum()
         optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.warmup_learning_rate)
@@ -127,6 +132,20 @@ class ToyRLTrainer(Trainer):
             self.report_progress("warm start", i + 1, cfg.warmup_steps)
         self.warmup_loss = float(loss.detach())
         self.warm = True
+
+    def _load_shipped_warm_start(self) -> bool:
+        """Load the shipped warm start of this configuration (:mod:`flexkit_toyrl.pretrained`), if one ships."""
+        from flexkit_toyrl.pretrained import load_shipped
+
+        shapes = {name: tuple(value.shape) for name, value in self.model.state_dict().items()}
+        shipped = load_shipped(self.config, shapes)
+        if shipped is None:
+            return False
+        arrays, self.warmup_loss = shipped
+        self.model.load_state_dict({name: torch.from_numpy(array) for name, array in arrays.items()})
+        self.report_progress("warm start", self.config.warmup_steps, self.config.warmup_steps)
+        self.warm = True
+        return True
 
     # -- the RL step ------------------------------------------------------------------------------------
 

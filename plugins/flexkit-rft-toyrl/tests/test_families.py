@@ -7,6 +7,7 @@ import hashlib
 import itertools
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -122,36 +123,61 @@ def test_noisy_levels_with_one_level_or_full_accuracy_are_the_levels() -> None:
     assert not (noisy_levels(levels, (1, 2, 3), 0.0, rng) == levels).any()
 
 
-#: sha256 of the addition rows (json, sorted keys) before the second family existed: they must never change.
+#: sha256 of the addition rows (json, sorted keys, floats to 6 significant digits) before the second family existed:
+#: they must never change. Floats are rounded because numpy's exp and log round their last bits differently with
+#: other versions and vector instructions (the pass-rate columns).
 ADDITION_ROW_HASHES = {
-    (): "04580e6588aaffa2f8b199ea24e2ba003ac6d9753aa5f22ff2fb91bc6c157513",
+    (): "4ad2e97d3b52aeb2f4ba437af3bfb827a1be4c7eea51584935f4304d13fca8df",
     (("size", 20000), ("levels", (1, 2, 3, 4, 5, 6))):
-        "4140bda8f2901f2ba768ec3796d933ad77460ce1c9c09e92c46de4fc1966206e",
+        "f07aed388d51ab4b0b11d93f1876772303a04255d762689278ec334822be33bc",
     (("size", 500), ("levels", (1, 3)), ("base", 7), ("seed", 5)):
-        "358e3b671c96fab81b31178505228b529dd88ad22ce0f69c627dad789a222889",
+        "918937197ddb5fea9756ab9d8f2a778cb5c8fd41b70ee59e5614fc54494428d2",
 }
+
+
+def _rounded(value: Any) -> Any:
+    """``value`` with every float rounded to 6 significant digits (nested lists and dicts too)."""
+    if isinstance(value, float):
+        return float(f"{value:.6g}")
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
 
 
 @pytest.mark.parametrize("params", list(ADDITION_ROW_HASHES), ids=["default", "pool", "base7"])
 def test_addition_rows_are_unchanged(params: tuple) -> None:
     taskset = make_arithmetic_taskset(ArithmeticTasksConfig(**dict(params)), name="t")
     rows = taskset.read(range(len(taskset)))
-    digest = hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
+    digest = hashlib.sha256(json.dumps(_rounded(rows), sort_keys=True).encode()).hexdigest()
     assert digest == ADDITION_ROW_HASHES[params]
     assert set(rows[0]) == {"id", "level", "a", "b", "carries", "difficulty", "weak_pass_rate", "strong_pass_rate"}
 
 
-#: sha256 of metrics.jsonl of test_toyrl.py's TINY addition run before the second family existed (torch 2.13.0 CPU,
-#: one thread; other torch builds may round differently).
-TINY_RUN_HASH = "9c18a85121112083aa22073552fafb0d311dd29ce8a37e9fa2467a16fbdd2bce"
+def test_rounding_keeps_integers_and_hides_only_the_last_bits() -> None:
+    assert _rounded({"a": [1, 0.1 + 0.2], "b": 3}) == {"a": [1, 0.3], "b": 3}
+    assert _rounded(0.123456789) != _rounded(0.1234)
 
 
-@pytest.mark.skipif(not torch.__version__.startswith("2.13.0"), reason="pinned with torch 2.13.0")
+#: sha256 of metrics.jsonl of test_toyrl.py's TINY addition run, identical before and after the second family
+#: existed (checked with both on one machine), by the CPU instructions torch 2.13.0 uses (one thread): the warm
+#: start and every step round differently on other instruction sets, and small differences grow.
+TINY_RUN_HASHES = {"AVX512": "06a502ad8c8685b6521b9c5a9b0d1d3c959020589160421fe2b4b7d6a5c39e25"}
+
+
+def _cpu_capability() -> str:
+    return str(torch.backends.cpu.get_cpu_capability())
+
+
+@pytest.mark.skipif(not torch.__version__.startswith("2.13.0") or _cpu_capability() not in TINY_RUN_HASHES,
+                    reason="pinned with torch 2.13.0 on AVX512 CPUs")
 def test_a_short_addition_run_is_unchanged(tmp_path: Path) -> None:
     path = tmp_path / "p.toml"
     path.write_text(tiny_pipeline())
     run_pipeline(load_pipeline(path), run_dir=tmp_path / "run", progress=None)
-    assert hashlib.sha256((tmp_path / "run" / "metrics.jsonl").read_bytes()).hexdigest() == TINY_RUN_HASH
+    digest = hashlib.sha256((tmp_path / "run" / "metrics.jsonl").read_bytes()).hexdigest()
+    assert digest == TINY_RUN_HASHES[_cpu_capability()]
 
 
 def _mul(text: str) -> str:
