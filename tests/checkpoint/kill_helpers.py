@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -80,6 +81,9 @@ def serve_forks(child: Callable[[str], int], *, announce_pid: bool = False) -> N
     itself) and ``reaped <pid> <status>`` once the process ended, after all its own lines. Call it once everything
     is imported: nothing here starts a thread, so forking is safe.
     """
+    # A test run started in the background by a shell without job control inherits SIGINT ignored, and so would
+    # every fork: give the forks Python's own Ctrl-C handler, as in a terminal.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     emit("ready")
     for line in sys.stdin:
         cmd, _, payload = line.strip().partition(" ")

@@ -65,13 +65,20 @@ def test_the_resume_command_repeats_the_options() -> None:
                                     "--resume", "runs/my run"]
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """In the child: SIGINT's default disposition (a suite started in the background by a shell without job
+    control runs with SIGINT ignored, and the child would inherit it)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process")
 def test_ctrl_c_names_the_last_checkpoint_and_the_resume_command(tmp_path: Path) -> None:
     run = tmp_path / "run"
     command = [sys.executable, "-m", "flexkit", "run", SIMULATED, "--out", str(run), "--quiet",
                "--set", "run.total_steps=100000,run.checkpoint_every=5,run.eval_every=0"]
     proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+                            preexec_fn=_ctrl_c_as_in_a_terminal)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (run / "checkpoint" / "state.json").exists():
         time.sleep(0.05)
