@@ -15,6 +15,7 @@ import attrs
 from flexkit.compare.results import ReportInfo, RunOutcome, SettingResult
 from flexkit.compare.statistics import (
     MIN_INTERVAL_VALUES,
+    final_drop,
     interpolated_curve,
     largest_drop,
     mean_curve,
@@ -201,20 +202,24 @@ def render_markdown(results: Sequence[SettingResult], info: ReportInfo, *, plot:
 
 
 def _forgetting_lines(results: Sequence[SettingResult]) -> list[str]:
-    """Per setting and level, the largest drop of held-out accuracy below its best earlier value, over the runs
-    (forgetting; nothing without per-level evaluations)."""
+    """Per setting and level, over the runs: the largest drop of held-out accuracy below its best earlier value
+    (dips that recover included), and how far the level ends below its best (forgetting that lasts); nothing
+    without per-level evaluations."""
     levels = _levels(results)
     if not levels:
         return []
-    header = ["setting", *[f"level {key.split('/', 1)[1]}" for key in levels]]
+    header = ["setting", "drop", *[f"level {key.split('/', 1)[1]}" for key in levels]]
     rows = []
     for res in results:
-        cells = []
-        for key in levels:
-            drops = [largest_drop(r.level_curves[key]) for r in res.runs if key in r.level_curves]
-            cells.append(f"{max(drops):.3f}" if drops else "–")
-        rows.append([res.setting.name, *cells])
-    return ["Forgetting: the largest drop of each level's held-out accuracy below its best earlier value, worst run:",
+        for label, measure in (("largest, at any evaluation", largest_drop),
+                               ("at the end, below the best", final_drop)):
+            cells = []
+            for key in levels:
+                drops = [measure(r.level_curves[key]) for r in res.runs if key in r.level_curves]
+                cells.append(f"{max(drops):.3f}" if drops else "–")
+            rows.append([res.setting.name, label, *cells])
+    return ["Forgetting: per level, the largest drop of held-out accuracy below its best earlier value (a dip that "
+            "recovers counts), and how far it ends below its best, worst run:",
             "", _markdown_table(header, rows), ""]
 
 
@@ -278,7 +283,8 @@ def _json_run(r: RunOutcome) -> dict[str, Any]:
             "steps_to_targets": r.steps_to_targets, "rollouts_to_targets": r.rollouts_to_targets,
             "accuracy_at_budgets": r.accuracy_at_budgets, "curve": r.curve, "rollout_curve": r.rollout_curve,
             "level_curves": r.level_curves,
-            "largest_drop": {key: largest_drop(curve) for key, curve in r.level_curves.items()}}
+            "largest_drop": {key: largest_drop(curve) for key, curve in r.level_curves.items()},
+            "final_drop": {key: final_drop(curve) for key, curve in r.level_curves.items()}}
 
 
 def _json_results(results: Sequence[SettingResult], info: ReportInfo) -> dict[str, Any]:
@@ -313,8 +319,9 @@ def _json_results(results: Sequence[SettingResult], info: ReportInfo) -> dict[st
                         for i, b in enumerate(budgets)],
             **{attr: _summary([getattr(r, attr) for r in res.runs])
                for attr in ("steps", "optimizer_steps", "trained_samples", "rollouts")},
-            "largest_drop": {key: max((largest_drop(r.level_curves[key]) for r in res.runs if key in r.level_curves),
-                                      default=None) for key in _levels([res])},
+            **{name: {key: max((measure(r.level_curves[key]) for r in res.runs if key in r.level_curves),
+                                default=None) for key in _levels([res])}
+               for name, measure in (("largest_drop", largest_drop), ("final_drop", final_drop))},
             "finished": n,
             "failed": failed,
             "runs": [_json_run(r) for r in res.runs],

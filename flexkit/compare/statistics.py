@@ -77,6 +77,13 @@ def largest_drop(curve: Sequence[tuple[int, float]]) -> float:
     return drop
 
 
+def final_drop(curve: Sequence[tuple[int, float]]) -> float:
+    """How far an accuracy curve ends below its best value: ``max_t a_t − a_last`` (0 for an empty curve).
+    Unlike :func:`largest_drop`, a dip that recovers does not count: this is the forgetting that lasts."""
+    values = [value for _, value in curve]
+    return max(values) - values[-1] if values else 0.0
+
+
 def default_budget(results: Sequence[SettingResult]) -> tuple[int, str]:
     """The default rollout budget: the fewest rollouts any run generated (every run has a value there; 0 when
     no run finished)."""

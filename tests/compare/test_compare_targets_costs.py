@@ -27,7 +27,7 @@ from flexkit.compare import (
     reported_interval,
     write_level_plot,
 )
-from flexkit.compare.statistics import accuracy_at, largest_drop, steps_to
+from flexkit.compare.statistics import accuracy_at, final_drop, largest_drop, steps_to
 from tests.compare.test_compare import PIPELINE
 from tests.fixtures import read_metrics
 
@@ -138,11 +138,20 @@ def test_forgetting_is_the_largest_drop_below_the_best_earlier_value(several: Co
     data = json.loads((several.out_dir / "results.json").read_text())
     for setting, res in zip(data["settings"], several.results, strict=True):
         for key in (f"eval_accuracy/{level}" for level in (1, 2, 3, 4)):
-            drops = [largest_drop(run.level_curves[key]) for run in res.runs]
-            assert [run["largest_drop"][key] for run in setting["runs"]] == drops
-            assert setting["largest_drop"][key] == max(drops)
-    assert "Forgetting: the largest drop of each level's held-out accuracy below its best earlier value" in (
+            for name, measure in (("largest_drop", largest_drop), ("final_drop", final_drop)):
+                drops = [measure(run.level_curves[key]) for run in res.runs]
+                assert [run[name][key] for run in setting["runs"]] == drops
+                assert setting[name][key] == max(drops)
+    assert "Forgetting: per level, the largest drop of held-out accuracy below its best earlier value" in (
         several.markdown)
+    assert "| at the end, below the best |" in several.markdown
+
+
+def test_final_drop_counts_only_what_the_curve_ends_below_its_best() -> None:
+    curve = [(0, 0.5), (1, 0.9), (2, 0.6), (3, 1.0), (4, 0.8)]
+    assert final_drop(curve) == pytest.approx(0.2) and largest_drop(curve) == pytest.approx(0.3)
+    assert final_drop([(0, 0.9), (1, 0.2), (2, 0.9)]) == 0.0  # a dip that recovers
+    assert final_drop([]) == 0.0
 
 
 @settings(max_examples=60, deadline=None)
