@@ -71,12 +71,13 @@ def test_without_discounting_a_stale_group_is_never_found_again() -> None:
     assert kept[100:, 3].sum() > 10 * max(1, no_discount[100:, 3].sum())
 
 
-def test_a_solved_level_that_is_forgotten_is_drawn_again_at_once() -> None:
+@pytest.mark.parametrize("unsolved_weight", [0.0, 1.0])
+def test_a_solved_level_that_is_forgotten_is_drawn_again_at_once(unsolved_weight: float) -> None:
     # level 1 is solved (no informative answers) until step 50, then forgotten (pass rate 0.5).
     def rates(step: int) -> list[float]:
         return [1.0 if step < 50 else 0.5, 0.5, 0.5, 0.0, 0.0, 0.0]
 
-    drawn = _simulate(_frontier(), rates, 150, np.random.default_rng(3))
+    drawn = _simulate(_frontier(unsolved_weight=unsolved_weight), rates, 150, np.random.default_rng(3))
     assert drawn[20:50, 0].mean() < 64 / 6 / 4  # solved: probed now and then, far below its uniform share
     assert drawn[90:, 0].mean() > 10  # forgotten: back to a learnable level's share within 40 steps
 
@@ -124,3 +125,20 @@ def test_summary_and_predicted_pass_rates_are_per_group() -> None:
 def test_without_grouping_columns_the_pool_is_one_group() -> None:
     sel = make_selector("frontier", size=50, seed=0)
     assert sel.groups.count == 1 and len(set(sel.get_indices(10).tolist())) == 10
+
+
+def test_unsolved_weight_moves_draws_from_nearly_solved_groups_to_the_frontier() -> None:
+    # level 1 nearly solved (p = 0.93: most groups still mixed), level 3 at the frontier (p = 0.25)
+    rates = [0.93, 0.6, 0.25, 0.0, 0.0, 0.0]
+    plain = _simulate(_frontier(), lambda step: rates, 60, np.random.default_rng(4))[20:].sum(axis=0)
+    weighted = _simulate(_frontier(unsolved_weight=1.0), lambda step: rates, 60,
+                         np.random.default_rng(4))[20:].sum(axis=0)
+    assert weighted[0] < 0.5 * plain[0]
+    assert weighted[2] > plain[2] and weighted[2] > weighted[1] > weighted[0]
+
+
+def test_unsolved_weight_zero_draws_exactly_as_before() -> None:
+    rates = [0.93, 0.6, 0.25, 0.0, 0.0, 0.0]
+    before = _simulate(_frontier(), lambda step: rates, 20, np.random.default_rng(6))
+    after = _simulate(_frontier(unsolved_weight=0.0), lambda step: rates, 20, np.random.default_rng(6))
+    assert np.array_equal(before, after)
