@@ -32,7 +32,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
                   "observers.py", "feedback.py", "tasksets/"),
     "selectors": ("selectors/",),
     "sample": ("sample/", "weights.py"),
-    "plugins": ("hookspecs.py", "plugins.py", "builtins.py", "contracts.py", "configurable.py"),
+    "plugins": ("hookspecs.py", "plugins.py", "plugin_components.py", "plugin_import.py", "builtins.py",
+                "contracts.py", "configurable.py"),
     "config": ("config/",),
     "base": ("errors.py", "log.py", "_files.py", "_lazy.py", "_version.py", "trainer.py"),
 }
