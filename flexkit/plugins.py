@@ -16,32 +16,27 @@ name is an error naming both; a pipeline naming that component is refused until 
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import hashlib
 import importlib
 import importlib.metadata
-import importlib.util
-import inspect
 import os
-import re
-import stat
-import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-import attrs
 import pluggy
 import structlog
 
 from flexkit import hookspecs
-from flexkit._files import NotRegularFileError, file_kind
 from flexkit._version import DISTRIBUTION, __version__
 from flexkit.config.components import STAGES
 from flexkit.config.converter import did_you_mean
-from flexkit.contracts import check_built
 from flexkit.errors import ConfigError, ConfigIssue, PluginError
+from flexkit.plugin_components import Component, NoParams, PluginFailure, PluginInfo, Registrar, describe_origin
+from flexkit.plugin_import import exit_is_import_error, load_local_module
+
+__all__ = ["BUILTIN_PLUGINS", "ENTRY_POINT_GROUP", "ENV_ALLOW", "ENV_STRICT", "FIRST_PARTY", "REGISTER_HOOKS",
+           "Component", "NoParams", "PluginFailure", "PluginHost", "PluginInfo", "clear_plugin_cache",
+           "get_plugins", "hook_arguments", "load_local_module", "plugin_host_for"]
 
 log = structlog.get_logger("flexkit.plugins")
 
@@ -63,8 +58,6 @@ ENTRY_POINT_GROUP = "flexkit"
 ENV_ALLOW = "FLEXKIT_LOAD_PLUGINS"
 ENV_STRICT = "FLEXKIT_STRICT_PLUGINS"
 
-_NAME = re.compile(r"^[a-z][a-z0-9_\-]*$")
-
 #: Components of flexkit's first-party plugin distributions (``plugins/`` in the repository), so that a pipeline
 #: naming one without the distribution is told which to install: (stage, name) -> distribution.
 FIRST_PARTY: dict[tuple[str, str], str] = {
@@ -72,69 +65,6 @@ FIRST_PARTY: dict[tuple[str, str], str] = {
     ("trainer", "toyrl"): "flexkit-rft-toyrl",
     ("selector", "reverse"): "flexkit-rft-example",
 }
-
-
-@attrs.frozen
-class NoParams:
-    """Config of a component that takes no parameters."""
-
-
-@attrs.frozen(kw_only=True)
-class Component:
-    """A registered component: what a pipeline's ``type = "name"`` resolves to."""
-
-    name: str
-    stage: str
-    factory: Callable[..., Any]
-    config_cls: type
-    plugin: str
-    distribution: str | None
-    version: str | None
-    description: str
-
-    def build(self, config: Any = None, **context: Any) -> Any:
-        """Call the factory with a validated config (default: the config class's defaults) and context.
-
-        The built object's ``registered_name``, ``registered_plugin`` and ``registered_distribution``, when it has
-        those attributes (see :mod:`flexkit.configurable`), are set to this component's, for messages. What the
-        factory returned must be a component of this stage (:func:`flexkit.contracts.check_built`), else a
-        :class:`~flexkit.errors.ComponentError` names the component, its plugin and its distribution.
-        """
-        if config is None:
-            config = self.config_cls()
-        built = self.factory(config, **context)
-        check_built(self.stage, built, name=self.name, plugin=self.plugin, distribution=self.distribution,
-                    factory=self.factory)
-        for attr, value in (("registered_name", self.name), ("registered_plugin", self.plugin),
-                            ("registered_distribution", self.distribution)):
-            if hasattr(built, attr):
-                with contextlib.suppress(AttributeError, TypeError):  # frozen or slotted: keeps its class's value
-                    setattr(built, attr, value)
-        return built
-
-
-@attrs.frozen(kw_only=True)
-class PluginFailure:
-    """A plugin that could not be used, and why."""
-
-    plugin: str
-    distribution: str | None
-    phase: str  # "import" | "register" | "conflict"
-    error: str
-
-    def __str__(self) -> str:
-        dist = f" (distribution {self.distribution})" if self.distribution else ""
-        return f"plugin {self.plugin!r}{dist} failed at {self.phase}: {self.error}"
-
-
-@attrs.frozen(kw_only=True)
-class PluginInfo:
-    """A loaded plugin: its name, where it came from and the hooks it implements."""
-
-    name: str
-    distribution: str | None
-    version: str | None
-    hooks: tuple[str, ...]
 
 
 def _env_allow_list() -> frozenset[str] | None:
@@ -200,7 +130,7 @@ class PluginHost:
             if self.pm.get_plugin(ep.name) is not None:
                 continue
             try:
-                with _exit_is_import_error():
+                with exit_is_import_error():
                     plugin = ep.load()
             except Exception as exc:
                 self._fail(PluginFailure(plugin=ep.name, distribution=dist_name, phase="import",
@@ -258,9 +188,9 @@ class PluginHost:
                 if impl.plugin is not plugin:
                     continue
                 hooks.append(hook_name)
-                register = _Registrar(stage, name, distribution, version, staged)
+                register = Registrar(stage, name, distribution, version, staged)
                 try:
-                    with _exit_is_import_error():
+                    with exit_is_import_error():
                         impl.function(**hook_arguments(impl.argnames, register=register))
                 except Exception as exc:
                     self.pm.unregister(plugin)
@@ -286,7 +216,7 @@ class PluginHost:
         else:
             table[component.name] = component
             return
-        claimants = " and ".join(_who(c) for c in self.conflicts[key])
+        claimants = " and ".join(describe_origin(c) for c in self.conflicts[key])
         self._fail(PluginFailure(plugin=component.plugin, distribution=component.distribution, phase="conflict",
                                  error=f"{component.stage} {component.name!r} is registered by {claimants}"), strict)
 
@@ -308,7 +238,7 @@ class PluginHost:
         if found is not None:
             return found
         if (stage, name) in self.conflicts:
-            claimants = " and ".join(_who(c) for c in self.conflicts[(stage, name)])
+            claimants = " and ".join(describe_origin(c) for c in self.conflicts[(stage, name)])
             raise ConfigError(f"{stage} {name!r} is registered by {claimants}; uninstall one of them or "
                               f"restrict {ENV_ALLOW}")
         names = sorted(self.components[stage])
@@ -361,137 +291,6 @@ def hook_arguments(argnames: Sequence[str], **provided: Any) -> dict[str, Any]:
         raise TypeError(f"the hook implementation asks for argument(s) {', '.join(map(repr, unknown))}; "
                         f"the hook passes only {', '.join(map(repr, provided)) or 'none'}")
     return {arg: provided[arg] for arg in argnames}
-
-
-def _who(component: Component) -> str:
-    dist = component.distribution or "no distribution"
-    version = f" {component.version}" if component.version else ""
-    return f"plugin {component.plugin!r} ({dist}{version})"
-
-
-@attrs.define
-class _Registrar:
-    """The ``register`` callback handed to one plugin's registration hook for one stage
-    (a :class:`~flexkit.hookspecs.Register`)."""
-
-    stage: str
-    plugin: str
-    distribution: str | None
-    version: str | None
-    staged: list[Component]
-
-    def __call__(
-        self,
-        name: str,
-        factory: Callable[..., Any],
-        config: type | None = None,
-        *,
-        description: str | None = None,
-    ) -> None:
-        """Declare a component: its ``type`` name, its factory and its attrs config class."""
-        if not isinstance(name, str) or not _NAME.match(name):
-            raise ValueError(f"component name {name!r} must be lowercase letters, digits, '_' or '-', "
-                             "starting with a letter")
-        if not callable(factory):
-            raise TypeError(f"factory for {self.stage} {name!r} is not callable: {factory!r}")
-        config_cls = NoParams if config is None else config
-        if not (isinstance(config_cls, type) and attrs.has(config_cls)):
-            raise TypeError(f"config for {self.stage} {name!r} must be an attrs class, got {config!r}")
-        if any(c.name == name and c.stage == self.stage for c in self.staged):
-            raise ValueError(f"{self.stage} {name!r} registered twice by the same plugin")
-        if description is None:
-            doc = inspect.getdoc(factory) or ""
-            description = doc.strip().splitlines()[0] if doc.strip() else ""
-        self.staged.append(Component(name=name, stage=self.stage, factory=factory, config_cls=config_cls,
-                                     plugin=self.plugin, distribution=self.distribution, version=self.version,
-                                     description=description))
-
-
-def load_local_module(spec: str, base_dir: str | os.PathLike[str] | None = None) -> Any:
-    """Import a plugin given as a module name (``my_pkg.hooks``) or a ``.py`` path (relative paths are
-    resolved against ``base_dir``, default the current directory).
-
-    A plugin that calls ``sys.exit()`` (or raises another ``BaseException`` but ``KeyboardInterrupt``) while
-    it is imported raises :class:`ImportError` saying so, so it is reported as a failed plugin instead of
-    ending the command. A module name that is not found gets a hint at the path form (``./my_hooks.py``).
-    """
-    if not isinstance(spec, str) or not spec:
-        raise ValueError("a plugin must be a module name or a path to a .py file")
-    if not (spec.endswith(".py") or "/" in spec or os.sep in spec):
-        return _import_by_name(spec, base_dir)
-    path = Path(spec).expanduser()
-    if not path.is_absolute():
-        path = Path(base_dir or ".") / path
-    path = path.resolve()
-    _check_plugin_file(path)
-    digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
-    module_name = f"flexkit_local_{re.sub(r'[^0-9a-zA-Z_]', '_', path.stem)}_{digest}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    module_spec = importlib.util.spec_from_file_location(module_name, path)
-    if module_spec is None or module_spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[module_name] = module
-    try:
-        with _exit_is_import_error():
-            module_spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[module_name]
-        raise
-    return module
-
-
-def _check_plugin_file(path: Path) -> None:
-    """Refuse a plugin path that is missing or not a regular file, saying what it is."""
-    try:
-        mode = path.stat().st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        raise FileNotFoundError(f"no such file: {path}") from None
-    if stat.S_ISDIR(mode):
-        if (path / "__init__.py").is_file():
-            raise IsADirectoryError(
-                f"{path} is a directory (a package), not a .py file; name the package as a module instead, "
-                f'plugins = ["{path.name}"] with {path.parent} on PYTHONPATH, or give the path of one of its .py files'
-            )
-        raise IsADirectoryError(f"{path} is a directory, not a .py file")
-    if not stat.S_ISREG(mode):
-        raise NotRegularFileError(f"{path} is {file_kind(mode)}, not a regular .py file")
-
-
-def _import_by_name(spec: str, base_dir: str | os.PathLike[str] | None) -> Any:
-    """``importlib.import_module(spec)``; when ``spec`` itself is not found, the error says how to name a file."""
-    try:
-        with _exit_is_import_error():
-            return importlib.import_module(spec)
-    except ModuleNotFoundError as exc:
-        if not exc.name or not (spec == exc.name or spec.startswith(exc.name + ".")):
-            raise  # the plugin was found, and it imports something missing
-        as_path = "./" + spec.replace(".", "/") + ".py"
-        near = Path(base_dir or ".") / as_path
-        found = f"; {near.resolve()} exists" if near.is_file() else ""
-        raise ModuleNotFoundError(
-            f"{exc} (a module name is imported from sys.path, not from the pipeline's folder{found}: for a file, "
-            f'write its path, plugins = ["{as_path}"])',
-            name=exc.name,
-        ) from None
-
-
-@contextlib.contextmanager
-def _exit_is_import_error() -> Iterator[None]:
-    """Run a plugin's import or registration code: turn ``sys.exit()`` (or any ``BaseException`` but
-    ``KeyboardInterrupt``) into :class:`ImportError`, so it is reported as a plugin failure instead of ending the
-    process silently; and send what it prints to stderr, so that a plugin printing on import cannot corrupt a
-    command's machine-readable output (``flexkit plugins --json``, ``schema``, ``preview --json``)."""
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
-    except (Exception, KeyboardInterrupt):
-        raise
-    except SystemExit as exc:
-        raise ImportError(f"the plugin called sys.exit({exc.code!r}) while it was imported") from None
-    except BaseException as exc:
-        raise ImportError(f"the plugin raised {type(exc).__name__} while it was imported: {exc}") from None
 
 
 @functools.lru_cache(maxsize=8)

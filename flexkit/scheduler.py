@@ -30,14 +30,14 @@ import attrs
 import numpy as np
 
 from flexkit.batch_plan import epoch_counts, mix_counts
-from flexkit.config.converter import did_you_mean
 from flexkit.contracts import check_selection, describe_component
-from flexkit.errors import FeedbackError, FlexkitError
+from flexkit.errors import FlexkitError
 from flexkit.feedback import SELECTOR_METRIC
 from flexkit.feedback_apply import apply_feedback
+from flexkit.feedback_check import check_feedback_payload, taskset_id
 from flexkit.observers import notify
 from flexkit.prefetch import AFTER_FEEDBACK, PendingBatch, Prefetcher, RowsFailed, take_error
-from flexkit.selectors.base import OutOfRange, validate_feedback
+from flexkit.selectors.base import OutOfRange
 
 __all__ = ["AFTER_FEEDBACK", "Task", "TasksetEntry", "TasksetScheduler", "apply_feedback", "epoch_counts",
            "mix_counts"]
@@ -198,7 +198,7 @@ class TasksetScheduler:
         if isinstance(proportions, Mapping):
             values = [0.0] * len(self.entries)
             for key, value in proportions.items():
-                values[self._taskset_id(key)] = float(value)
+                values[taskset_id(self.entries, key)] = float(value)
         else:
             values = [float(v) for v in proportions]
         arr = np.asarray(values, dtype=np.float64)
@@ -336,44 +336,13 @@ class TasksetScheduler:
 
     # -- feedback ---------------------------------------------------------------------------------------
 
-    def _taskset_id(self, key: Any) -> int:
-        if isinstance(key, (int, np.integer)) and not isinstance(key, bool) and 0 <= key < len(self.entries):
-            return int(key)
-        if isinstance(key, str) and key in self.names:
-            return self.names.index(key)
-        raise FeedbackError(f"feedback for unknown taskset {key!r}; tasksets: "
-                            + ", ".join(f"{i} ({n})" for i, n in enumerate(self.names)))
-
     def check_feedback(self, metrics: Mapping[str, Any]) -> list[tuple[int, np.ndarray, np.ndarray]]:
         """Validate a feedback payload as :meth:`feedback` does, changing nothing: ``(taskset id, int64
         indices, float64 values)`` per taskset, values clipped by ``out_of_range``. Raises
         :class:`~flexkit.errors.FeedbackError` naming the first problem, also for a top-level key that looks
-        like a misspelt ``selector_metric`` (other top-level keys are left alone)."""
-        if not isinstance(metrics, Mapping):
-            raise FeedbackError(f"feedback must be a mapping, got {type(metrics).__name__}")
-        for key in metrics:
-            if key != SELECTOR_METRIC and isinstance(key, str) and did_you_mean(key, [SELECTOR_METRIC]):
-                raise FeedbackError(f"unknown feedback key {key!r}{did_you_mean(key, [SELECTOR_METRIC])}: selector "
-                                    f"feedback travels under {SELECTOR_METRIC!r}, so this payload would be ignored")
-        payload = metrics.get(SELECTOR_METRIC, {})
-        if not isinstance(payload, Mapping):
-            raise FeedbackError(f"{SELECTOR_METRIC} must map taskset ids to {{'indices', 'values'}}")
-        checked: list[tuple[int, np.ndarray, np.ndarray]] = []
-        seen: set[int] = set()
-        for key, part in payload.items():
-            tid = self._taskset_id(key)
-            if tid in seen:
-                raise FeedbackError(f"feedback names taskset {key!r} twice")
-            seen.add(tid)
-            if not isinstance(part, Mapping) or "indices" not in part or "values" not in part:
-                raise FeedbackError(f"feedback for taskset {key!r} needs 'indices' and 'values'")
-            try:
-                idx, vals = validate_feedback(part["indices"], part["values"], self.entries[tid].size,
-                                              out_of_range=self.out_of_range)
-            except FeedbackError as exc:
-                raise FeedbackError(f"taskset {self.names[tid]!r}: {exc}") from None
-            checked.append((tid, idx, vals))
-        return checked
+        like a misspelt ``selector_metric`` (other top-level keys are left alone;
+        :func:`flexkit.feedback_check.check_feedback_payload`)."""
+        return check_feedback_payload(self.entries, metrics, self.out_of_range)
 
     def feedback(self, metrics: Mapping[str, Any]) -> None:
         """Route ``metrics[SELECTOR_METRIC]`` (``{taskset_id or name: {"indices", "values"}}``) to selectors.

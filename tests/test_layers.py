@@ -20,18 +20,21 @@ ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 #: Each layer's files and folders (relative to flexkit/; a folder ends with "/").
 LAYERS: dict[str, tuple[str, ...]] = {
-    "face": ("__init__.py", "__main__.py", "cli.py", "plot.py", "plot_records.py", "testing/",
-             "config/reference.py", "preview.py", "trackers.py"),
+    "face": ("__init__.py", "__main__.py", "cli.py", "cli_parser.py", "cli_run.py", "cli_compare.py",
+             "cli_pipeline.py", "cli_registry.py", "plot.py", "plot_records.py", "testing/", "config/reference.py",
+             "preview.py", "trackers.py"),
     "study": ("compare/", "simulator.py"),
-    "run": ("runner.py", "run_folder.py", "run_estimates.py", "dynamic_sampling.py", "trainer_output.py",
-            "annotate.py", "annotate_partial.py", "annotate_output.py", "schema_line.py"),
+    "run": ("runner.py", "run_step.py", "run_progress.py", "run_result.py", "run_folder.py", "run_estimates.py",
+            "dynamic_sampling.py", "trainer_output.py", "annotate.py", "annotate_partial.py", "annotate_output.py",
+            "schema_line.py"),
     "scale": ("distributed/", "integrations/", "host_metrics.py"),
     "pipeline": ("pipeline.py", "state_checks.py", "checkpoint.py", "fingerprint.py"),
-    "scheduler": ("scheduler.py", "batch_plan.py", "prefetch.py", "feedback_apply.py", "observers.py", "feedback.py",
-                  "tasksets/"),
+    "scheduler": ("scheduler.py", "batch_plan.py", "prefetch.py", "feedback_check.py", "feedback_apply.py",
+                  "observers.py", "feedback.py", "tasksets/"),
     "selectors": ("selectors/",),
     "sample": ("sample/", "weights.py"),
-    "plugins": ("hookspecs.py", "plugins.py", "builtins.py", "contracts.py", "configurable.py"),
+    "plugins": ("hookspecs.py", "plugins.py", "plugin_components.py", "plugin_import.py", "builtins.py",
+                "contracts.py", "configurable.py"),
     "config": ("config/",),
     "base": ("errors.py", "log.py", "_files.py", "_lazy.py", "_version.py", "trainer.py"),
 }

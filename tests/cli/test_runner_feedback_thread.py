@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import flexkit.runner as runner
+import flexkit.run_step as run_step
 from flexkit import FeedbackError
 from flexkit.pipeline import load_pipeline
 from flexkit.runner import run_pipeline
@@ -47,7 +47,7 @@ def test_feedback_alongside_the_update_gives_the_records_of_feedback_before_it(t
                                             'group_size = 4\n')
     path = write(tmp_path, text)
     run_pipeline(load_pipeline(path), run_dir=tmp_path / "thread", progress=None)
-    monkeypatch.setattr(runner, "_background", lambda: _Inline())
+    monkeypatch.setattr(run_step, "_background", lambda: _Inline())
     run_pipeline(load_pipeline(path), run_dir=tmp_path / "inline", progress=None)
     threaded, inline = _records(tmp_path / "thread"), _records(tmp_path / "inline")
     assert len(threaded) == 26 and threaded == inline

@@ -1,0 +1,149 @@
+"""One training step of ``flexkit run`` as a metrics record: read, roll out, the sample stage, advantages and the
+update with the feedback alongside it (:func:`train_step`), or rounds of rollouts and refills under
+``[sample.refill]``; and the step's selection added to its record (:func:`record_selection`)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import attrs
+import numpy as np
+
+from flexkit.dynamic_sampling import count_tokens, fill_batch
+from flexkit.feedback import SELECTOR_METRIC, snapshot_experiences
+from flexkit.pipeline import Pipeline
+from flexkit.run_estimates import EstimateSnapshot, level_mix
+from flexkit.sample.actuator import Keep, Mix
+from flexkit.trainer_output import trainer_metrics
+
+__all__ = ["record_selection", "train_step"]
+
+
+@attrs.define
+class _StepOutcome:
+    """What one training step generated and trained on, before it becomes a metrics record."""
+
+    tasks: list[Any]
+    feedback: list[Mapping[str, Any]]
+    rollout_metrics: dict[str, float]
+    update: Mapping[str, float]
+    responses: int
+    tokens: int
+    kept_groups: int
+    filter_rounds: int
+    kept_fraction: float | None
+
+
+def train_step(pipe: Pipeline, trainer: Any, stage: Any, step: int,
+               counters: dict[str, int]) -> tuple[dict[str, Any], list[Any], list[Mapping[str, Any]]]:
+    """One step (plain, or with dynamic sampling under ``[sample.refill]``) as a metrics record, the tasks it
+    drew and its feedback payloads (one per round); adds the responses and tokens generated to the cumulative
+    ``counters``."""
+    sample = pipe.config.sample
+    if sample is not None and sample.refill is not None:
+        outcome = _refill_step(pipe, trainer, step)
+    else:
+        outcome = _plain_step(pipe, trainer, stage, step)
+    counters["rollouts"] += outcome.responses
+    counters["generated_tokens"] += outcome.tokens
+    mix: dict[str, int] = {}
+    for task in outcome.tasks:
+        mix[task.taskset] = mix.get(task.taskset, 0) + 1
+    values = [v for fb in outcome.feedback for part in fb.get(SELECTOR_METRIC, {}).values() for v in part["values"]]
+    record: dict[str, Any] = {"step": step, **outcome.rollout_metrics, **outcome.update, "taskset_mix": mix,
+                              "pass_rate_mean": float(np.mean(values)) if values else None,
+                              "rollouts": counters["rollouts"], "generated_tokens": counters["generated_tokens"],
+                              "kept_groups": outcome.kept_groups, "filter_rounds": outcome.filter_rounds}
+    if stage is not None:
+        record.update(stage.metrics())
+    if outcome.kept_fraction is not None:
+        record["kept_fraction"] = outcome.kept_fraction
+    return record, outcome.tasks, outcome.feedback
+
+
+def record_selection(record: dict[str, Any], tasks: list[Any], before: EstimateSnapshot,
+                     sched: Any) -> EstimateSnapshot:
+    """Add the ``level_mix`` of the step's drawn ``tasks`` and the ``predicted_pass_rate`` histograms (theirs and
+    the pool's, from the estimates ``before`` the step) to ``record``; return the snapshot for the next step."""
+    levels = level_mix(tasks)
+    if levels is not None:
+        record["level_mix"] = levels
+    histograms = before.record(tasks)
+    if histograms is not None:
+        record["predicted_pass_rate"] = histograms
+    return EstimateSnapshot.take(sched)
+
+
+def _plain_step(pipe: Pipeline, trainer: Any, stage: Any, step: int) -> _StepOutcome:
+    """Read, roll out, sample stage at its timings, advantages, then the update with the feedback alongside it.
+
+    The feedback (pass rates, selector updates and, with the default prefetch, the next batch's selection) runs
+    in a background thread while the trainer updates the policy, on a snapshot of the experiences taken right
+    after the rollout (:func:`snapshot_experiences`): it sees the rewards the rollout returned even when the
+    trainer's ``compute_advantages`` rewrites a shared reward array in place. Neither reads what the other
+    writes (the sample stage never reads selectors, and its mix proportions are set before the feedback), so
+    the results are those of running them one after the other, and flexkit's work leaves the step's critical
+    path. An error in either is raised after both are done, before the step is recorded or checkpointed."""
+    tasks = pipe.scheduler.read()
+    rollout = trainer.rollout(tasks, step=step)
+    rollout_metrics = trainer_metrics(trainer, rollout.metrics, "rollout")
+    experiences = snapshot_experiences(rollout.experiences)
+    batch = rollout.batch
+    if stage is not None:
+        pipe.apply_sample_stage(batch, step=step, timing="post_reward")
+    trainer.compute_advantages(batch, step=step)
+    weights = None
+    if stage is not None:
+        pipe.apply_sample_stage(batch, step=step, timing="post_advantage")
+        if not isinstance(stage.last_action, Mix) and stage.last_step == step:
+            weights = stage.token_weights(batch, step=step)
+    pending = _background().submit(pipe.feedback, experiences)
+    try:
+        update = trainer.update(batch, weights, step=step)
+    finally:
+        feedback = pending.result()  # waits even when the update failed, so no feedback outlives the step
+    kept_fraction = stage.kept_fraction if stage is not None else None
+    return _StepOutcome(tasks=tasks, feedback=[feedback], rollout_metrics=rollout_metrics,
+                        update=trainer_metrics(trainer, update, "update"),
+                        responses=batch.batch_size, tokens=count_tokens(batch),
+                        kept_groups=_kept_groups(batch, stage.last_action if stage is not None else None),
+                        filter_rounds=1, kept_fraction=kept_fraction)
+
+
+@functools.cache
+def _background() -> ThreadPoolExecutor:
+    """The one thread that runs each step's feedback alongside the trainer's update (created on first use)."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="flexkit-feedback")
+
+
+def _refill_step(pipe: Pipeline, trainer: Any, step: int) -> _StepOutcome:
+    """Dynamic sampling: rounds of rollouts until the kept groups fill the batch, then one update on them."""
+    filled = fill_batch(pipe, lambda tasks: trainer.rollout(tasks, step=step), step=step)
+    batch = filled.batch
+    update: Mapping[str, float] = {}
+    if batch.batch_size:  # nothing kept after every round: no update this step
+        trainer.compute_advantages(batch, step=step)
+        update = trainer_metrics(trainer, trainer.update(batch, None, step=step), "update")
+    responses = filled.responses
+    metrics: dict[str, float] = {}
+    rounds = [(trainer_metrics(trainer, r.rollout.metrics, "rollout"), r.responses) for r in filled.rounds]
+    for key in {k for m, _n in rounds for k in m}:  # response-weighted mean over rounds
+        parts = [(float(m[key]), n) for m, n in rounds if m.get(key) is not None]
+        if parts:
+            metrics[key] = sum(v * n for v, n in parts) / max(1, sum(n for _, n in parts))
+    return _StepOutcome(tasks=filled.tasks, feedback=[r.feedback for r in filled.rounds],
+                        rollout_metrics=dict(sorted(metrics.items())), update=update, responses=responses,
+                        tokens=filled.generated_tokens, kept_groups=filled.kept_groups,
+                        filter_rounds=filled.filter_rounds,
+                        kept_fraction=batch.batch_size / responses if responses else 0.0)
+
+
+def _kept_groups(batch: Any, action: Any) -> int:
+    """Groups of ``batch`` the update trains on: those with a kept sample under a select action, else all."""
+    gid, groups = batch.group_index() if "uid" in batch else (np.arange(batch.batch_size), batch.batch_size)
+    if isinstance(action, Keep):
+        return len(np.unique(gid[action.indices]))
+    return int(groups)
