@@ -20,7 +20,8 @@ from typing import IO, Any
 import numpy as np
 import structlog
 
-from flexkit.errors import ConfigError, ConfigIssue, FlexkitError, TasksetError
+from flexkit.checkpoint import load_state
+from flexkit.errors import CheckpointError, ConfigError, ConfigIssue, FlexkitError, TasksetError
 from flexkit.log import say
 from flexkit.pipeline import Pipeline
 from flexkit.run_estimates import EstimateSnapshot
@@ -51,6 +52,19 @@ _Progress = ProgressDisplay
 #: The timings at which the step loop runs the sample stage. ``pre_rollout`` has no rollout batch to score yet
 #: and ``in_loss`` needs the trainer's loss code, so a scorer declaring either is refused at the start of a run.
 RUN_TIMINGS = ("post_reward", "post_advantage")
+
+
+def _committed_step(run_dir: Path, saved: dict[str, int]) -> int | None:
+    """The step of the last committed checkpoint when a run is interrupted: ``saved["step"]``, or, when the
+    interruption came while a checkpoint was being written (it may have committed already), the step of the one
+    on disk."""
+    if "pending" not in saved:
+        return saved.get("step")
+    try:
+        state, _meta = load_state(run_dir / CHECKPOINT_DIR)
+        return int(state["extra"]["runner"]["step"])
+    except (CheckpointError, KeyError, TypeError, ValueError):
+        return saved.get("step")
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -137,7 +151,7 @@ def run_pipeline(
             last, last_eval, first_eval = _loop(pipe, trainer, run_dir, metrics_path, start, first_eval, last_eval,
                                                 counters, bar, saved, trackers)
     except KeyboardInterrupt:
-        raise RunInterrupted(run_dir, saved.get("step")) from None
+        raise RunInterrupted(run_dir, _committed_step(run_dir, saved)) from None
     except BrokenPipeError:
         raise  # the progress display's reader went away: the command line ends quietly
     except OSError as exc:  # a full or read-only disk under the metrics file (checkpoint writes raise their own)
@@ -212,11 +226,13 @@ def _loop(
                 trackers.log_step(pipe, record, feedback, counters["rollouts"] - spent, step=step + 1)
             bar.update(step, record, last_eval.get("eval_accuracy"))
             if (ckpt_every and (step + 1) % ckpt_every == 0) or done:
+                saved["pending"] = step + 1  # a Ctrl-C from here on may land before or after the commit
                 pipe.save_checkpoint(run_dir / CHECKPOINT_DIR, extra={
                     "trainer": trainer.state_dict(),
                     "runner": {"step": step + 1, "first_eval": first_eval, "last_eval": last_eval, **counters},
                 })
                 saved["step"] = step + 1
+                del saved["pending"]
             if done:
                 break
     return last, last_eval, first_eval

@@ -133,3 +133,30 @@ def test_errors_are_json_under_log_format_json(tmp_path: Path, capsys: pytest.Ca
     assert event["event"] == "config_error" and any("run.batch_size" in issue for issue in event["issues"])
     assert main(["run", str(bad)]) == 1  # console: the report as it is
     assert "run.batch_size" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("after_commit", [True, False])
+def test_ctrl_c_while_a_checkpoint_is_written_names_the_one_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     after_commit: bool) -> None:
+    """Regression: a Ctrl-C that landed in the checkpoint write after its commit (during the folder sync) named
+    the checkpoint before it, so the printed resume step was one checkpoint behind the disk."""
+    from flexkit.checkpoint import load_state
+    from flexkit.pipeline import Pipeline, load_pipeline
+    from flexkit.runner import RunInterrupted, run_pipeline
+
+    original, calls = Pipeline.save_checkpoint, []
+
+    def interrupted_save(self: Pipeline, directory: str, **kwargs: object) -> object:
+        calls.append(1)
+        if len(calls) < 3:
+            return original(self, directory, **kwargs)
+        if after_commit:
+            original(self, directory, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Pipeline, "save_checkpoint", interrupted_save)
+    pipe = load_pipeline(SIMULATED, overrides=["run.total_steps=100,run.checkpoint_every=5,run.eval_every=0"])
+    with pytest.raises(RunInterrupted) as info:
+        run_pipeline(pipe, run_dir=tmp_path / "run", progress=None)
+    on_disk = load_state(tmp_path / "run" / "checkpoint")[0]["extra"]["runner"]["step"]
+    assert info.value.checkpoint_step == on_disk == (15 if after_commit else 10)
