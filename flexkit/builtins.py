@@ -19,6 +19,7 @@ from typing import Any
 
 import attrs
 
+from flexkit.estimators import BUILTIN_GROUP_ESTIMATORS
 from flexkit.hookspecs import Register, hookimpl
 
 
@@ -154,3 +155,9 @@ def flexkit_register_storages(register: Register) -> None:
 def flexkit_register_trainers(register: Register) -> None:
     """Register the built-in trainer: the simulator."""
     register_all(register, TRAINERS)
+
+
+@hookimpl
+def flexkit_group_estimators() -> list[str]:
+    """GRPO's family of group advantage estimators (:data:`flexkit.estimators.BUILTIN_GROUP_ESTIMATORS`)."""
+    return sorted(BUILTIN_GROUP_ESTIMATORS)

@@ -135,6 +135,14 @@ def flexkit_register_trainers(register: Register) -> None:
     """
 
 
+@hookspec
+def flexkit_group_estimators() -> list[str]:
+    """Names of advantage estimators that sample a group of responses per prompt (GRPO-like), so that a scorer
+    with ``needs_groups`` accepts them as ``[sample] estimator``. A trainer plugin returns its own estimators;
+    flexkit's built-ins return GRPO's family (:data:`flexkit.sample.scorer.GROUP_ESTIMATORS`). The sample stage
+    accepts the union over the plugins."""
+
+
 # -- lifecycle hooks: observers (loggers, dashboards) see each step; return values are ignored ----------------
 
 

@@ -298,6 +298,22 @@ def pipeline_from_dict(
     return pipe
 
 
+def group_estimators(plugins: PluginHost) -> set[str]:
+    """The group advantage estimators the plugins declare (``flexkit_group_estimators``), with those given to
+    :func:`~flexkit.sample.scorer.register_group_estimator`; a declaration that is not a list of names raises
+    :class:`~flexkit.errors.ConfigError`."""
+    from flexkit.sample.scorer import GROUP_ESTIMATORS
+
+    names = set(GROUP_ESTIMATORS)
+    for declared in plugins.hook.flexkit_group_estimators():
+        if not isinstance(declared, (list, tuple, set, frozenset)) or not all(
+                isinstance(n, str) and n.strip() for n in declared):
+            raise ConfigError(f"a plugin's flexkit_group_estimators hook returned {declared!r}; it must return a "
+                              "list of estimator names")
+        names.update(n.strip() for n in declared)
+    return names
+
+
 def build_sample_stage(config: PipelineConfig, plugins: PluginHost) -> SampleStage:
     """Build the ``[sample]`` stage and check its parts fit together (estimator, granularity, mechanism)."""
     sample = config.sample
@@ -306,7 +322,7 @@ def build_sample_stage(config: PipelineConfig, plugins: PluginHost) -> SampleSta
     scorer = plugins.component("scorer", sample.scorer.type).build(sample.scorer.config)
     actuator = plugins.component("actuator", sample.actuator.type).build(sample.actuator.config)
     stage = SampleStage(scorer, actuator, mechanism=sample.mechanism, estimator=sample.estimator,
-                        weights_key=sample.weights_key)
+                        weights_key=sample.weights_key, group_estimators=group_estimators(plugins))
     try:
         stage.bind([ts.name for ts in config.tasksets])
     except ConfigError as exc:

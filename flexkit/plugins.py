@@ -20,6 +20,7 @@ import functools
 import importlib
 import importlib.metadata
 import os
+import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -36,7 +37,7 @@ from flexkit.plugin_import import exit_is_import_error, load_local_module
 
 __all__ = ["BUILTIN_PLUGINS", "ENTRY_POINT_GROUP", "ENV_ALLOW", "ENV_STRICT", "FIRST_PARTY", "REGISTER_HOOKS",
            "Component", "NoParams", "PluginFailure", "PluginHost", "PluginInfo", "clear_plugin_cache",
-           "get_plugins", "hook_arguments", "load_local_module", "plugin_host_for"]
+           "get_plugins", "load_local_module", "plugin_host_for"]
 
 log = structlog.get_logger("flexkit.plugins")
 
@@ -182,21 +183,21 @@ class PluginHost:
             return False
         staged: list[Component] = []
         hooks: list[str] = []
+        others = [p for p in self.pm.get_plugins() if p is not plugin]
         for stage, hook_name in REGISTER_HOOKS.items():
-            caller = getattr(self.pm.hook, hook_name)
-            for impl in caller.get_hookimpls():
-                if impl.plugin is not plugin:
-                    continue
-                hooks.append(hook_name)
-                register = Registrar(stage, name, distribution, version, staged)
-                try:
-                    with exit_is_import_error():
-                        impl.function(**hook_arguments(impl.argnames, register=register))
-                except Exception as exc:
-                    self.pm.unregister(plugin)
-                    self._fail(PluginFailure(plugin=name, distribution=distribution, phase="register",
-                                             error=f"{hook_name}: {type(exc).__name__}: {exc}"), strict)
-                    return False
+            if not any(impl.plugin is plugin for impl in getattr(self.pm.hook, hook_name).get_hookimpls()):
+                continue
+            hooks.append(hook_name)
+            register = Registrar(stage, name, distribution, version, staged)
+            try:  # pluggy's own call path, restricted to this plugin (its arguments matched by name, as for any hook)
+                with exit_is_import_error(), warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)  # a hookspec argument this call does not pass
+                    self.pm.subset_hook_caller(hook_name, remove_plugins=others)(register=register)
+            except Exception as exc:
+                self.pm.unregister(plugin)
+                self._fail(PluginFailure(plugin=name, distribution=distribution, phase="register",
+                                         error=f"{hook_name}: {type(exc).__name__}: {exc}"), strict)
+                return False
         for impl_hook in self.pm.get_hookcallers(plugin) or []:
             if impl_hook.name not in hooks:
                 hooks.append(impl_hook.name)
@@ -280,17 +281,6 @@ class PluginHost:
     def hook(self) -> Any:
         """pluggy's hook relay, for calling lifecycle hooks (always with keyword arguments)."""
         return self.pm.hook
-
-
-def hook_arguments(argnames: Sequence[str], **provided: Any) -> dict[str, Any]:
-    """The keyword arguments for a hook implementation declaring ``argnames``, matched by name as pluggy does
-    (an implementation may declare a subset of the hook's arguments); an argument not in ``provided`` raises
-    ``TypeError`` naming it."""
-    unknown = [arg for arg in argnames if arg not in provided]
-    if unknown:
-        raise TypeError(f"the hook implementation asks for argument(s) {', '.join(map(repr, unknown))}; "
-                        f"the hook passes only {', '.join(map(repr, provided)) or 'none'}")
-    return {arg: provided[arg] for arg in argnames}
 
 
 @functools.lru_cache(maxsize=8)

@@ -36,7 +36,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "plugins": ("hookspecs.py", "plugins.py", "plugin_components.py", "plugin_import.py", "builtins.py",
                 "contracts.py", "configurable.py"),
     "config": ("config/",),
-    "base": ("errors.py", "log.py", "_files.py", "_lazy.py", "_version.py", "trainer.py"),
+    "base": ("errors.py", "log.py", "_files.py", "_lazy.py", "_version.py", "trainer.py", "estimators.py"),
 }
 
 #: The layers each layer may import besides its own and the base. Not transitive: each allowed pair is written.

@@ -19,12 +19,13 @@ checks only the enum values; flexkit also checks ``requires`` at call time and v
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from flexkit.config.converter import did_you_mean
 from flexkit.configurable import Configurable, display_name
 from flexkit.errors import ConfigError, ConfigIssue, join_path
+from flexkit.estimators import BUILTIN_GROUP_ESTIMATORS
 from flexkit.sample.batch import RolloutBatch, SampleError
 
 if TYPE_CHECKING:
@@ -37,20 +38,10 @@ GRANULARITIES: tuple[str, ...] = ("domain", "prompt", "response", "token")
 #: Actuator mechanisms: keep some samples, weight them, or set taskset proportions.
 MECHANISMS: tuple[str, ...] = ("select", "reweight", "mix")
 
-#: Advantage estimators that sample a group of responses per prompt (``uid``), so group scorers make sense.
-#: DataFlex-RL's list (grpo, grpo_passk, rloo, opo, gdpo) plus verl's other group baselines
-#: (``reinforce_plus_plus_baseline``, ``gpg``) and Dr. GRPO (2503.20783). Extend with
-#: :func:`register_group_estimator`. Not group estimators: ``gae``, ``reinforce_plus_plus``, ``remax``.
-GROUP_ESTIMATORS: set[str] = {
-    "grpo",
-    "grpo_passk",
-    "rloo",
-    "opo",
-    "gdpo",
-    "reinforce_plus_plus_baseline",
-    "gpg",
-    "dr_grpo",
-}
+#: The group advantage estimators a sample stage built without a plugin host accepts: the built-ins
+#: (:data:`flexkit.estimators.BUILTIN_GROUP_ESTIMATORS`; in a pipeline they come through the
+#: ``flexkit_group_estimators`` hook like a plugin's own) and those given to :func:`register_group_estimator`.
+GROUP_ESTIMATORS: set[str] = set(BUILTIN_GROUP_ESTIMATORS)
 
 
 def register_group_estimator(name: str) -> None:
@@ -168,12 +159,15 @@ def _cls(obj: Any) -> type:
 
 
 def check_compatible(
-    scorer_cls: Any, actuator_cls: Any, estimator: str, mechanism: str, *, path: str = "sample"
+    scorer_cls: Any, actuator_cls: Any, estimator: str, mechanism: str, *, path: str = "sample",
+    group_estimators: Collection[str] | None = None,
 ) -> None:
     """Raise :class:`~flexkit.errors.ConfigError` (every problem at once) unless the scorer, the actuator, the
     advantage ``estimator`` and the configured ``mechanism`` fit together. Classes or instances are accepted.
 
-    Checks: a ``needs_groups`` scorer needs a group estimator (:data:`GROUP_ESTIMATORS`); the scorer's
+    Checks: a ``needs_groups`` scorer needs a group estimator (one of ``group_estimators``, by default
+    :data:`GROUP_ESTIMATORS`; a pipeline passes what its plugins' ``flexkit_group_estimators`` hooks return); the
+    scorer's
     granularity is one the actuator ``accepts``; the actuator's mechanism is ``mechanism``. Issues carry key
     paths under ``path`` (``sample.estimator``, ``sample.actuator``, ``sample.mechanism``).
     """
@@ -184,14 +178,15 @@ def check_compatible(
         issues.append(ConfigIssue(join_path(path, "mechanism"),
                                   f"unknown mechanism {mechanism!r}{did_you_mean(str(mechanism), MECHANISMS)}; "
                                   f"one of: {', '.join(MECHANISMS)}"))
-    if getattr(scorer, "needs_groups", False) and estimator not in GROUP_ESTIMATORS:
-        known = sorted(GROUP_ESTIMATORS)
+    group = GROUP_ESTIMATORS if group_estimators is None else group_estimators
+    if getattr(scorer, "needs_groups", False) and estimator not in group:
+        known = sorted(group)
         issues.append(ConfigIssue(join_path(path, "estimator"),
                                   f"scorer {s_name} has needs_groups=True (its scores need groups of responses "
                                   f"per prompt), but estimator {estimator!r} is not a group advantage estimator"
                                   f"{did_you_mean(str(estimator), known)}; use one of: {', '.join(known)} "
-                                  "(or register_group_estimator() for a trainer's own), or a scorer without "
-                                  "needs_groups"))
+                                  "(a trainer plugin declares its own with the flexkit_group_estimators hook), or "
+                                  "a scorer without needs_groups"))
     accepts = tuple(getattr(actuator, "accepts", ()))
     granularity = getattr(scorer, "granularity", None)
     if granularity not in accepts:

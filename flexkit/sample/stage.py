@@ -10,7 +10,7 @@ kept for logging (:meth:`SampleStage.metrics`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,6 +35,8 @@ class SampleStage:
         estimator: the trainer's advantage estimator (``"grpo"``, ``"gae"``, ...).
         weights_key: the batch field holding weights the trainer already computed (multiplied, never
             overwritten).
+        group_estimators: the advantage estimators that sample groups of responses per prompt (default
+            :data:`~flexkit.sample.scorer.GROUP_ESTIMATORS`; a pipeline passes its plugins' declarations).
 
     Raises :class:`~flexkit.errors.ConfigError` when they do not fit together (see
     :func:`~flexkit.sample.scorer.check_compatible`).
@@ -48,8 +50,9 @@ class SampleStage:
         mechanism: str,
         estimator: str,
         weights_key: str = "rollout_is_weights",
+        group_estimators: Collection[str] | None = None,
     ) -> None:
-        check_compatible(scorer, actuator, estimator, mechanism)
+        check_compatible(scorer, actuator, estimator, mechanism, group_estimators=group_estimators)
         self.scorer = scorer
         self.actuator = actuator
         self.mechanism = mechanism
