@@ -14,33 +14,11 @@ of its names is first read from here (``from flexkit.selectors import Difficulty
 from __future__ import annotations
 
 from flexkit._lazy import lazy_exports
+from flexkit.builtin_table import SELECTORS, lazy_table
 from flexkit.selectors.base import FEATURE_KEYS, Selector, feature_keys_of, read_feature_columns, validate_feedback
 
 #: The module of each name this package re-exports lazily.
-_LAZY: dict[str, str] = {
-    "DifficultyBasedConfig": "flexkit.selectors.difficulty_based",
-    "DifficultyBasedSelector": "flexkit.selectors.difficulty_based",
-    "FrontierConfig": "flexkit.selectors.frontier",
-    "FrontierSelector": "flexkit.selectors.frontier",
-    "LearnabilityConfig": "flexkit.selectors.learnability",
-    "LearnabilitySelector": "flexkit.selectors.learnability",
-    "OfflineEasy2HardConfig": "flexkit.selectors.offline_easy2hard",
-    "OfflineEasy2HardSelector": "flexkit.selectors.offline_easy2hard",
-    "PrioritizedReplayConfig": "flexkit.selectors.prioritized_replay",
-    "PrioritizedReplaySelector": "flexkit.selectors.prioritized_replay",
-    "RandomConfig": "flexkit.selectors.random",
-    "RandomSelector": "flexkit.selectors.random",
-    "SequentialConfig": "flexkit.selectors.sequential",
-    "SequentialSelector": "flexkit.selectors.sequential",
-    "ShuffleConfig": "flexkit.selectors.shuffle",
-    "ShuffleSelector": "flexkit.selectors.shuffle",
-    "TargetDifficultyConfig": "flexkit.selectors.target_difficulty",
-    "TargetDifficultySelector": "flexkit.selectors.target_difficulty",
-    "ThompsonTargetConfig": "flexkit.selectors.thompson_target",
-    "ThompsonTargetSelector": "flexkit.selectors.thompson_target",
-    "ZeroVarianceSkipConfig": "flexkit.selectors.zero_variance_skip",
-    "ZeroVarianceSkipSelector": "flexkit.selectors.zero_variance_skip",
-}
+_LAZY: dict[str, str] = lazy_table(SELECTORS)
 
 __all__ = [
     "FEATURE_KEYS",

@@ -7,21 +7,9 @@ Importing this package loads none of them: the names below are re-exported on fi
 from __future__ import annotations
 
 from flexkit._lazy import lazy_exports
+from flexkit.builtin_table import SCORERS, lazy_table
 
-_LAZY: dict[str, str] = {
-    "AdvantageMagnitudeConfig": "flexkit.sample.scorers.advantage_magnitude",
-    "AdvantageMagnitudeScorer": "flexkit.sample.scorers.advantage_magnitude",
-    "GroupRewardRangeConfig": "flexkit.sample.scorers.group_reward_range",
-    "GroupRewardRangeScorer": "flexkit.sample.scorers.group_reward_range",
-    "GroupRewardStdConfig": "flexkit.sample.scorers.group_reward_std",
-    "GroupRewardStdScorer": "flexkit.sample.scorers.group_reward_std",
-    "GroupSolveRateConfig": "flexkit.sample.scorers.group_solve_rate",
-    "GroupSolveRateScorer": "flexkit.sample.scorers.group_solve_rate",
-    "RewardConfig": "flexkit.sample.scorers.reward",
-    "RewardScorer": "flexkit.sample.scorers.reward",
-    "TokenProbConfig": "flexkit.sample.scorers.token_prob",
-    "TokenProbScorer": "flexkit.sample.scorers.token_prob",
-}
+_LAZY: dict[str, str] = lazy_table(SCORERS)
 
 __all__ = sorted(_LAZY)
 
