@@ -5,16 +5,41 @@ file to write the run's first and last evaluations and seconds into. Exit status
 a flexkit error (its message on stderr) and 1 with a traceback on any other error, as ``flexkit run`` does; a
 run killed by a signal ends with that signal, which the comparison reports. The math libraries' thread count
 comes with the environment (``OMP_NUM_THREADS`` and its kin).
+
+A worker whose parent (the ``compare`` command) is gone ends too, within a second, with status
+:data:`ORPHANED_EXIT`: a ``compare`` killed by a signal it cannot catch would otherwise leave its runs going on,
+and running the same command again, which clears and reruns unfinished runs, would share their folders with them.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import threading
 import time
 from pathlib import Path
 
-__all__ = ["main", "run_job"]
+__all__ = ["ORPHANED_EXIT", "exit_with_parent", "main", "run_job"]
+
+#: Exit status of a worker that ended because its parent was gone.
+ORPHANED_EXIT = 75
+
+
+def exit_with_parent(parent: int, interval: float = 1.0) -> threading.Thread:
+    """Watch, every ``interval`` seconds, whether this process's parent is still ``parent``; when it is not (the
+    parent died and the process was handed to another), end this process at once (status
+    :data:`ORPHANED_EXIT`). Returns the watching (daemon) thread."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval)
+            if os.getppid() != parent:
+                os._exit(ORPHANED_EXIT)
+
+    thread = threading.Thread(target=watch, name="flexkit-compare-parent-watch", daemon=True)
+    thread.start()
+    return thread
 
 
 def run_job(job: dict[str, object]) -> dict[str, object]:
@@ -36,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
 
     job_file = Path((argv if argv is not None else sys.argv[1:])[0])
     job = json.loads(job_file.read_text(encoding="utf-8"))
+    if argv is None:  # run as its own process by the comparison (not called in-process)
+        exit_with_parent(os.getppid())
     try:
         result = run_job(job)
     except FlexkitError as exc:
