@@ -39,10 +39,11 @@ from flexkit.errors import (
     StateError,
     TasksetError,
 )
-from flexkit.feedback import SELECTOR_METRIC, Experience, FeedbackOperator, PassRateCalculator, task_triples
+from flexkit.feedback import SELECTOR_METRIC, Experience, PassRateCalculator, task_triples
 from flexkit.hookspecs import Register, hookimpl
 from flexkit.pipeline import Pipeline, load_pipeline, make_selector, pipeline_from_dict
 from flexkit.plugins import PluginHost, get_plugins, plugin_host_for
+from flexkit.protocols import FeedbackOperator
 from flexkit.sample import Actuator, Keep, Mix, RolloutBatch, SampleStage, Scorer, Weights
 from flexkit.sample.actuator import sample_weights_normalised
 from flexkit.sample.weights import aggregate, keep_mask, policy_loss

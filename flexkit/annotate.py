@@ -31,10 +31,11 @@ import numpy as np
 from flexkit._files import require_regular_file
 from flexkit.annotate_output import output_format, row_lines, scan_rows, write_output
 from flexkit.annotate_partial import IDENTITY_VERSION, PartialOutput
-from flexkit.checkpoint import STATE_FILE, CheckpointError, load_state
-from flexkit.errors import ConfigError, FlexkitError, TasksetError
+from flexkit.checkpoint import STATE_FILE, load_state
+from flexkit.errors import CheckpointError, ConfigError, FlexkitError, TasksetError
 from flexkit.feedback import task_triples
 from flexkit.pipeline import Pipeline
+from flexkit.protocols import TrainerLike
 from flexkit.runner import CHECKPOINT_DIR, trainer_seed
 from flexkit.scheduler import Task
 from flexkit.state_checks import differences
@@ -88,27 +89,27 @@ def _file_digest(path: Path) -> str:
         raise CheckpointError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def build_trainer(pipe: Pipeline, checkpoint: str | os.PathLike[str] | None = None) -> Any:
+def build_trainer(pipe: Pipeline, checkpoint: str | os.PathLike[str] | None = None) -> TrainerLike:
     """The pipeline's trainer, set up, with the trainer state of a run folder's checkpoint when given (checked
     with :func:`load_reference`)."""
     state = load_reference(pipe, checkpoint)[0] if checkpoint is not None else None
     return _set_up_trainer(pipe, state, f"the checkpoint in {checkpoint}")
 
 
-def _set_up_trainer(pipe: Pipeline, state: Mapping[str, Any] | None, where: str) -> Any:
+def _set_up_trainer(pipe: Pipeline, state: Mapping[str, Any] | None, where: str) -> TrainerLike:
     """The pipeline's trainer, set up, then loaded with ``state`` (from ``where``) when given."""
     cfg = pipe.config
     if cfg.trainer is None:
         raise ConfigError("flexkit annotate needs a [trainer] table whose backend implements rollout", pipe.source)
-    trainer = pipe.plugins.component("trainer", cfg.trainer.type).build(cfg.trainer.config,
-                                                                         seed=trainer_seed(cfg.run.seed))
+    trainer: TrainerLike = pipe.plugins.component("trainer", cfg.trainer.type).build(
+        cfg.trainer.config, seed=trainer_seed(cfg.run.seed))  # checked against the trainer contract when built
     trainer.setup(pipe)
     if state is not None:
         _load_trainer_state(trainer, state, where, cfg.trainer.type)
     return trainer
 
 
-def _load_trainer_state(trainer: Any, state: Mapping[str, Any], where: str, kind: str) -> None:
+def _load_trainer_state(trainer: TrainerLike, state: Mapping[str, Any], where: str, kind: str) -> None:
     try:
         trainer.load_state_dict(state)
     except Exception as exc:  # the trainer refusing its state: whatever it raises, named
@@ -194,7 +195,7 @@ def _taskset_id(pipe: Pipeline, name: str | None) -> int:
     return names.index(name)
 
 
-def _pass_rates(trainer: Any, tasks: list[Task], samples: int) -> list[float]:
+def _pass_rates(trainer: TrainerLike, tasks: list[Task], samples: int) -> list[float]:
     """Mean reward per task over rollouts repeated until each task has at least ``samples`` responses."""
     total = np.zeros(len(tasks))
     responses = np.zeros(len(tasks))
@@ -208,7 +209,8 @@ def _pass_rates(trainer: Any, tasks: list[Task], samples: int) -> list[float]:
         if (responses == before).any():
             missing = [tasks[i].index for i in np.flatnonzero(responses == before)[:5]]
             raise FlexkitError(f"the trainer's rollout returned no experiences for tasks {missing}")
-    return (total / responses).tolist()
+    rates: list[float] = (total / responses).tolist()
+    return rates
 
 
 def _report(stream: IO[str] | None, done: int, size: int, started: float) -> None:

@@ -25,13 +25,13 @@ import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
 from flexkit._files import fsync_dir, require_regular_file
-from flexkit.checkpoint import STATE_FILE, StateError, load_state, save_state
-from flexkit.errors import CheckpointError, FlexkitError
+from flexkit.checkpoint import STATE_FILE, load_state, save_state
+from flexkit.errors import CheckpointError, FlexkitError, StateError
 from flexkit.state_checks import is_count
 
 __all__ = ["HEADER_KEY", "IDENTITY_VERSION", "PartialOutput", "record_path"]
@@ -81,7 +81,7 @@ def _changed(partial: Path, theirs: Any, mine: Mapping[str, Any]) -> FlexkitErro
     if not isinstance(theirs, Mapping) or theirs.get("version") != IDENTITY_VERSION:
         return FlexkitError(f"{partial} was written by an older flexkit version, whose partial files cannot be "
                             f"continued: {_start_over(partial)}")
-    keys = [k for k in mine if theirs.get(k) != mine[k]] + [k for k in theirs if k not in mine]
+    keys: list[str] = [k for k in mine if theirs.get(k) != mine[k]] + [k for k in theirs if k not in mine]
     what = "; ".join(_MEANING.get(k, k) for k in keys)
     return FlexkitError(f"{partial} is from an annotate call with other arguments or inputs: {what} changed since "
                         f"it was started. Run it with what it started with to finish it, or {_start_over(partial)}")
@@ -150,7 +150,7 @@ class PartialOutput:
     def open(cls, partial: Path, identity: Mapping[str, Any]) -> PartialOutput:
         """Continue ``partial`` if it exists (after checking it, see the module docstring), else create it with its
         identity line. Raises :class:`FlexkitError` naming the problem and what to do."""
-        identity = json.loads(json.dumps(dict(identity)))  # as it reads back
+        identity = cast(dict[str, Any], json.loads(json.dumps(dict(identity))))  # as it reads back
         header = (json.dumps({HEADER_KEY: identity}) + "\n").encode()
         require_regular_file(partial, "the partial file")  # a FIFO would block the read
         try:

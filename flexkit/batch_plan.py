@@ -25,7 +25,7 @@ def epoch_counts(sizes: Sequence[int], weights: Sequence[float] | None) -> np.nd
             w = w / w.max()
     total = int(sizes_arr.sum())
     exact = w / w.sum() * total
-    counts = np.floor(exact).astype(np.int64)
+    counts: np.ndarray = np.floor(exact).astype(np.int64)
     remainder = total - int(counts.sum())
     if remainder:
         order = np.argsort(-(exact - counts), kind="stable")
@@ -41,7 +41,7 @@ def mix_counts(
     p = np.asarray(proportions, dtype=np.float64)
     cap = np.asarray(sizes, dtype=np.int64)
     exact = p / p.sum() * batch_size
-    counts = np.minimum(np.floor(exact).astype(np.int64), cap)
+    counts: np.ndarray = np.minimum(np.floor(exact).astype(np.int64), cap)
     while counts.sum() < batch_size:
         room = counts < cap
         if not room.any():

@@ -39,7 +39,7 @@ from flexkit.errors import CheckpointError, KeyPath, StateError, format_key_path
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: no advisory locks, one writer per directory is on the caller
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # no such module on Windows
 
 __all__ = ["FORMAT_VERSION", "LOCK_FILE", "MAX_DEPTH", "STATE_FILE", "check_state", "format_key_path", "join_arrays",
            "load_state", "save_state", "split_arrays"]
@@ -169,7 +169,7 @@ def _serialise(state: Mapping[str, Any], meta: Mapping[str, Any]) -> tuple[bytes
     enc_state = _encode(state, arrays, ())
     buf = io.BytesIO()
     try:
-        np.savez(buf, **arrays)
+        np.savez(buf, **arrays)  # type: ignore[arg-type]  # keys are "a0", "a1", ...: never the allow_pickle option
     except (TypeError, ValueError) as exc:
         raise StateError(f"numpy cannot save the state's arrays: {type(exc).__name__}: {exc}") from None
     blob = buf.getvalue()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from flexkit._version import __version__
 from flexkit.cli_compare import cmd_compare
@@ -29,8 +30,8 @@ class _RefusePipelinePlugins(argparse.Action):
     """``--no-pipeline-plugins``: sets ``FLEXKIT_NO_PIPELINE_PLUGINS=1`` for this process (and the runs it
     starts), so every pipeline it loads has its own ``plugins = [...]`` refused."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
-        super().__init__(option_strings, dest, nargs=0, default=False, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=False, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
                  option_string: str | None = None) -> None:

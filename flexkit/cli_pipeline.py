@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from flexkit.errors import ConfigError
 from flexkit.log import say
+
+if TYPE_CHECKING:
+    from flexkit.scheduler import TasksetScheduler
 
 __all__ = ["cmd_preview", "cmd_validate"]
 
@@ -34,7 +38,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return status
 
 
-def _check_every_row(sched: object, source: str) -> dict[str, int]:
+def _check_every_row(sched: TasksetScheduler, source: str) -> dict[str, int]:
     """Read every row of every taskset of a scheduler; a bad row is a :class:`ConfigError` naming the taskset's
     position, its path and the row's line. Returns the rows checked per taskset."""
     from flexkit.errors import ConfigIssue, TasksetError
@@ -42,7 +46,7 @@ def _check_every_row(sched: object, source: str) -> dict[str, int]:
 
     issues: list[ConfigIssue] = []
     checked: dict[str, int] = {}
-    for i, entry in enumerate(sched.entries):  # type: ignore[attr-defined]
+    for i, entry in enumerate(sched.entries):
         try:
             checked[entry.name] = check_rows(entry.taskset)
         except TasksetError as exc:

@@ -8,17 +8,21 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flexkit._version import DISTRIBUTION
 from flexkit.errors import ConfigError
 from flexkit.log import say
+
+if TYPE_CHECKING:
+    from flexkit.plugins import PluginHost
 
 __all__ = ["DEFAULT_SCHEMA_PATH", "cmd_plugins", "cmd_schema"]
 
 DEFAULT_SCHEMA_PATH = Path("schemas") / "pipeline.schema.json"
 
 
-def _plugin_host(specs: Sequence[str]) -> object:
+def _plugin_host(specs: Sequence[str]) -> PluginHost:
     """The plugin host with ``--plugin`` specs (paths relative to the current directory) added; a plugin that
     does not load is a :class:`ConfigError` naming its ``--plugin``."""
     import attrs

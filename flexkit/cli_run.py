@@ -8,8 +8,13 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flexkit.log import say
+
+if TYPE_CHECKING:
+    from flexkit.pipeline import Pipeline
+    from flexkit.runner import RunInterrupted
 
 __all__ = ["cmd_annotate", "cmd_plot", "cmd_run", "resume_command"]
 
@@ -61,9 +66,9 @@ def resume_command(args: argparse.Namespace, run_dir: Path) -> str:
     return shlex.join(words)
 
 
-def _say_interrupted(args: argparse.Namespace, stop: object) -> None:
+def _say_interrupted(args: argparse.Namespace, stop: RunInterrupted) -> None:
     """After Ctrl-C: the last checkpoint's step and the command that continues from it."""
-    run_dir, step = stop.run_dir, stop.checkpoint_step  # type: ignore[attr-defined]
+    run_dir, step = stop.run_dir, stop.checkpoint_step
     if step is None:
         say("run_interrupted", f"\ninterrupted before the first checkpoint of {run_dir}: nothing to resume; start "
             f"again with --out {run_dir} (it reuses the folder)", level="warning", run_dir=str(run_dir),
@@ -75,7 +80,7 @@ def _say_interrupted(args: argparse.Namespace, stop: object) -> None:
         resume_command=command)
 
 
-def _load_with_overrides(path: str, overrides: Sequence[str], plugins: Sequence[str]) -> object:
+def _load_with_overrides(path: str, overrides: Sequence[str], plugins: Sequence[str]) -> Pipeline:
     """The pipeline at ``path`` with ``--set`` overrides applied (error reports name the file and the
     overrides)."""
     from flexkit.pipeline import load_pipeline

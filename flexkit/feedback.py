@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, TypeGuard
 
 import attrs
 import numpy as np
 
 from flexkit.configurable import Configurable
 from flexkit.errors import FeedbackError
+from flexkit.protocols import FeedbackOperator as FeedbackOperator  # its home; named here too, beside its built-in
 
 #: The metrics key under which feedback for selectors travels (Trinity-RFT's name).
 SELECTOR_METRIC = "selector_metric"
@@ -62,20 +63,6 @@ def task_of(exp: Any) -> tuple[Any, Any, Any]:
     return exp.taskset_id, exp.index, exp.reward
 
 
-@runtime_checkable
-class FeedbackOperator(Protocol):
-    """What a ``[feedback]`` operator is: built by its registered factory as ``factory(config)``.
-
-    It keeps no state a run depends on: a checkpoint does not hold it, and a resumed run rebuilds it from the
-    config. Subclass :class:`~flexkit.configurable.Configurable` too for the default config and the name.
-    """
-
-    def process(self, experiences: Iterable[Any] | Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
-        """``(experiences, {SELECTOR_METRIC: {taskset_id: {"indices": [...], "values": [...]}}})``: the
-        experiences (passed on to the trainer) and the feedback for the selectors."""
-        ...
-
-
 def snapshot_experiences(experiences: Iterable[Any] | Mapping[str, Any]) -> list[Any] | dict[str, Any]:
     """A copy of ``experiences`` that later in-place writes to the rollout's arrays cannot change.
 
@@ -115,7 +102,7 @@ def _copied_row(exp: Any) -> Any:
 COLUMNS = frozenset({"reward", "taskset_id", "index"})
 
 
-def is_columnar(experiences: Any) -> bool:
+def is_columnar(experiences: Any) -> TypeGuard[Mapping[str, Any]]:
     """Whether ``experiences`` are columns: a mapping holding (at least) the :data:`COLUMNS` arrays."""
     return isinstance(experiences, Mapping) and set(experiences) >= COLUMNS
 
@@ -130,7 +117,7 @@ def task_triples(experiences: Iterable[Any] | Mapping[str, Any]) -> list[tuple[A
     or columns have unequal lengths or non-numeric rewards. Ids are not validated here (the operator does).
     """
     if is_columnar(experiences):
-        tids, idxs, rewards = _columns(experiences)  # type: ignore[arg-type]
+        tids, idxs, rewards = _columns(experiences)
         return list(zip(tids.tolist(), idxs.tolist(), rewards.tolist(), strict=True))
     try:
         exps = list(experiences)

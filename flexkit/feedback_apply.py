@@ -15,6 +15,7 @@ import numpy as np
 
 from flexkit.contracts import describe_component
 from flexkit.errors import ComponentError, FeedbackError, FlexkitError
+from flexkit.protocols import SelectorLike
 
 if TYPE_CHECKING:
     from flexkit.scheduler import TasksetEntry
@@ -64,6 +65,6 @@ def _restore(entries: Sequence[TasksetEntry], saved: Mapping[int, Any], applied:
                          f"{exc} while taking feedback; the payload was not applied (no selector changed)") from exc
 
 
-def _atomic_feedback(selector: Any) -> bool:
+def _atomic_feedback(selector: SelectorLike) -> bool:
     """Whether ``selector``'s class declares its feedback atomic (``atomic_feedback = True``); undeclared: no."""
     return getattr(type(selector), "atomic_feedback", False) is True

@@ -22,12 +22,13 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 import structlog
 
-from flexkit.config.fields import field_meta
+from flexkit.config.fields import FACTORY_CLASS, field_meta
+from flexkit.protocols import TasksetLike
 from flexkit.state_checks import differences
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ def _params(config: Any) -> dict[str, Any]:
 
 def _plain(config: Any) -> dict[str, Any]:
     """A config as JSON-like data (tuples become lists), for fingerprints."""
-    return json.loads(json.dumps(_params(config)))
+    return cast(dict[str, Any], json.loads(json.dumps(_params(config))))
 
 
 def speed_only_keys(config: Any) -> frozenset[str]:
@@ -57,7 +58,7 @@ def speed_only_keys(config: Any) -> frozenset[str]:
     return frozenset(f.name for f in attrs.fields(type(config)) if field_meta(f).get("speed_only"))
 
 
-def _content_id(taskset: Any) -> str | None:
+def _content_id(taskset: TasksetLike) -> str | None:
     """A taskset's content digest for fingerprints (``None`` for storages that cannot tell)."""
     content_id = getattr(taskset, "content_id", None)
     return content_id() if callable(content_id) else None
@@ -135,10 +136,10 @@ def _default_params(config: Any) -> dict[str, Any]:
     out = {}
     for f in attrs.fields(type(config)):
         default = f.default
-        if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-            if default.takes_self:  # type: ignore[union-attr]
+        if isinstance(default, FACTORY_CLASS):
+            if default.takes_self:
                 continue
-            default = default.factory()  # type: ignore[union-attr]
+            default = default.factory()
         if default is attrs.NOTHING:
             continue
         if attrs.has(type(default)):

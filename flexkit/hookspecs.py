@@ -136,7 +136,7 @@ def flexkit_register_trainers(register: Register) -> None:
 
 
 @hookspec
-def flexkit_group_estimators() -> list[str]:
+def flexkit_group_estimators() -> list[str]:  # type: ignore[empty-body]  # a spec: pluggy calls the implementations
     """Names of advantage estimators that sample a group of responses per prompt (GRPO-like), so that a scorer
     with ``needs_groups`` accepts them as ``[sample] estimator``. A trainer plugin returns its own estimators;
     flexkit's built-ins return GRPO's family (:data:`flexkit.sample.scorer.GROUP_ESTIMATORS`). The sample stage

@@ -27,6 +27,7 @@ from flexkit.errors import (
 )
 from flexkit.fingerprint import compare_fingerprints, pipeline_fingerprint
 from flexkit.plugins import PluginHost, get_plugins
+from flexkit.protocols import FeedbackOperator, Stateful
 from flexkit.sample.actuator import Mix
 from flexkit.sample.stage import SampleStage
 from flexkit.sample.stage_checks import check_refill_stage
@@ -49,7 +50,7 @@ class Pipeline:
     base_dir: Path
     source: str | None = None
     _scheduler: TasksetScheduler | None = attrs.field(default=None, init=False, repr=False)
-    _feedback: Any = attrs.field(default=None, init=False, repr=False)
+    _feedback: FeedbackOperator | None = attrs.field(default=None, init=False, repr=False)
     _sample_stage: SampleStage | None = attrs.field(default=None, init=False, repr=False)
 
     @property
@@ -89,7 +90,7 @@ class Pipeline:
         return self._scheduler
 
     @property
-    def feedback_operator(self) -> Any:
+    def feedback_operator(self) -> FeedbackOperator:
         """The feedback operator (``[feedback] type``, default ``pass_rate_calculator``)."""
         if self._feedback is None:
             spec = self.config.feedback.operator
@@ -184,7 +185,7 @@ class Pipeline:
 
     def _blame(self, state: Mapping[str, Any]) -> str:
         """The component whose part of ``state`` fails to load (tried one by one, each restored after)."""
-        parts: list[tuple[KeyPath, Any, Any]] = [
+        parts: list[tuple[KeyPath, Stateful, Any]] = [
             (("pipeline", "scheduler", "selectors", i), entry.selector, state["scheduler"]["selectors"][i])
             for i, entry in enumerate(self.scheduler.entries)
         ]

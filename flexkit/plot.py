@@ -266,7 +266,8 @@ def _pass_rates_late(ax: Any, run: _Run) -> None:
     _pass_rates(ax, run, _thirds(run)[2], "late")
 
 
-def _line(ax: Any, run: _Run, key: str, title: str, ylabel: str, missing: str, *, ylim: tuple | None = None) -> None:
+def _line(ax: Any, run: _Run, key: str, title: str, ylabel: str, missing: str, *,
+          ylim: tuple[float, float] | None = None) -> None:
     xs, ys = run.series(key)
     if not len(xs):
         _note(ax, title, missing)

@@ -31,7 +31,7 @@ class Component:
     name: str
     stage: str
     factory: Callable[..., Any]
-    config_cls: type
+    config_cls: type[Any]
     plugin: str
     distribution: str | None
     version: str | None

@@ -34,7 +34,7 @@ class PreviewStep:
     tasksets: dict[str, list[int]]
     levels: dict[str, int] | None
     bins: dict[str, dict[str, int]] | None
-    feedback: dict[int, dict[str, list]] | None
+    feedback: dict[int, dict[str, list[Any]]] | None
     rounds: int | None = None
     kept_groups: int | None = None
     target_groups: int | None = None
@@ -77,11 +77,13 @@ def field_bins(tasks: Sequence[Any], field: str) -> dict[str, int]:
     return counts
 
 
-def simulated_feedback(mode: str, tasks: Sequence[Any], rng: np.random.Generator) -> dict | None:
+def simulated_feedback(
+    mode: str, tasks: Sequence[Any], rng: np.random.Generator
+) -> dict[int, dict[str, list[Any]]] | None:
     """Per-taskset feedback: none, uniform random rewards, or each task row's numeric ``mode`` field."""
     if mode == "none":
         return None
-    values: dict[int, dict[str, list]] = {}
+    values: dict[int, dict[str, list[Any]]] = {}
     for task in tasks:
         part = values.setdefault(task.taskset_id, {"indices": [], "values": []})
         if task.index in part["indices"]:
@@ -100,7 +102,7 @@ def simulated_feedback(mode: str, tasks: Sequence[Any], rng: np.random.Generator
 
 
 def _summary(sched: Any, step: int, epoch: int, tasks: Sequence[Any], feedback_mode: str,
-             values: dict | None) -> PreviewStep:
+             values: dict[int, dict[str, list[Any]]] | None) -> PreviewStep:
     by_taskset: dict[str, list[int]] = {name: [] for name in sched.names}
     for task in tasks:
         by_taskset[task.taskset].append(task.index)
@@ -143,7 +145,7 @@ def _refill_step(pipe: Any, step: int, epoch: int, feedback: str, rng: np.random
 
     trainer = pipe.config.trainer
     group = int(getattr(getattr(trainer, "config", None), "group_size", None) or DEFAULT_GROUP_SIZE)
-    merged: dict[int, dict[str, list]] = {}
+    merged: dict[int, dict[str, list[Any]]] = {}
 
     def rollout(tasks: list[Any]) -> Any:
         values = simulated_feedback(feedback, tasks, rng) or {}

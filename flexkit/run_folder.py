@@ -21,7 +21,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import attrs
 import structlog
@@ -29,6 +29,7 @@ import structlog
 from flexkit.checkpoint import STATE_FILE
 from flexkit.errors import CheckpointError, FlexkitError
 from flexkit.pipeline import Pipeline
+from flexkit.protocols import TrainerLike
 from flexkit.schema_line import copy_pipeline_file
 from flexkit.state_checks import is_count
 
@@ -60,7 +61,7 @@ def _reason(exc: OSError) -> str:
     return f"{exc.strerror or exc}{where}"
 
 
-def _is_pipeline_file(source: str | None) -> bool:
+def _is_pipeline_file(source: str | None) -> TypeGuard[str]:
     """Whether ``source`` names a pipeline file (it may instead describe one with overrides, ``FILE [--set
     ...]``, which can be longer than a file name may be)."""
     if not source:
@@ -135,7 +136,9 @@ def _is_eval(value: Any) -> bool:
         isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in value.items()))
 
 
-def _runner_state(pipe: Pipeline, extra: Mapping[str, Any], ckpt: Path, counters: Mapping[str, int]) -> dict:
+def _runner_state(
+    pipe: Pipeline, extra: Mapping[str, Any], ckpt: Path, counters: Mapping[str, int]
+) -> dict[str, Any]:
     """The checkpoint's ``extra["runner"]`` after checking it and the trainer state's presence."""
     problems = []
     if not isinstance(extra.get("trainer"), Mapping):
@@ -161,7 +164,7 @@ def _runner_state(pipe: Pipeline, extra: Mapping[str, Any], ckpt: Path, counters
     return dict(runner)
 
 
-def resume_run_folder(pipe: Pipeline, trainer: Any, run_dir: Path, counters: dict[str, int]) -> Resumed:
+def resume_run_folder(pipe: Pipeline, trainer: TrainerLike, run_dir: Path, counters: dict[str, int]) -> Resumed:
     """Load ``run_dir``'s checkpoint into ``pipe`` and ``trainer``, restore ``counters``, the evaluations and
     the last record, and cut ``metrics.jsonl`` back to the checkpoint's step."""
     cfg = pipe.config

@@ -15,8 +15,10 @@ import numpy as np
 from flexkit.dynamic_sampling import count_tokens, fill_batch
 from flexkit.feedback import SELECTOR_METRIC, snapshot_experiences
 from flexkit.pipeline import Pipeline
+from flexkit.protocols import TrainerLike
 from flexkit.run_estimates import EstimateSnapshot, level_mix
 from flexkit.sample.actuator import Keep, Mix
+from flexkit.sample.stage import SampleStage
 from flexkit.trainer_output import trainer_metrics
 
 __all__ = ["record_selection", "train_step"]
@@ -37,7 +39,7 @@ class _StepOutcome:
     kept_fraction: float | None
 
 
-def train_step(pipe: Pipeline, trainer: Any, stage: Any, step: int,
+def train_step(pipe: Pipeline, trainer: TrainerLike, stage: SampleStage | None, step: int,
                counters: dict[str, int]) -> tuple[dict[str, Any], list[Any], list[Mapping[str, Any]]]:
     """One step (plain, or with dynamic sampling under ``[sample.refill]``) as a metrics record, the tasks it
     drew and its feedback payloads (one per round); adds the responses and tokens generated to the cumulative
@@ -77,7 +79,7 @@ def record_selection(record: dict[str, Any], tasks: list[Any], before: EstimateS
     return EstimateSnapshot.take(sched)
 
 
-def _plain_step(pipe: Pipeline, trainer: Any, stage: Any, step: int) -> _StepOutcome:
+def _plain_step(pipe: Pipeline, trainer: TrainerLike, stage: SampleStage | None, step: int) -> _StepOutcome:
     """Read, roll out, sample stage at its timings, advantages, then the update with the feedback alongside it.
 
     The feedback (pass rates, selector updates and, with the default prefetch, the next batch's selection) runs
@@ -119,7 +121,7 @@ def _background() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="flexkit-feedback")
 
 
-def _refill_step(pipe: Pipeline, trainer: Any, step: int) -> _StepOutcome:
+def _refill_step(pipe: Pipeline, trainer: TrainerLike, step: int) -> _StepOutcome:
     """Dynamic sampling: rounds of rollouts until the kept groups fill the batch, then one update on them."""
     filled = fill_batch(pipe, lambda tasks: trainer.rollout(tasks, step=step), step=step)
     batch = filled.batch

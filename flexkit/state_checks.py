@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 
@@ -25,9 +25,9 @@ if TYPE_CHECKING:
 __all__ = ["component_of", "differences", "is_count", "is_number", "pipeline_state_problems"]
 
 
-def is_count(value: Any) -> bool:
+def is_count(value: Any) -> TypeGuard[int | np.integer[Any]]:
     """Whether ``value`` is a non-negative int (not a bool)."""
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and value >= 0
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and bool(value >= 0)
 
 
 def is_number(value: Any) -> bool:
@@ -143,7 +143,9 @@ def scheduler_state_problems(sched: TasksetScheduler, state: Mapping[str, Any], 
     if not isinstance(theirs, list) or [dict(t) if isinstance(t, Mapping) else t for t in theirs] != mine:
         out.append(_at((*path, "tasksets"), f"{_short(theirs)} does not match this pipeline's {_short(mine)}"))
     weights = state.get("weights")
-    expected = None if sched.entries[0].weight is None else [float(e.weight) for e in sched.entries]
+    expected = None if sched.entries[0].weight is None else [
+        float(e.weight) for e in sched.entries  # type: ignore[arg-type]  # all tasksets have a weight, or none
+    ]
     if weights != expected:
         out.append(_at((*path, "weights"), f"{_short(weights)} does not match the pipeline's weights "
                                            f"{_short(expected)}"))
@@ -171,7 +173,9 @@ def _mix_problems(mix: Any, n: int, path: KeyPath) -> list[str]:
     return []
 
 
-def _pending_problems(sched: TasksetScheduler, pending: Any, step: int | None, path: KeyPath) -> list[str]:
+def _pending_problems(
+    sched: TasksetScheduler, pending: Any, step: int | np.integer[Any] | None, path: KeyPath
+) -> list[str]:
     if pending is None:
         return []
     if not isinstance(pending, Mapping):

@@ -29,7 +29,7 @@ __all__ = ["Trackers", "merge_feedback", "run_metrics"]
 
 def merge_feedback(payloads: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """One feedback payload from a step's rounds (dynamic sampling feeds back once per round)."""
-    merged: dict[Any, dict[str, list]] = {}
+    merged: dict[Any, dict[str, list[Any]]] = {}
     for payload in payloads:
         for tid, part in (payload or {}).get(SELECTOR_METRIC, {}).items():
             into = merged.setdefault(tid, {"indices": [], "values": []})

@@ -18,6 +18,7 @@ import numpy as np
 
 from flexkit.contracts import describe_component
 from flexkit.errors import ComponentError
+from flexkit.protocols import TrainerLike
 
 __all__ = ["RESERVED_KEYS", "RESERVED_PREFIXES", "trainer_metrics"]
 
@@ -47,7 +48,7 @@ def _number(value: Any) -> Any:
 _NOT_A_NUMBER = object()
 
 
-def _who(trainer: Any) -> str:
+def _who(trainer: TrainerLike) -> str:
     return describe_component(trainer, "trainer")
 
 
@@ -56,7 +57,7 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def trainer_metrics(trainer: Any, metrics: Any, source: str) -> dict[str, Any]:
+def trainer_metrics(trainer: TrainerLike, metrics: Any, source: str) -> dict[str, Any]:
     """``metrics`` returned by ``trainer``'s ``source`` (``"rollout"``, ``"update"`` or ``"evaluate"``) as a dict
     of Python numbers; raises :class:`~flexkit.errors.ComponentError` naming the trainer when one is not a
     number or its name is not a string or is reserved (:data:`RESERVED_KEYS`; for rollout and update metrics

@@ -34,7 +34,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "selectors": ("selectors/",),
     "sample": ("sample/", "weights.py"),
     "plugins": ("hookspecs.py", "plugins.py", "plugin_components.py", "plugin_import.py", "builtins.py",
-                "builtin_table.py", "contracts.py", "configurable.py"),
+                "builtin_table.py", "contracts.py", "protocols.py", "configurable.py"),
     "config": ("config/",),
     "base": ("errors.py", "log.py", "_files.py", "_lazy.py", "_version.py", "trainer.py", "estimators.py"),
 }

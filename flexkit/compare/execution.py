@@ -61,7 +61,7 @@ def run_in_order(jobs: Sequence[Job]) -> Iterator[tuple[Job, JobResult | RunFail
         except Exception as exc:  # any error of one run is that run's failure
             yield job, failure_from_exception(job.seed, Path(job.run_dir), exc)
         else:
-            yield job, JobResult(result["first_eval"], result["last_eval"], result["seconds"])  # type: ignore[arg-type]
+            yield job, JobResult(result["first_eval"], result["last_eval"], result["seconds"])
 
 
 def run_in_processes(jobs: Sequence[Job], workers: int, out_dir: Path,

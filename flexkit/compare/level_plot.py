@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import IO
 
 from flexkit.compare.report import _band, legend_label, say
-from flexkit.compare.results import SettingResult
+from flexkit.compare.results import RunOutcome, SettingResult
 from flexkit.compare.statistics import MIN_INTERVAL_VALUES, interpolated_curve
 
 __all__ = ["level_keys", "write_level_plot"]
@@ -47,7 +47,10 @@ def write_level_plot(results: Sequence[SettingResult], path: Path, *, title: str
             runs = [r for r in res.runs if key in r.level_curves]
             if not runs:
                 continue
-            curve = interpolated_curve(runs, curve=lambda r, key=key: r.level_curves[key])
+            def level_curve(run: RunOutcome, key: str = key) -> list[tuple[int, float]]:
+                return run.level_curves[key]
+
+            curve = interpolated_curve(runs, curve=level_curve)
             colors[res.setting.name] = _band(ax, *curve, label=legend_label(res.setting.name, len(runs)),
                                              color=colors.get(res.setting.name),
                                              shade=len(runs) >= MIN_INTERVAL_VALUES)

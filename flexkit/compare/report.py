@@ -98,6 +98,10 @@ def summary_rows(results: Sequence[SettingResult], targets: Sequence[float] = ()
     """
     levels = _levels(results)
     several = len(targets) > 1 or len(budgets) > 1
+    # (header, (RunOutcome attribute, index into it or None))
+    budget_cols: list[tuple[str, tuple[str, int | None]]]
+    rollout_cols: list[tuple[str, tuple[str, int | None]]]
+    step_cols: list[tuple[str, tuple[str, int | None]]]
     if several:
         budget_cols = [(f"accuracy at {b:,}", ("accuracy_at_budgets", i)) for i, b in enumerate(budgets)]
         rollout_cols = [(f"rollouts to {t:g}", ("rollouts_to_targets", i)) for i, t in enumerate(targets)]
@@ -368,9 +372,10 @@ def _band(ax: Any, xs: Sequence[float], means: Sequence[float], halves: Sequence
           color: Any = None, shade: bool = True) -> Any:
     """One mean curve with its shaded 95% band (with ``shade``); returns the line's colour."""
     (line,) = ax.plot(xs, means, label=label, color=color)
-    if shade and xs and all(h is not None for h in halves):
-        lo = [m - h for m, h in zip(means, halves, strict=True)]  # type: ignore[operator]
-        hi = [m + h for m, h in zip(means, halves, strict=True)]  # type: ignore[operator]
+    widths = [h for h in halves if h is not None]
+    if shade and xs and len(widths) == len(halves):  # every point has a half-width
+        lo = [m - h for m, h in zip(means, widths, strict=True)]
+        hi = [m + h for m, h in zip(means, widths, strict=True)]
         ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
     return line.get_color()
 

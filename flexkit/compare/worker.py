@@ -18,7 +18,9 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 __all__ = ["ORPHANED_EXIT", "exit_with_parent", "main", "run_job"]
 
@@ -42,14 +44,15 @@ def exit_with_parent(parent: int, interval: float = 1.0) -> threading.Thread:
     return thread
 
 
-def run_job(job: dict[str, object]) -> dict[str, object]:
-    """Run the job's pipeline into its run folder; return its first and last evaluations and seconds taken."""
+def run_job(job: Mapping[str, Any]) -> dict[str, Any]:
+    """Run the job's pipeline into its run folder; return its first and last evaluations and seconds taken.
+    ``job`` is JSON data (the job file's, or :class:`~flexkit.compare.execution.Job` as a dict)."""
     from flexkit.pipeline import pipeline_from_dict
     from flexkit.runner import run_pipeline
 
     t0 = time.monotonic()
     pipe = pipeline_from_dict(job["data"], base_dir=Path(str(job["base_dir"])), source=str(job["source"]),
-                              plugins=list(job["plugins"]))  # type: ignore[call-overload]
+                              plugins=list(job["plugins"]))
     run = run_pipeline(pipe, run_dir=str(job["run_dir"]), progress=None)
     return {"first_eval": dict(run.first_eval), "last_eval": dict(run.last_eval),
             "seconds": time.monotonic() - t0}

@@ -91,7 +91,7 @@ def component_field(*, default_type: str | None = None, inline: bool = False, do
     return attrs.field(default=None, metadata=meta)
 
 
-def component_meta(attribute: attrs.Attribute) -> dict[str, Any] | None:
+def component_meta(attribute: attrs.Attribute[Any]) -> dict[str, Any] | None:
     """The component metadata of an attrs attribute, or None for ordinary fields."""
     return attribute.metadata.get("component")
 
@@ -102,7 +102,7 @@ def default_table(table: dict[str, Any] | None = None, *, doc: str = "") -> Any:
     return attrs.field(default=None, metadata={"default_table": dict(table or {}), "flexkit": {"doc": doc}})
 
 
-def default_table_of(attribute: attrs.Attribute) -> dict[str, Any] | None:
+def default_table_of(attribute: attrs.Attribute[Any]) -> dict[str, Any] | None:
     """The table to structure when ``attribute``'s key is absent, or None when it has no such default."""
     if "default_table" in attribute.metadata:
         return dict(attribute.metadata["default_table"])

@@ -20,13 +20,15 @@ import re
 import types
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, Union
+from typing import Any, Literal, TypeVar, Union
 
 import attrs
 import cattrs
 
 from flexkit.config.components import ComponentLookup, ComponentSpec, component_meta, default_table_of
 from flexkit.errors import ConfigError, ConfigIssue
+
+_T = TypeVar("_T")
 
 _TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
 
@@ -51,7 +53,7 @@ def describe(value: Any) -> str:
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
-def path_key(key: Any) -> str:
+def path_key(key: object) -> str:
     """A key as a segment of a key path: bare when TOML allows it (``tau``), else quoted as TOML quotes it
     (``"my key"``, ``""``, ``"a.b"``), so every key, even an empty one, is visible and unambiguous in the path."""
     key = str(key)
@@ -105,7 +107,7 @@ def make_converter(components: ComponentLookup | None = None) -> cattrs.Converte
     return conv
 
 
-def structure(conv: cattrs.Converter, data: Any, cls: Any) -> Any:
+def structure(conv: cattrs.Converter, data: Any, cls: type[_T]) -> _T:
     """Structure ``data`` as ``cls``; any failure becomes a :class:`ConfigError` with key paths."""
     try:
         return conv.structure(data, cls)
@@ -155,7 +157,7 @@ def _structure_optional(conv: cattrs.Converter, value: Any, t: Any) -> Any:
     if value is None:
         return None
     args = [a for a in typing.get_args(t) if a is not type(None)]
-    inner = args[0] if len(args) == 1 else Union[tuple(args)]  # noqa: UP007 - runtime construction
+    inner: Any = args[0] if len(args) == 1 else Union[tuple(args)]  # noqa: UP007 - runtime construction
     return conv.structure(value, inner)
 
 
@@ -204,7 +206,7 @@ def _structure_attrs(
     if not isinstance(value, Mapping):
         raise _issue(f"expected a table, got {describe(value)}")
     fields = attrs.fields(attrs.resolve_types(cls))
-    inline = next((f for f in fields if (component_meta(f) or {}).get("inline")), None)
+    inline: Any = next((f for f in fields if (component_meta(f) or {}).get("inline")), None)
     own = {f.alias for f in fields if f is not inline}
     errors: list[ConfigError] = []
     if inline is None:

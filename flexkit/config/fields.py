@@ -12,7 +12,7 @@ Plain attrs fields work too; they just carry no bounds or description into the s
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -21,6 +21,10 @@ import attrs
 METADATA_KEY = "flexkit"
 
 _NOTHING: Any = attrs.NOTHING
+
+#: ``attrs.Factory``, the class, for ``isinstance`` checks of a field's default: attrs' stubs declare it a function
+#: that returns the default (so that ``x: list[int] = attrs.Factory(list)`` type-checks).
+FACTORY_CLASS: type[Any] = attrs.Factory  # type: ignore[assignment]  # a class at run time, a function in the stubs
 
 
 def field(
@@ -62,7 +66,7 @@ def field(
     return attrs.field(default=default, validator=validator, metadata={METADATA_KEY: meta})
 
 
-def field_meta(attribute: attrs.Attribute) -> dict[str, Any]:
+def field_meta(attribute: attrs.Attribute[Any]) -> dict[str, Any]:
     """flexkit's metadata of an attrs attribute (empty for plain attrs fields)."""
     return dict(attribute.metadata.get(METADATA_KEY, {}))
 
@@ -71,7 +75,7 @@ def field_meta(attribute: attrs.Attribute) -> dict[str, Any]:
 class _BoundsValidator:
     meta: dict[str, Any]
 
-    def __call__(self, _instance: Any, _attribute: attrs.Attribute, value: Any) -> None:
+    def __call__(self, _instance: Any, _attribute: attrs.Attribute[Any], value: Any) -> None:
         check_bounds(value, self.meta)
 
 
@@ -86,12 +90,13 @@ def check_bounds(value: Any, meta: dict[str, Any]) -> None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if meta.get("finite", True) and isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"must be a finite number, got {value!r}")
-        for key, op, text in (
+        comparisons: tuple[tuple[str, Callable[[Any, Any], bool], str], ...] = (
             ("ge", lambda a, b: a >= b, ">="),
             ("gt", lambda a, b: a > b, ">"),
             ("le", lambda a, b: a <= b, "<="),
             ("lt", lambda a, b: a < b, "<"),
-        ):
+        )
+        for key, op, text in comparisons:
             bound = meta.get(key)
             if bound is not None and not op(value, bound):
                 raise ValueError(f"must be {text} {bound}, got {value!r}")

@@ -24,7 +24,7 @@ import attrs
 
 from flexkit._version import DISTRIBUTION
 from flexkit.config.components import STAGES, ComponentSpec, component_meta, default_table_of
-from flexkit.config.fields import field_meta
+from flexkit.config.fields import FACTORY_CLASS, field_meta
 from flexkit.config.models import FeedbackConfig, PipelineConfig, RefillConfig, RunConfig, SampleConfig, TasksetConfig
 
 #: The committed reference, relative to the repository root.
@@ -195,18 +195,18 @@ def type_name(t: Any) -> str:
     return getattr(t, "__name__", str(t))
 
 
-def default_text(f: attrs.Attribute) -> str:
+def default_text(f: attrs.Attribute[Any]) -> str:
     """The default of a field as TOML would write it; *required* or *unset* when there is none."""
     meta = component_meta(f)
     if meta and meta.get("default_type"):
         return json.dumps(meta["default_type"])
     if default_table_of(f) is not None:
         return "*its defaults*"
-    default = f.default
+    default: Any = f.default
     if default is attrs.NOTHING:
         return "*required*"
-    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-        default = default.factory() if not default.takes_self else attrs.NOTHING  # type: ignore[union-attr]
+    if isinstance(default, FACTORY_CLASS):
+        default = default.factory() if not default.takes_self else attrs.NOTHING
     if default is None or default is attrs.NOTHING:
         return "*unset*"
     return toml_value(default)
@@ -227,7 +227,7 @@ def toml_value(value: Any) -> str:
     return repr(value)
 
 
-def bounds_text(f: attrs.Attribute) -> str:
+def bounds_text(f: attrs.Attribute[Any]) -> str:
     """The bounds a field's validator enforces (``>= 0``, ``one of ...``, ``at least 1 item``)."""
     meta = field_meta(f)
     parts = [f"{word} {_number(meta[key])}" for key, word in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))

@@ -11,12 +11,12 @@ import json
 import types
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, Union
+from typing import Any, Literal, Union, cast
 
 import attrs
 
 from flexkit.config.components import ComponentSpec, component_meta
-from flexkit.config.fields import field_meta
+from flexkit.config.fields import FACTORY_CLASS, field_meta
 from flexkit.config.models import PipelineConfig
 
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
@@ -70,9 +70,9 @@ class _Generator:
             return self.inline_schema(out, inline)
         return out
 
-    def inline_schema(self, parent: dict[str, Any], f: attrs.Attribute) -> dict[str, Any]:
+    def inline_schema(self, parent: dict[str, Any], f: attrs.Attribute[Any]) -> dict[str, Any]:
         """A table that holds its own keys plus one inline component's keys: one branch per component."""
-        spec_cls: type[ComponentSpec] = f.type
+        spec_cls = cast(type[ComponentSpec], f.type)  # the inline component field's spec class (resolved)
         meta = component_meta(f) or {}
         branches = []
         for component in self._components(spec_cls.STAGE):
@@ -91,7 +91,7 @@ class _Generator:
         out["oneOf"] = branches
         return out
 
-    def field_schema(self, f: attrs.Attribute) -> dict[str, Any]:
+    def field_schema(self, f: attrs.Attribute[Any]) -> dict[str, Any]:
         meta = field_meta(f)
         out = self.type_schema(f.type)
         doc = meta.get("doc") or (component_meta(f) or {}).get("doc")
@@ -104,7 +104,7 @@ class _Generator:
             out["enum"] = list(meta["choices"])
         if meta.get("min_items") is not None:
             out["minItems"] = meta["min_items"]
-        if f.default is not attrs.NOTHING and not isinstance(f.default, attrs.Factory):
+        if f.default is not attrs.NOTHING and not isinstance(f.default, FACTORY_CLASS):
             default = f.default
             if isinstance(default, tuple):
                 default = list(default)

@@ -40,13 +40,16 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
 from flexkit.distributed.payload import Payload, as_metrics, normalize, task_pairs
 from flexkit.errors import FeedbackError, FlexkitError
 from flexkit.scheduler import Task
+
+if TYPE_CHECKING:
+    from flexkit.pipeline import Pipeline
 
 #: Layout version of :meth:`BatchLedger.state_dict`'s ``ledger`` part.
 LEDGER_VERSION = 1
@@ -98,7 +101,7 @@ class BatchLedger:
 
     def __init__(
         self,
-        pipeline: Any,
+        pipeline: Pipeline,
         *,
         lease_timeout: float | None = None,
         max_staleness: int | None = None,
@@ -167,7 +170,8 @@ class BatchLedger:
             return None
         if self.ordered:
             self._drain()
-            if self._next_apply <= self.scheduler.step - 1 - self.max_staleness:
+            # ordered: max_staleness is set
+            if self._next_apply <= self.scheduler.step - 1 - self.max_staleness:  # type: ignore[operator]
                 return None  # an older batch is still out: reading now would break the order
         batch_id = self.scheduler.step
         tasks = tuple(self.scheduler.read())
@@ -274,7 +278,8 @@ class BatchLedger:
             raise FeedbackError(f"batch_id must be an int, got {batch_id!r}") from None
         if not 0 <= batch_id < self.scheduler.step:
             raise FeedbackError(f"batch {batch_id} was never handed out ({self.scheduler.step} so far)")
-        return batch_id
+        checked: int = batch_id
+        return checked
 
     def _check_tasks(self, batch_id: int, payload: Payload) -> None:
         """Refuse ``payload`` when it names a task that was not in batch ``batch_id``'s lease."""
@@ -324,7 +329,8 @@ class BatchLedger:
     def _drain(self) -> None:
         """In-order mode: apply buffered feedback in batch-id order, skipping abandoned batches, up to the
         newest batch the staleness bound lets precede the next read (all of them once the run is over)."""
-        limit = math.inf if self.exhausted else self.scheduler.step - 1 - self.max_staleness
+        # in-order mode only: max_staleness is set
+        limit = math.inf if self.exhausted else self.scheduler.step - 1 - self.max_staleness  # type: ignore[operator]
         while self._next_apply <= limit and self._next_apply < self.scheduler.step:
             batch_id = self._next_apply
             if batch_id in self._buffer:

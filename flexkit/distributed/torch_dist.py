@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch.distributed as dist
@@ -34,6 +34,9 @@ from flexkit.distributed.payload import as_metrics, digest, merge, normalize
 from flexkit.errors import FeedbackError, FlexkitError
 from flexkit.feedback import is_columnar, task_triples
 from flexkit.sample.actuator import Mix
+
+if TYPE_CHECKING:
+    from flexkit.pipeline import Pipeline
 
 
 class DistributedStateError(FlexkitError):
@@ -59,7 +62,7 @@ class DistributedPipeline:
         verify_every: compare scheduler-state digests across ranks every this many feedbacks (0: never).
     """
 
-    def __init__(self, pipeline: Any, *, group: Any = None, verify_every: int = 0) -> None:
+    def __init__(self, pipeline: Pipeline, *, group: Any = None, verify_every: int = 0) -> None:
         if not dist.is_available() or not dist.is_initialized():
             raise FlexkitError("torch.distributed is not initialised: call init_process_group first")
         if verify_every < 0:
@@ -173,7 +176,7 @@ class DistributedPipeline:
     def check_consistent(self) -> str:
         """Compare scheduler-state digests across ranks; raises :class:`DistributedStateError` naming the ranks
         that differ from rank 0. Returns the common digest."""
-        digests = self._gather(self.state_digest())
+        digests: list[str] = self._gather(self.state_digest())
         odd = [r for r, d in enumerate(digests) if d != digests[0]]
         if odd:
             raise DistributedStateError(f"scheduler state of rank(s) {odd} differs from rank 0's "
@@ -213,7 +216,7 @@ class DistributedPipeline:
         if self.rank != 0:
             self.pipeline.load_state_dict(state)
         self.check_consistent()
-        return extra
+        return cast(dict[str, Any], extra)  # broadcast from rank 0 (its load_checkpoint's extra)
 
     # -- collectives --------------------------------------------------------------------------------------
 

@@ -157,7 +157,9 @@ class FlexkitSampler(torch.utils.data.Sampler[int]):
 
     # -- feedback --------------------------------------------------------------------------------------
 
-    def feedback(self, indices: Sequence[int] | np.ndarray | Any, rewards: Sequence[float] | np.ndarray | Any) -> dict:
+    def feedback(
+        self, indices: Sequence[int] | np.ndarray | Any, rewards: Sequence[float] | np.ndarray | Any
+    ) -> dict[str, Any]:
         """Feed rewards back: ``indices`` are global dataset indices (one per rollout, repeats allowed),
         ``rewards`` their rewards (tensors are fine). Returns the selector metrics sent to the scheduler."""
         indices = _as_numpy(indices).reshape(-1)
@@ -170,7 +172,8 @@ class FlexkitSampler(torch.utils.data.Sampler[int]):
                        for t, i, r in zip(tids.tolist(), local.tolist(), rewards.tolist(), strict=True)]
         if self.pipeline is not None:
             return self.pipeline.feedback(experiences)
-        _exps, metrics = self._operator.process(experiences)
+        metrics: dict[str, Any]
+        _exps, metrics = self._operator.process(experiences)  # the PassRateCalculator (there is no pipeline)
         self.scheduler.feedback(metrics)
         return metrics
 
@@ -200,7 +203,7 @@ class FlexkitSampler(torch.utils.data.Sampler[int]):
         self._yielded = int(state["yielded"])
 
 
-class WithIndex(torch.utils.data.Dataset):
+class WithIndex(torch.utils.data.Dataset[tuple[int, Any]]):
     """``dataset``'s items as ``(index, item)`` pairs, so each loader batch carries the dataset indices that
     :meth:`FlexkitSampler.feedback` needs (the default collate makes them a tensor)."""
 

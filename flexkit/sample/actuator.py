@@ -22,7 +22,8 @@ import attrs
 import numpy as np
 
 from flexkit.configurable import Configurable, display_name
-from flexkit.sample.batch import RolloutBatch, SampleError
+from flexkit.errors import SampleError
+from flexkit.sample.batch import RolloutBatch
 from flexkit.sample.scorer import GRANULARITIES, MECHANISMS
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ class Weights:
     weights: torch.Tensor = attrs.field()
 
     @weights.validator
-    def _check(self, _attribute: attrs.Attribute, value: Any) -> None:
+    def _check(self, _attribute: attrs.Attribute[Any], value: Any) -> None:
         import torch
 
         if not isinstance(value, torch.Tensor) or value.ndim not in (1, 2) or not value.is_floating_point():
@@ -102,7 +103,7 @@ class Mix:
 Action = Keep | Weights | Mix
 
 #: The action type each mechanism returns.
-ACTION_OF: dict[str, type] = {"select": Keep, "reweight": Weights, "mix": Mix}
+ACTION_OF: dict[str, type[Keep] | type[Weights] | type[Mix]] = {"select": Keep, "reweight": Weights, "mix": Mix}
 
 
 class Actuator(Configurable, abc.ABC):

@@ -220,7 +220,7 @@ class RolloutBatch:
         one dict pass in first-appearance order — O(B) and 2-5× faster than ``np.unique``'s string sort at
         65,536 uuid strings (verl's ``uid`` is an object array of uuid strings).
         """
-        cached = self._cache.get(("group_index", key))
+        cached: tuple[np.ndarray, int] | None = self._cache.get(("group_index", key))
         if cached is not None:
             return cached
         self.require([key], who="group_index")
@@ -260,7 +260,7 @@ class RolloutBatch:
             if key is None:
                 self.require([REWARD_REQUIREMENT], who="sequence_rewards")
         assert key is not None
-        cached = self._cache.get(("sequence_rewards", key))
+        cached: torch.Tensor | None = self._cache.get(("sequence_rewards", key))
         if cached is not None:
             return cached
         self.require([key], who="sequence_rewards")

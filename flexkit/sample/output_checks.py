@@ -18,18 +18,20 @@ from __future__ import annotations
 from typing import Any
 
 from flexkit.contracts import describe_component
+from flexkit.errors import SampleError
+from flexkit.protocols import ActuatorLike, ScorerLike
 from flexkit.sample.actuator import ACTION_OF, Action, Keep, Mix, Weights, check_finite
-from flexkit.sample.batch import RolloutBatch, SampleError
+from flexkit.sample.batch import RolloutBatch
 from flexkit.sample.scorer import check_scores
 
 
-def check_score_output(scores: Any, batch: RolloutBatch, scorer: Any) -> Any:
+def check_score_output(scores: Any, batch: RolloutBatch, scorer: ScorerLike) -> Any:
     """``scores`` as :func:`~flexkit.sample.scorer.check_scores` normalises them, after checking shape, dtype and
     finiteness; raises :class:`SampleError` naming ``scorer``."""
     import torch
 
     name = describe_component(scorer)
-    granularity = getattr(scorer, "granularity", None)
+    granularity = scorer.granularity
     try:
         scores = check_scores(scores, batch, granularity, who=name)
     except SampleError:
@@ -43,7 +45,7 @@ def check_score_output(scores: Any, batch: RolloutBatch, scorer: Any) -> Any:
 
 
 def check_action_output(
-    action: Any, batch: RolloutBatch, actuator: Any, mechanism: str, num_tasksets: int | None = None
+    action: Any, batch: RolloutBatch, actuator: ActuatorLike, mechanism: str, num_tasksets: int | None = None
 ) -> Action:
     """``action`` when it is the ``mechanism``'s action type and fits ``batch`` (and the pipeline's
     ``num_tasksets`` for a mix); raises :class:`SampleError` naming ``actuator``."""

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from flexkit.config.converter import did_you_mean
 from flexkit.configurable import Configurable, display_name
-from flexkit.errors import ConfigError, ConfigIssue, join_path
+from flexkit.errors import ConfigError, ConfigIssue, SampleError, join_path
 from flexkit.estimators import BUILTIN_GROUP_ESTIMATORS
-from flexkit.sample.batch import RolloutBatch, SampleError
+from flexkit.sample.batch import RolloutBatch
 
 if TYPE_CHECKING:
     import torch
@@ -59,8 +59,8 @@ def _check_choice(cls: type, attr: str, allowed: tuple[str, ...]) -> None:
         )
 
 
-def _check_requires(cls: type) -> tuple[str, ...]:
-    value = cls.requires  # type: ignore[attr-defined]
+def _check_requires(cls: type[Scorer]) -> tuple[str, ...]:
+    value = cls.requires
     if isinstance(value, str) or not isinstance(value, (tuple, list)) or not all(
         isinstance(v, str) and v for v in value
     ):
@@ -78,8 +78,8 @@ class Scorer(Configurable, abc.ABC):
     :meth:`state_dict` and :meth:`load_state_dict` (plain data only).
     """
 
-    #: Batch fields read by :meth:`score` (``"a|b"``: either).
-    requires: ClassVar[tuple[str, ...]] = ()
+    #: Batch fields read by :meth:`score` (``"a|b"``: either); an instance may narrow them to its config's.
+    requires: tuple[str, ...] = ()
     #: Where the runner calls the stage (one of :data:`TIMINGS`).
     timing: ClassVar[str] = "post_reward"
     #: What one score describes (one of :data:`GRANULARITIES`).
@@ -121,7 +121,7 @@ class Scorer(Configurable, abc.ABC):
         """Restore :meth:`state_dict` output."""
 
 
-def check_scores(scores: Any, batch: RolloutBatch, granularity: str, *, who: str) -> Any:
+def check_scores(scores: Any, batch: RolloutBatch, granularity: str, *, who: str) -> torch.Tensor | dict[int, float]:
     """Validate (and normalise) a scorer's output for ``granularity``; raise :class:`SampleError` if wrong."""
     import numpy as np
     import torch

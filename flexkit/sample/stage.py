@@ -11,26 +11,34 @@ kept for logging (:meth:`SampleStage.metrics`).
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 
+from flexkit.protocols import ActuatorLike, ScorerLike
 from flexkit.sample.actuator import Action, Actuator, Keep, Mix, Weights
 from flexkit.sample.batch import BatchAdapter, RolloutBatch
 from flexkit.sample.output_checks import check_action_output, check_score_output
-from flexkit.sample.scorer import Scorer, check_compatible, timing_index
+from flexkit.sample.scorer import check_compatible, timing_index
 from flexkit.sample.weights import combine, to_token_weights
 
 if TYPE_CHECKING:
     import torch
 
 
+def _calls_as_actuator(actuator: ActuatorLike) -> TypeGuard[Actuator]:
+    """Whether ``actuator`` is called through :meth:`Actuator.__call__` (it takes ``scores_checked``)."""
+    return type(actuator).__call__ is Actuator.__call__
+
+
 class SampleStage:
     """A scorer and an actuator checked against the trainer's advantage ``estimator`` and ``mechanism``.
 
     Args:
-        scorer: a :class:`~flexkit.sample.scorer.Scorer` instance.
-        actuator: an :class:`~flexkit.sample.actuator.Actuator` instance.
+        scorer: a scorer (:class:`~flexkit.protocols.ScorerLike`), usually a
+            :class:`~flexkit.sample.scorer.Scorer` instance.
+        actuator: an actuator (:class:`~flexkit.protocols.ActuatorLike`), usually an
+            :class:`~flexkit.sample.actuator.Actuator` instance.
         mechanism: ``"select"``, ``"reweight"`` or ``"mix"`` (must be the actuator's).
         estimator: the trainer's advantage estimator (``"grpo"``, ``"gae"``, ...).
         weights_key: the batch field holding weights the trainer already computed (multiplied, never
@@ -44,8 +52,8 @@ class SampleStage:
 
     def __init__(
         self,
-        scorer: Scorer,
-        actuator: Actuator,
+        scorer: ScorerLike,
+        actuator: ActuatorLike,
         *,
         mechanism: str,
         estimator: str,
@@ -109,7 +117,7 @@ class SampleStage:
         """
         batch = self._batches(batch, who="SampleStage.run")
         scores = check_score_output(self.scorer(batch, step=step), batch, self.scorer)
-        if type(self.actuator).__call__ is Actuator.__call__:  # check_score_output just checked the scores
+        if _calls_as_actuator(self.actuator):  # check_score_output just checked the scores
             acted = self.actuator(scores, batch, step=step, scores_checked=True)
         else:  # an actuator with its own __call__
             acted = self.actuator(scores, batch, step=step)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from flexkit.configurable import display_name
 from flexkit.errors import ConfigError, ConfigIssue
+from flexkit.protocols import is_group_filter
 from flexkit.sample.scorer import timing_index
 from flexkit.sample.stage import SampleStage
 
@@ -20,7 +21,7 @@ def check_refill_stage(stage: SampleStage | None) -> None:
     if stage.timing != "post_reward":
         raise ConfigError(f"sample.refill needs a scorer that runs at post_reward (before advantages), but "
                           f"{type(stage.scorer).__name__} runs at {stage.timing!r}")
-    if not getattr(stage.actuator, "refills", False):
+    if not is_group_filter(stage.actuator):
         raise ConfigError(f"sample.refill needs a group filter actuator that reports the groups still needed "
                           f"(zero_variance_filter, pass_rate_band), not "
                           f"{type(stage.actuator).__name__}")

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from flexkit.sample.batch import SampleError
+from flexkit.errors import SampleError
 
 if TYPE_CHECKING:
     import torch

@@ -149,7 +149,8 @@ class GroupBeta:
 
     def draw(self, rng: np.random.Generator, gids: np.ndarray) -> np.ndarray:
         """One independent Thompson draw per entry of ``gids`` from its group's posterior."""
-        return rng.beta(1.0 + self.a[gids], 1.0 + self.b[gids])
+        draws: np.ndarray = rng.beta(1.0 + self.a[gids], 1.0 + self.b[gids])
+        return draws
 
     def state_dict(self) -> dict[str, Any]:
         """Both discounted counts of every group."""

@@ -26,15 +26,13 @@ import abc
 import itertools
 import operator
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import numpy as np
 
 from flexkit.configurable import Configurable, display_name
 from flexkit.errors import ComponentError, FeedbackError
-
-#: What to do with a feedback value outside [0, 1]: clip it into range, or reject the payload.
-OutOfRange = Literal["clip", "error"]
+from flexkit.protocols import OutOfRange as OutOfRange  # "clip" or "error"; its home is the selector protocol's
 
 Seed = int | np.random.SeedSequence
 

@@ -129,7 +129,8 @@ class LearnabilitySelector(Selector):
         sums, counts = self.table.dense() if indices is None else self.table.get(indices)
         kappa = self.config.prior_strength
         prior = self.pool.value if self.groups is None else self.groups.of(sel, self.pool.value)
-        return (sums + kappa * prior) / (counts + kappa)
+        values: np.ndarray = (sums + kappa * prior) / (counts + kappa)
+        return values
 
     def _select(self, batch_size: int, return_extra_info: bool) -> tuple[np.ndarray, dict[str, Any]]:
         cand = draw_candidates(self.rng, self.size, candidate_count(batch_size, self.config.candidates, self.size))

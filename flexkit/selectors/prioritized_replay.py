@@ -90,7 +90,8 @@ class PrioritizedReplaySelector(Selector):
         """``2·sqrt(p̃(1 − p̃))`` with ``p̃`` the value shrunk toward the pooled pass rate."""
         c = self.config
         p = (c.m * values + c.prior_strength * self.pool.value) / (c.m + c.prior_strength)
-        return 2.0 * np.sqrt(np.clip(p * (1.0 - p), 0.0, None))
+        scores: np.ndarray = 2.0 * np.sqrt(np.clip(p * (1.0 - p), 0.0, None))
+        return scores
 
     def replay_distribution(self) -> np.ndarray:
         """``P(i)`` over the buffer's slots (rank and staleness mixed by ρ)."""
@@ -102,7 +103,8 @@ class PrioritizedReplaySelector(Selector):
         stale = (self.clock - self.buf_last).astype(np.float64)
         p_stale = stale / stale.sum() if stale.sum() > 0 else np.full(n, 1.0 / n)
         rho = self.config.staleness
-        return (1.0 - rho) * p_score + rho * p_stale
+        probabilities: np.ndarray = (1.0 - rho) * p_score + rho * p_stale
+        return probabilities
 
     # -- selection --------------------------------------------------------------------------------------
 

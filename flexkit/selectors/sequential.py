@@ -6,7 +6,7 @@ Source: Trinity-RFT task selection ("Returns samples in fixed order (0, 1, ..., 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -27,7 +27,7 @@ class SequentialSelector(Selector):
     position of the next task.
     """
 
-    Config = SequentialConfig
+    Config: ClassVar[type[Any] | None] = SequentialConfig  # a subclass names its own (offline_easy2hard)
 
     def _init_state(self) -> None:
         self.position = 0

@@ -71,7 +71,8 @@ class ThompsonTargetSelector(Selector):
     def posterior_mean(self) -> np.ndarray:
         """``α / (α + β)`` per task."""
         alpha, beta = self.table.dense()
-        return alpha / (alpha + beta)
+        mean: np.ndarray = alpha / (alpha + beta)
+        return mean
 
     def _select(self, batch_size: int, return_extra_info: bool) -> tuple[np.ndarray, dict[str, Any]]:
         cand = draw_candidates(self.rng, self.size, candidate_count(batch_size, self.config.candidates, self.size))

@@ -16,12 +16,13 @@ import os
 import stat
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from flexkit._files import NotRegularFileError, open_regular
 from flexkit.errors import TasksetError
+from flexkit.protocols import TasksetLike
 
 __all__ = ["LazyFeatures", "Taskset", "check_rows", "lazy_features"]
 
@@ -119,11 +120,12 @@ class Taskset(abc.ABC):
         if cached is _NOT_COMPUTED:
             cached = self._file_content_id() if isinstance(getattr(self, "path", None), str) else None
             self.__dict__["_content_id_cache"] = cached
-        return cached
+        return cast("str | None", cached)  # a digest or None, kept in the untyped __dict__
 
     def _file_content_id(self) -> str | None:
         """``sha256:<hex> (<size> bytes)`` of the file at ``path``; ``None`` when it is not a regular file."""
         try:
+            # content_id calls it only when path is a str
             fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # type: ignore[arg-type]
         except OSError as exc:
             raise self._error(f"cannot read the file to checksum it: {exc.strerror or exc}") from None
@@ -162,7 +164,7 @@ class Taskset(abc.ABC):
         """A read-only descriptor of the file at ``path`` (a regular file only, never blocking on a FIFO); a path
         that cannot be opened raises :class:`TasksetError`."""
         try:
-            fd, _ = open_regular(self.path)  # type: ignore[arg-type]
+            fd, _ = open_regular(self.path)  # type: ignore[arg-type]  # file-backed tasksets only: path is set
         except FileNotFoundError:
             raise self._error("no such file") from None
         except IsADirectoryError:
@@ -217,7 +219,7 @@ class LazyFeatures(Mapping[str, np.ndarray]):
     a requested key the taskset lacks raises :class:`TasksetError` naming the taskset, its path and the key.
     """
 
-    def __init__(self, taskset: Any, keys: Sequence[str]) -> None:
+    def __init__(self, taskset: TasksetLike, keys: Sequence[str]) -> None:
         if isinstance(keys, str):
             keys = [keys]
         self._taskset = taskset
@@ -244,7 +246,9 @@ class LazyFeatures(Mapping[str, np.ndarray]):
         """The requested column ``key`` as labels (:meth:`Taskset.labels`), for grouping by a categorical column."""
         if key not in self._keys:
             raise KeyError(key)
-        return self._taskset.labels(key)
+        taskset: Any = self._taskset  # labels is a Taskset's (not every storage's): else AttributeError
+        labels: np.ndarray = taskset.labels(key)
+        return labels
 
     def __contains__(self, key: object) -> bool:
         return key in self._keys
@@ -263,21 +267,21 @@ class LazyFeatures(Mapping[str, np.ndarray]):
 _CHECK_BATCH = 4096
 
 
-def _check_by_reading(taskset: Any) -> int:
+def _check_by_reading(taskset: TasksetLike) -> int:
     n = len(taskset)
     for lo in range(0, n, _CHECK_BATCH):
         taskset.read(np.arange(lo, min(n, lo + _CHECK_BATCH), dtype=np.int64))
     return n
 
 
-def check_rows(taskset: Any) -> int:
+def check_rows(taskset: TasksetLike) -> int:
     """Read every row of any taskset once (its own :meth:`Taskset.check_rows`, or ``read`` in batches for
     third-party storages that only implement ``len``/``read``/``column``); returns the number of rows."""
     check = getattr(taskset, "check_rows", None)
     return int(check()) if callable(check) else _check_by_reading(taskset)
 
 
-def lazy_features(taskset: Any, keys: Sequence[str]) -> Mapping[str, np.ndarray]:
+def lazy_features(taskset: TasksetLike, keys: Sequence[str]) -> Mapping[str, np.ndarray]:
     """The feature mapping of any taskset: its own :meth:`Taskset.features`, or a :class:`LazyFeatures`
     over its ``column`` method for third-party storages that only implement ``len``/``read``/``column``."""
     if isinstance(taskset, Taskset):

@@ -7,7 +7,7 @@ import copy
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -103,7 +103,7 @@ class InMemoryTaskset(Taskset):
         if cached is _NOT_COMPUTED:
             cached = _content_digest(self._rows, self._columns, self._size)
             self.__dict__["_content_id_cache"] = cached
-        return cached
+        return cast("str | None", cached)  # a digest or None, kept in the untyped __dict__
 
 
 def _json_default(value: Any) -> Any:

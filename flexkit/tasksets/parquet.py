@@ -8,7 +8,7 @@ import os
 import stat
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -63,7 +63,7 @@ class ParquetTaskset(Taskset):
         idx = self._indices(indices)
         if idx.size == 0:
             return []
-        return self._table.take(self._pa.array(idx)).to_pylist()
+        return cast(list[dict[str, Any]], self._table.take(self._pa.array(idx)).to_pylist())  # pyarrow is untyped
 
     def _first_keys(self) -> list[str]:
         return list(self._table.column_names)

@@ -58,7 +58,9 @@ def resolve_format(path: str, fmt: str = "auto", *, name: str | None = None) -> 
     )
 
 
-_READERS: dict[str, type[Taskset]] = {"jsonl": JsonlTaskset, "json": JsonTaskset, "parquet": ParquetTaskset}
+_READERS: dict[str, type[JsonlTaskset] | type[JsonTaskset] | type[ParquetTaskset]] = {
+    "jsonl": JsonlTaskset, "json": JsonTaskset, "parquet": ParquetTaskset,
+}
 
 
 def open_file_taskset(

@@ -34,8 +34,8 @@ from flexkit.config.converter import make_converter, structure
 from flexkit.config.schema import pipeline_schema
 from flexkit.configurable import Configurable
 from flexkit.errors import ConfigError
-from flexkit.feedback import FeedbackOperator
 from flexkit.plugins import REGISTER_HOOKS, Component, PluginHost
+from flexkit.protocols import FeedbackOperator
 from flexkit.selectors import Selector
 from flexkit.testing.registry import build, checkpoint_round_trip, default_table, drive, host, plain, spec_class
 

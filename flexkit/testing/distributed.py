@@ -53,7 +53,8 @@ def experiences(tasks: Any, batch_id: int) -> list[dict[str, Any]]:
 
 def metrics_for(pipe: Any, tasks: Any, batch_id: int) -> dict[str, Any]:
     """The feedback operator's selector metrics for :func:`experiences` of ``tasks``."""
-    return pipe.feedback_operator.process(experiences(tasks, batch_id))[1]
+    metrics: dict[str, Any] = pipe.feedback_operator.process(experiences(tasks, batch_id))[1]
+    return metrics
 
 
 def reference(pipe: Any, staleness: int, abandoned: frozenset[int] = frozenset()) -> tuple[list[Any], str]:

@@ -16,7 +16,7 @@ import math
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import numpy as np
@@ -249,5 +249,5 @@ def plain(value: Any) -> Any:
 def checkpoint_round_trip(state: Mapping[str, Any], directory: Path) -> dict[str, Any]:
     """``state`` written and read back by the checkpoint code (JSON for structure, ``.npz`` for arrays)."""
     save_state(directory, {"component": state}, meta={})
-    return load_state(directory)[0]["component"]
+    return cast(dict[str, Any], load_state(directory)[0]["component"])  # read back from JSON and .npz
 

@@ -22,9 +22,10 @@ from typing import Any
 import attrs
 
 from flexkit.config import field
+from flexkit.errors import SampleError
 from flexkit.sample.actuator import Actuator, Weights
 from flexkit.sample.actuators.mean_one import mean_one
-from flexkit.sample.batch import RolloutBatch, SampleError, as_float
+from flexkit.sample.batch import RolloutBatch, as_float
 
 
 @attrs.frozen(kw_only=True)

@@ -21,8 +21,9 @@ import attrs
 import numpy as np
 
 from flexkit.config import field
+from flexkit.errors import SampleError
 from flexkit.sample.actuator import Actuator, Keep
-from flexkit.sample.batch import RolloutBatch, SampleError
+from flexkit.sample.batch import RolloutBatch
 
 
 def target_groups_field() -> Any:

@@ -89,7 +89,8 @@ class MaxVarianceFilter(Actuator):
         if self.config.keep is not None:
             return np.full(len(sizes), self.config.keep, dtype=np.int64)
         m = np.ceil(self.config.keep_fraction * sizes - 1e-9)  # keep_count's rule, for every group at once
-        return np.clip(m, 1, np.maximum(sizes, 1)).astype(np.int64)
+        counts: np.ndarray = np.clip(m, 1, np.maximum(sizes, 1)).astype(np.int64)
+        return counts
 
     def act(self, scores: Any, batch: RolloutBatch, *, step: int) -> Keep:
         """The indices of each group's maximal-variance subset."""

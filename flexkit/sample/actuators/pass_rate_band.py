@@ -41,5 +41,7 @@ class PassRateBand(GroupFilter):
         """Samples whose group pass rate lies in the band."""
         c = self.config
         if c.inclusive:
-            return (scores >= c.low) & (scores <= c.high)
-        return (scores > c.low) & (scores < c.high)
+            mask: np.ndarray = (scores >= c.low) & (scores <= c.high)
+            return mask
+        mask = (scores > c.low) & (scores < c.high)
+        return mask

@@ -19,9 +19,9 @@ import attrs
 
 from flexkit.config import field
 from flexkit.config.converter import did_you_mean, path_key
-from flexkit.errors import ConfigError, ConfigIssue
+from flexkit.errors import ConfigError, ConfigIssue, SampleError
 from flexkit.sample.actuator import Actuator, Mix
-from flexkit.sample.batch import RolloutBatch, SampleError
+from flexkit.sample.batch import RolloutBatch
 
 
 @attrs.frozen(kw_only=True)
@@ -33,7 +33,7 @@ class StaticConfig:
     )
 
     @proportions.validator
-    def _check(self, _attribute: attrs.Attribute, value: dict[str, float]) -> None:
+    def _check(self, _attribute: attrs.Attribute[dict[str, float]], value: dict[str, float]) -> None:
         if not value:
             raise ValueError("must name at least one taskset")
         for key, p in value.items():

@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from flexkit.configurable import display_name
+from flexkit.errors import SampleError
 from flexkit.sample.actuator import Actuator
-from flexkit.sample.batch import RolloutBatch, SampleError
+from flexkit.sample.batch import RolloutBatch
 
 
 def taskset_sums(scores: Any, batch: RolloutBatch, *, who: str, bound: int | None) -> tuple[np.ndarray, np.ndarray]:
@@ -239,7 +240,8 @@ def pad(a: np.ndarray, k: int) -> np.ndarray:
 def softmax(logits: np.ndarray) -> np.ndarray:
     """A numerically stable softmax."""
     z = np.exp(logits - logits.max())
-    return z / z.sum()
+    probabilities: np.ndarray = z / z.sum()
+    return probabilities
 
 
 def with_floor(soft: np.ndarray, floor: float) -> np.ndarray:

@@ -25,9 +25,10 @@ import attrs
 import numpy as np
 
 from flexkit.config import field
+from flexkit.errors import SampleError
 from flexkit.sample.actuator import Mix
 from flexkit.sample.actuators.taskset_mixer import WindowMixer, softmax, with_floor
-from flexkit.sample.batch import RolloutBatch, SampleError
+from flexkit.sample.batch import RolloutBatch
 
 
 @attrs.frozen(kw_only=True)
@@ -68,7 +69,8 @@ class TsclMixer(WindowMixer):
     def progress(self) -> np.ndarray:
         """``|β_d|`` (or ``max(β_d, 0)`` when ``signed``) per taskset id."""
         beta = slopes(*self.recent.series(self.num_tasksets))
-        return np.maximum(beta, 0.0) if self.config.signed else np.abs(beta)
+        progress: np.ndarray = np.maximum(beta, 0.0) if self.config.signed else np.abs(beta)
+        return progress
 
     def current_proportions(self) -> dict[int, float]:
         """``floor/K + (1 − floor)·softmax(progress/τ)`` keyed by taskset id."""

@@ -34,4 +34,5 @@ class ZeroVarianceFilter(GroupFilter):
 
     def keep_mask(self, scores: np.ndarray) -> np.ndarray:
         """Samples whose group spread is strictly above ``min_spread``."""
-        return scores > self.config.min_spread
+        mask: np.ndarray = scores > self.config.min_spread
+        return mask

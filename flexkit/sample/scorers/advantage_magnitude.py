@@ -51,4 +51,5 @@ class AdvantageMagnitudeScorer(Scorer):
         total = masked_sum(magnitude, mask)
         if self.config.reduce == "sum":
             return total
-        return total / mask.to(magnitude.dtype).sum(dim=-1).clamp(min=1)
+        mean: torch.Tensor = total / mask.to(magnitude.dtype).sum(dim=-1).clamp(min=1)
+        return mean

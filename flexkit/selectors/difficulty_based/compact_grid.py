@@ -178,4 +178,5 @@ class CompactGrid:
             drop = (pos < np.repeat(first_end, lens)) & (fine < np.repeat(fine_lo, lens))
             drop |= (pos >= np.repeat(last_start, lens)) & (fine > np.repeat(fine_hi, lens))
             word = word[~drop]
-        return (word & np.uint32((1 << self.id_bits) - 1)).astype(np.int64)
+        points: np.ndarray = (word & np.uint32((1 << self.id_bits) - 1)).astype(np.int64)
+        return points

@@ -40,6 +40,9 @@ from flexkit.selectors.difficulty_based.topk import RunningBest, round_up32, sma
 
 _POOL: tuple[int, ThreadPoolExecutor] | None = None
 
+#: The fast pass's four float32 coefficients ``(p, q, k, s)`` (:meth:`FastPassMixin._fast_coefficients`).
+Coef32 = tuple[np.float32, np.float32, np.float32, np.float32]
+
 
 class FastPassMixin:
     """The float32 mirrors of the state and every pass over all tasks, for :class:`DifficultyBasedSelector`.
@@ -140,18 +143,19 @@ class FastPassMixin:
                 return False
         return True
 
-    def _fast_coefficients(self) -> tuple[np.float32, np.float32, np.float32, np.float32] | None:
+    def _fast_coefficients(self) -> Coef32 | None:
         """The float32 scalars of the fast pass, or None when it cannot be trusted (see the module docstring)."""
         a = self._a
         if not self._trusted or not a > 0.0 or 8.0 * self._den_bound() / a >= tuning.FLOAT32_LIMIT:
             return None
         s0 = self._b + self._b_beta
         coef = (self._p / a, self._q / a, (self._b - self._target * s0) / a, s0 / a)
-        return tuple(np.float32(c) for c in coef)  # type: ignore[return-value]
+        p, q, k, s = (np.float32(c) for c in coef)
+        return p, q, k, s
 
     # -- costs ------------------------------------------------------------------------------------------
 
-    def _cost32(self, start: int, stop: int, out: np.ndarray, tmp: np.ndarray, coef: tuple) -> None:
+    def _cost32(self, start: int, stop: int, out: np.ndarray, tmp: np.ndarray, coef: Coef32) -> None:
         """Write the float32 cost ``|p̂ − target|`` of tasks ``start:stop`` into ``out`` (``tmp``: scratch)."""
         p, q, k, s = coef
         sl = slice(start, stop)
@@ -165,7 +169,7 @@ class FastPassMixin:
         out /= tmp
         np.abs(out, out=out)
 
-    def _cost32_all(self, out: np.ndarray, coef: tuple) -> None:
+    def _cost32_all(self, out: np.ndarray, coef: Coef32) -> None:
         chunk = tuning.CHUNK
         tmp = np.empty(min(chunk, self.size), dtype=np.float32)
         for start in range(0, self.size, chunk):
@@ -245,7 +249,7 @@ class FastPassMixin:
                 c += noise
         return cost, drawn
 
-    def _greedy_fast(self, k: int, coef: tuple) -> np.ndarray:
+    def _greedy_fast(self, k: int, coef: Coef32) -> np.ndarray:
         """The ``k`` tasks of smallest float64 cost, ties to the smaller index, best first: one float32 pass
         whose filter lets through every task that can still enter the running top-k (see the module
         docstring); bit-identical to ``smallest_k`` over the float64 costs. With ``tuning.THREADS`` > 1 and at
@@ -270,7 +274,7 @@ class FastPassMixin:
         return idx[np.lexsort((idx, key))]
 
     def _greedy_part(
-        self, lo: int, hi: int, k: int, coef: tuple, part: int, chunk: int
+        self, lo: int, hi: int, k: int, coef: Coef32, part: int, chunk: int
     ) -> tuple[np.ndarray, np.ndarray]:
         """The (up to) ``k`` best (index, float64 cost) pairs among tasks ``lo:hi``, in no particular order."""
         cost, tmp = self._scratch(part, chunk)

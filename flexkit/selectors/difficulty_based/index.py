@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -53,6 +54,21 @@ from flexkit.selectors.difficulty_based.index_structures import DirtyGroups, Sla
 from flexkit.selectors.difficulty_based.store import TaskStore
 from flexkit.selectors.difficulty_based.topk import smallest_pairs
 from flexkit.selectors.difficulty_based.tuning import U64
+
+
+class FeatureGrid(Protocol):
+    """A feature grid, :class:`SlabGrid` or :class:`CompactGrid`: ``points`` takes the runs that the same grid's
+    ``runs`` returned (each grid has its own kind of runs, with a ``size``)."""
+
+    bucket_slack: int
+
+    def runs(self, cx: float, cy: float, lo: float, hi: float) -> Any:
+        """The runs of rows and columns that hold the slab ``lo <= cx·x + cy·y <= hi``."""
+        ...
+
+    def points(self, runs: Any) -> np.ndarray:
+        """The points (int64) of ``runs``."""
+        ...
 
 
 class GreedyIndexMixin:
@@ -71,7 +87,7 @@ class GreedyIndexMixin:
     _p: float
     _q: float
     _model: tuple[float, float, float, float]
-    _grids: dict[bool, SlabGrid]
+    _grids: dict[bool, FeatureGrid]
     _groups: DirtyGroups | None
     _width: float | None
     _drift: float
@@ -192,10 +208,10 @@ class GreedyIndexMixin:
             groups.release(limit, self._dirty_max())
         return groups
 
-    def _grid(self, by_f0: bool) -> SlabGrid | CompactGrid:
+    def _grid(self, by_f0: bool) -> FeatureGrid:
         """The feature grid keyed by ``f0`` (rows of ``f1``) or the other way round, built on first use: a
         :class:`SlabGrid` up to ``tuning.INDEX_DENSE_MAX`` tasks, a :class:`CompactGrid` above (one at a time)."""
-        grid = self._grids.get(by_f0)
+        grid: FeatureGrid | None = self._grids.get(by_f0)
         if grid is None:
             x, y = (self._f0, self._f1) if by_f0 else (self._f1, self._f0)
             bits = grid_bits(self.size)
@@ -306,6 +322,7 @@ class GreedyIndexMixin:
         cap = 4 * target * k + held + grid.bucket_slack
         force = False
         best: tuple[np.ndarray, float] | None = None
+        cand: np.ndarray | None  # None: bisect
         for _ in range(tuning.SLAB_STEPS):
             runs = grid.runs(cx, cy, h_star - width, h_star + width)
             if runs.size > budget:

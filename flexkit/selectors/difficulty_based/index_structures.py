@@ -115,7 +115,8 @@ class SlabGrid:
         pos = np.arange(total, dtype=np.int64) + np.repeat(start - offsets, lens)
         key = self.keys[pos]
         keep = (key >= np.repeat(key_lo, lens)) & (key <= np.repeat(key_hi, lens))
-        return self.order[pos[keep]].astype(np.int64)
+        points: np.ndarray = self.order[pos[keep]].astype(np.int64)
+        return points
 
 
 class Runs(NamedTuple):
@@ -178,9 +179,11 @@ class DirtyGroups:
     def regular(self, idx: np.ndarray) -> np.ndarray:
         """Per task of ``idx`` (int64), whether it is regular (held by no group)."""
         if self.stamp is not None:
-            return self.stamp[idx] < 0
+            regular: np.ndarray = self.stamp[idx] < 0
+            return regular
         bits = self._held_bits[idx >> 3] >> (idx & 7).astype(np.uint8)
-        return (bits & 1) == 0
+        regular = (bits & 1) == 0
+        return regular
 
     @property
     def held(self) -> int:

@@ -57,11 +57,9 @@ import numpy as np
 from flexkit.config import field
 from flexkit.selectors.base import Selector, read_feature_columns
 from flexkit.selectors.difficulty_based import tuning
-from flexkit.selectors.difficulty_based.compact_grid import CompactGrid
 from flexkit.selectors.difficulty_based.costs import FastPassMixin
 from flexkit.selectors.difficulty_based.features import as64, fast_column
-from flexkit.selectors.difficulty_based.index import GreedyIndexMixin
-from flexkit.selectors.difficulty_based.index_structures import SlabGrid
+from flexkit.selectors.difficulty_based.index import FeatureGrid, GreedyIndexMixin
 from flexkit.selectors.difficulty_based.sampling import SamplingMixin
 from flexkit.selectors.difficulty_based.store import make_store
 from flexkit.selectors.difficulty_based.store_state import load_stored_tasks
@@ -116,7 +114,7 @@ class DifficultyBasedConfig:
     )
 
     @feature_keys.validator
-    def _exactly_two(self, _attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
+    def _exactly_two(self, _attribute: attrs.Attribute[tuple[str, ...]], value: tuple[str, ...]) -> None:
         if len(value) != 2:
             raise ValueError(f"must name exactly 2 feature columns (f0, f1), got {len(value)}")
 
@@ -193,7 +191,7 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
         # mq·f1, ms; a fold maps it like every task), which the greedy index rests on; the index's feature grids
         # and dirty groups are built on first use.
         self._model = (1.0, 0.0, 0.0, 2.0)
-        self._grids: dict[bool, SlabGrid | CompactGrid] = {}
+        self._grids: dict[bool, FeatureGrid] = {}
         self._reset_index()
 
     # -- the Beta parameters ----------------------------------------------------------------------------
@@ -304,6 +302,7 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
 
     def _select(self, batch_size: int, return_extra_info: bool) -> tuple[np.ndarray, dict[str, Any]]:
         drawn = None
+        chosen: np.ndarray | None
         if self.config.do_sample:
             cost, drawn = self._exact_costs(with_noise=self._tau > 0, do_sample=True)
             chosen = smallest_k(cost, batch_size)
@@ -375,7 +374,8 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
         if stored.dense:
             self._store.load_dense(stored.alpha, stored.beta, model[:3] if "model" in state else None)
         else:
-            self._store.load(stored.untouched, stored.ids, stored.alpha, stored.beta)
+            # the sparse format: load_stored_tasks set ids and untouched
+            self._store.load(stored.untouched, stored.ids, stored.alpha, stored.beta)  # type: ignore[arg-type]
         self._a, self._b, self._b_beta = transform["a"], transform["b"], transform["b_beta"]
         self._p, self._q = transform["p"], transform["q"]
         self.capability = None if capability is None else float(capability)

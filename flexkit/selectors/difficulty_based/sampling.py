@@ -25,13 +25,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from flexkit.selectors.difficulty_based import tuning
 from flexkit.selectors.difficulty_based.topk import RunningBest, round_up32, smallest_k
 from flexkit.selectors.difficulty_based.tuning import U32
+
+if TYPE_CHECKING:
+    from flexkit.selectors.difficulty_based.costs import Coef32
 
 
 class SamplingMixin:
@@ -48,8 +51,8 @@ class SamplingMixin:
     # the costs and passes (FastPassMixin)
     _cost64: Callable[[np.ndarray], np.ndarray]
     _cost32: Callable[..., None]
-    _cost32_all: Callable[[np.ndarray, tuple], None]
-    _fast_coefficients: Callable[[], tuple | None]
+    _cost32_all: Callable[[np.ndarray, Coef32], None]
+    _fast_coefficients: Callable[[], Coef32 | None]
     _exact_costs: Callable[..., tuple[np.ndarray, Any]]
     _scratch: Callable[[int, int], tuple[np.ndarray, np.ndarray]]
 
@@ -97,7 +100,7 @@ class SamplingMixin:
                 break
         return chosen
 
-    def _sample_envelope(self, r: int, chosen: np.ndarray, coef: tuple, tau: float) -> np.ndarray:
+    def _sample_envelope(self, r: int, chosen: np.ndarray, coef: Coef32, tau: float) -> np.ndarray:
         """Stage 2: up to ``r`` more tasks, not in ``chosen``, by rejection from the float32 envelope
         ``w = exp(−min((cost32 − c_min)/τ, 80))`` (block sums to draw from it), accepting with the exact
         ratio ``exp(−(cost64 − c_min)/τ) / (E·w)`` where ``E`` covers the float32 error."""
@@ -156,7 +159,7 @@ class SamplingMixin:
                 break
         return got
 
-    def _sample_gumbel_window(self, r: int, chosen: np.ndarray, coef: tuple, tau: float) -> np.ndarray:
+    def _sample_gumbel_window(self, r: int, chosen: np.ndarray, coef: Coef32, tau: float) -> np.ndarray:
         """Stage 3: the remaining ``r`` tasks (not in ``chosen``) as the Gumbel top-r over the tasks within
         ``τ·(ln N + 45)`` (plus the float32 margins) of the r-th smallest float32 cost, in drawing order."""
         n = self.size
@@ -186,7 +189,7 @@ class SamplingMixin:
 
 
     def _rth_smallest32(
-        self, r: int, chosen: np.ndarray, coef: tuple, cost: np.ndarray, tmp: np.ndarray
+        self, r: int, chosen: np.ndarray, coef: Coef32, cost: np.ndarray, tmp: np.ndarray
     ) -> np.float32:
         """The ``r``-th smallest float32 cost over the tasks not in ``chosen`` (chunk by chunk, keeping the ``r``
         smallest so far: no N-sized array)."""
@@ -203,7 +206,8 @@ class SamplingMixin:
             best = np.concatenate([best, c])
             if best.size > r:
                 best = np.partition(best, r - 1)[:r]
-        return best.max()
+        largest: np.float32 = best.max()
+        return largest
 
 
 def _new_in_order(hits: np.ndarray, taken: np.ndarray) -> np.ndarray:

@@ -208,7 +208,7 @@ class TaskStore:
 
     def load(self, coef: tuple[float, ...], ids: np.ndarray, alpha: np.ndarray, beta: np.ndarray) -> None:
         """Hold the model ``coef`` and the tasks ``ids`` (validated by the caller: sorted, unique, in range)."""
-        self.coef = tuple(float(c) for c in coef)  # type: ignore[assignment]
+        self.coef = tuple(float(c) for c in coef)  # type: ignore[assignment]  # four numbers: m0, mp, mq, n0
         self._replace(ids, alpha, beta)
 
     def load_dense(self, alpha: np.ndarray, beta: np.ndarray, model: tuple[float, float, float] | None) -> None:
@@ -328,7 +328,7 @@ class DenseTaskStore(TaskStore):
 
     def load(self, coef: tuple[float, ...], ids: np.ndarray, alpha: np.ndarray, beta: np.ndarray) -> None:
         """Every task from the model ``coef``, then the tasks ``ids`` with their values."""
-        self.coef = tuple(float(c) for c in coef)  # type: ignore[assignment]
+        self.coef = tuple(float(c) for c in coef)  # type: ignore[assignment]  # four numbers: m0, mp, mq, n0
         self._alpha_all, self._beta_all = self._model_all()
         self._alpha_all[ids], self._beta_all[ids] = alpha, beta
 

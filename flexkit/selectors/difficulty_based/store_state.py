@@ -53,7 +53,8 @@ def load_stored_tasks(state: Mapping[str, Any], size: int) -> StoredTasks:
     raw = state.get("untouched")
     if not isinstance(raw, Mapping):
         raise ValueError("saved untouched model is missing (it gives every task not in task_ids)")
-    untouched = tuple(float(raw[k]) for k in ("m0", "mp", "mq", "n0"))
+    m0, mp, mq, n0 = (float(raw[k]) for k in ("m0", "mp", "mq", "n0"))
+    untouched = (m0, mp, mq, n0)
     if not all(math.isfinite(v) for v in untouched):
         raise ValueError(f"saved untouched model holds non-finite values: {untouched!r}")
-    return StoredTasks(False, ids, alpha, beta, untouched)  # type: ignore[arg-type]
+    return StoredTasks(False, ids, alpha, beta, untouched)
