@@ -114,7 +114,8 @@ class TasksetScheduler:
         self.prefetch: bool | str = prefetch
         self.out_of_range: OutOfRange = out_of_range
         self.hooks = hooks
-        self._weights: list[float] | None = None if weights[0] is None else [float(w) for w in weights]
+        self._weights: list[float] | None = None if weights[0] is None else [
+            float(w) for w in weights if w is not None]  # every taskset has a weight, or none (checked above)
         self.epoch_length = int(sum(e.size for e in self.entries))
         self.steps_per_epoch = self.epoch_length // self.batch_size
         if self.steps_per_epoch < 1:
@@ -227,11 +228,14 @@ class TasksetScheduler:
             if not n:
                 picked.append(np.empty(0, dtype=np.int64))
                 continue
+            def who(entry: TasksetEntry = entry) -> str:
+                return f"{describe_component(entry.selector, 'selector')} of taskset {entry.name!r}"
+
             picked.append(check_selection(
                 entry.selector.get_indices(int(n)), int(n), entry.size,
                 allows_repeats=bool(getattr(entry.selector, "allows_repeats", False)),
                 twice=bool(getattr(entry.selector, "repeats_across_epochs", False)),
-                who=lambda entry=entry: f"{describe_component(entry.selector, 'selector')} of taskset {entry.name!r}",
+                who=who,
             ))
         return picked
 
