@@ -35,14 +35,14 @@ arXiv 1707.09727; Garivier & Moulines, arXiv 0805.3415 for discounting in non-st
   every draw and stalls at the frontier. Drawing ``K`` uniform candidates caps the share of any group at
   ``candidates`` times its share of the pool. ``thompson = false, tau = 0`` removes the exploration (the
   ablation);
-- with ``unsolved_weight = k > 0``, each value is multiplied by ``(1 − p_g)^k``, ``p_g`` a Thompson draw of the
-  group's pass rate from a second discounted posterior, over the feedback values themselves (the posterior mean
-  with ``thompson = false``): a level solved long ago has faded evidence, so a draw of ``p_g`` below 1 still
-  re-probes it. With ``G`` sampled answers, ``q = 1 − p^G − (1 − p)^G`` stays
-  high long after a level is solved by the greedy policy (``G = 8``: 0.57 at ``p = 0.9``, 0.34 at ``p = 0.95``):
-  its mixed groups only sharpen sampling. The factor moves those draws to groups that are informative *and* not
-  yet solved, the frontier itself (``k = 1``: the product peaks near ``p ≈ 0.2–0.3``), while a forgotten level's
-  falling pass rate raises its factor again.
+- with ``unsolved_weight = k > 0`` (default 1), each value is multiplied by ``(1 − p_g)^k``, ``p_g`` a Thompson
+  draw of the group's pass rate from a second discounted posterior over the feedback values themselves (the
+  posterior mean with ``thompson = false``): a level solved long ago has faded evidence, so a draw of ``p_g``
+  below 1 still re-probes it. With ``G`` sampled answers, ``q = 1 − p^G − (1 − p)^G`` stays high long after a
+  level is solved by the greedy policy (``G = 8``: 0.57 at ``p = 0.9``, 0.34 at ``p = 0.95``): its mixed groups
+  only sharpen sampling. The factor moves those draws to groups that are informative *and* not yet solved, the
+  frontier itself (``k = 1``: the product peaks near ``p ≈ 0.2–0.3``), while a forgotten level's falling pass
+  rate raises its factor again. ``k = 0`` selects by ``q`` alone.
 
 Cost per step: O(K) to select, O(feedback) to update, plus one group id per task (4 bytes). State: four floats
 and a pass-rate average per group, and the RNG.
@@ -99,7 +99,7 @@ class FrontierConfig:
         "0: keep the highest values (winner takes all); other values temper between.",
     )
     unsolved_weight: float = field(
-        default=0.0, ge=0, le=16,
+        default=1.0, ge=0, le=16,
         doc="k: multiply each candidate's value by (1 − its group's pass rate)^k, so that draws go to informative "
             "groups the policy does not solve yet rather than to nearly solved ones (0: the value alone).",
     )

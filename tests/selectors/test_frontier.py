@@ -130,15 +130,23 @@ def test_without_grouping_columns_the_pool_is_one_group() -> None:
 def test_unsolved_weight_moves_draws_from_nearly_solved_groups_to_the_frontier() -> None:
     # level 1 nearly solved (p = 0.93: most groups still mixed), level 3 at the frontier (p = 0.25)
     rates = [0.93, 0.6, 0.25, 0.0, 0.0, 0.0]
-    plain = _simulate(_frontier(), lambda step: rates, 60, np.random.default_rng(4))[20:].sum(axis=0)
+    plain = _simulate(_frontier(unsolved_weight=0.0), lambda step: rates, 60, np.random.default_rng(4))[20:].sum(axis=0)
     weighted = _simulate(_frontier(unsolved_weight=1.0), lambda step: rates, 60,
                          np.random.default_rng(4))[20:].sum(axis=0)
     assert weighted[0] < 0.5 * plain[0]
     assert weighted[2] > plain[2] and weighted[2] > weighted[1] > weighted[0]
 
 
-def test_unsolved_weight_zero_draws_exactly_as_before() -> None:
-    rates = [0.93, 0.6, 0.25, 0.0, 0.0, 0.0]
-    before = _simulate(_frontier(), lambda step: rates, 20, np.random.default_rng(6))
-    after = _simulate(_frontier(unsolved_weight=0.0), lambda step: rates, 20, np.random.default_rng(6))
-    assert np.array_equal(before, after)
+def test_without_unsolved_weight_only_mixedness_counts() -> None:
+    # feedback 0.25 and 0.75 are equally informative: with k = 0 the draws are the same, with k = 1 they are not
+    def draws(unsolved_weight: float, value: float) -> list[list[int]]:
+        sel = _frontier(unsolved_weight=unsolved_weight)
+        out = []
+        for _ in range(10):
+            idx = sel.get_indices(64)
+            out.append(idx.tolist())
+            sel.feedback(idx, np.where(LEVELS[idx] == 1, value, 0.5))
+        return out
+
+    assert draws(0.0, 0.25) == draws(0.0, 0.75)
+    assert draws(1.0, 0.25) != draws(1.0, 0.75)
