@@ -107,7 +107,7 @@ def flexkit_register_actuators(register: Register) -> None:
 def flexkit_register_feedback(register: Register) -> None:
     """Feedback stage: register operators that turn experiences into selector feedback.
 
-    Factory context: none beyond the config. The operator (:class:`flexkit.feedback.FeedbackOperator`) has
+    Factory context: none beyond the config. The operator (:class:`flexkit.protocols.FeedbackOperator`) has
     ``process(experiences)``, returning
     ``(experiences, {flexkit.SELECTOR_METRIC: {taskset_id: {"indices": [...], "values": [...]}}})``; it is
     rebuilt from the config on resume, so it keeps no state a run depends on.

@@ -1,26 +1,17 @@
-"""The trainer protocol: what ``flexkit run`` drives each step.
+"""The trainer base class and :class:`Rollout`: what ``flexkit run`` drives each step.
 
 A trainer backend is registered through ``flexkit_register_trainers`` and named by a pipeline's ``[trainer]``
-table. Each step the runner (:mod:`flexkit.runner`) does::
+table. Each step (:func:`flexkit.run_step.train_step`) reads a batch, calls :meth:`Trainer.rollout`, snapshots the
+experiences, runs the sample stage at ``post_reward``, calls :meth:`Trainer.compute_advantages`, runs the sample
+stage at ``post_advantage``, then calls :meth:`Trainer.update` while the feedback (on the snapshot) updates the
+selectors in a background thread; every ``[run] eval_every`` steps (and before the first and after the last)
+:meth:`Trainer.evaluate`. The full order, ``[sample.refill]`` included, and the contract: docs/plugins/trainer.md.
 
-    tasks = pipe.scheduler.read()
-    rollout = trainer.rollout(tasks, step=step)            # rewards per response, experiences per response
-    experiences = snapshot_experiences(rollout.experiences)   # copies of the rewards as returned
-    pipe.apply_sample_stage(rollout.batch, step=step, timing="post_reward")
-    trainer.compute_advantages(rollout.batch, step=step)
-    pipe.apply_sample_stage(rollout.batch, step=step, timing="post_advantage")
-    weights = pipe.sample_stage.token_weights(rollout.batch, step=step)   # select / reweight stages only
-    # these two run at the same time, the feedback in a background thread:
-    pipe.feedback(experiences)                             # pass_rate_calculator -> selectors
-    metrics = trainer.update(rollout.batch, weights, step=step)
-
-The feedback reads the snapshot (:func:`flexkit.feedback.snapshot_experiences`), so ``compute_advantages`` may
-rewrite rewards in place, even in an array the experiences share, without feeding the selectors advantages.
+Because the feedback reads the snapshot (:func:`flexkit.feedback.snapshot_experiences`), ``compute_advantages``
+may rewrite rewards in place, even in an array the experiences share, without feeding the selectors advantages.
 Metrics (``Rollout.metrics``, ``update``'s and ``evaluate``'s) must be numbers and must not use the names the
-runner writes itself (:func:`flexkit.trainer_output.trainer_metrics` checks them).
-
-and every ``[run] eval_every`` steps ``trainer.evaluate(step=step)``. Third-party trainers follow the same
-protocol, so the runner has no special case for flexkit's own.
+runner writes itself (:func:`flexkit.trainer_output.trainer_metrics` checks them). Third-party trainers follow
+the same protocol, so the runner has no special case for flexkit's own.
 
 Long phases (a warm start, loading a model) can show progress: before :meth:`Trainer.setup` the runner calls
 ``trainer.set_progress(callback)`` when the trainer has that method (every :class:`Trainer` does), and the

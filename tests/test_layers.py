@@ -32,7 +32,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "scheduler": ("scheduler.py", "batch_plan.py", "prefetch.py", "feedback_check.py", "feedback_apply.py",
                   "observers.py", "feedback.py", "tasksets/"),
     "selectors": ("selectors/",),
-    "sample": ("sample/", "weights.py"),
+    "sample": ("sample/",),
     "plugins": ("hookspecs.py", "plugins.py", "plugin_components.py", "plugin_import.py", "builtins.py",
                 "builtin_table.py", "contracts.py", "protocols.py", "configurable.py"),
     "config": ("config/",),

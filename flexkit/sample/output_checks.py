@@ -9,7 +9,7 @@ where it enters flexkit:
 - actions: the type of the stage's mechanism; keep indices inside the batch; weights of shape ``(B,)`` or
   ``(B, T)``; mix proportions only for the pipeline's tasksets.
 
-Errors are :class:`~flexkit.sample.batch.SampleError` naming the component, its plugin and its distribution.
+Errors are :class:`~flexkit.errors.SampleError` naming the component, its plugin and its distribution.
 Torch is imported inside the functions.
 """
 

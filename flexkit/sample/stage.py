@@ -1,7 +1,8 @@
 """``SampleStage``: one scorer and one actuator, run on a rollout batch at the scorer's ``timing``.
 
-The runner asks :meth:`SampleStage.should_run` at each point of a training step (``pre_rollout``,
-``post_reward``, ``post_advantage``, ``in_loss``) and runs the stage where the scorer's ``timing`` matches.
+Whoever drives the step asks :meth:`SampleStage.should_run` at each point of it (the timings are ``pre_rollout``,
+``post_reward``, ``post_advantage`` and ``in_loss``; ``flexkit run`` offers ``post_reward`` and ``post_advantage``)
+and runs the stage where the scorer's ``timing`` matches.
 For select / reweight, :meth:`SampleStage.token_weights` gives the (B, T) per-token loss weights (already
 multiplied into the batch's existing ``rollout_is_weights``); for mix, :attr:`SampleStage.proportions` gives
 the latest taskset proportions for the scheduler. The latest scores, action, kept fraction and mean weight are
