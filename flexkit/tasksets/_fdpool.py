@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager, suppress
 
@@ -34,13 +34,15 @@ class FdPool:
     under its borrower.
 
     Thread-safe; after a ``fork`` the child starts with an empty pool (the parent's descriptors are closed
-    in the child only).
+    in the child only). :meth:`discard` never waits for the lock, so a taskset's finalizer may call it at any
+    moment, even when a garbage collection runs that finalizer inside the pool's own locked code.
     """
 
     def __init__(self, capacity: int = CAPACITY) -> None:
         self.capacity = capacity
         self._lock = threading.Lock()
         self._open: OrderedDict[Hashable, _Entry] = OrderedDict()
+        self._pending: deque[Hashable] = deque()  # keys discarded while the lock was held
 
     def __len__(self) -> int:
         return len(self._open)
@@ -55,34 +57,56 @@ class FdPool:
         try:
             yield entry.fd
         finally:
-            with self._lock:
+            with self._locked():
                 entry.users -= 1
                 close = entry.dropped and entry.users == 0
             if close:
                 os.close(entry.fd)
 
     def discard(self, key: Hashable) -> None:
-        """Close ``key``'s descriptor now, or when its last borrower gives it back."""
-        with self._lock:
-            entry = self._open.pop(key, None)
-            if entry is None:
-                return
-            entry.dropped = True
-            close = entry.users == 0
-        if close:
-            os.close(entry.fd)
+        """Close ``key``'s descriptor now, or when its last borrower gives it back. Never waits: while another
+        call holds the pool (another thread, or this one when a garbage collection runs a finalizer inside the
+        pool), the key waits in a queue that the holder empties as it lets go."""
+        self._pending.append(key)
+        self._drain()
 
     def clear(self) -> None:
         """Close every idle descriptor (borrowed ones close when given back)."""
-        with self._lock:
+        with self._locked():
             keys = list(self._open)
         for key in keys:
             self.discard(key)
 
     # -- internals --------------------------------------------------------------------------------------
 
-    def _take(self, key: Hashable) -> _Entry | None:
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the lock for the block, then close what was discarded meanwhile."""
         with self._lock:
+            yield
+        self._drain()
+
+    def _drain(self) -> None:
+        """Drop the queued keys (closing their idle descriptors) when the lock is free; else leave them to the
+        holder, who drains as it lets go."""
+        while self._pending:
+            if not self._lock.acquire(blocking=False):
+                return
+            idle: list[int] = []
+            try:
+                while self._pending:
+                    entry = self._open.pop(self._pending.popleft(), None)
+                    if entry is not None:
+                        entry.dropped = True
+                        if entry.users == 0:
+                            idle.append(entry.fd)
+            finally:
+                self._lock.release()
+            for fd in idle:
+                os.close(fd)
+
+    def _take(self, key: Hashable) -> _Entry | None:
+        with self._locked():
             entry = self._open.get(key)
             if entry is not None:
                 self._open.move_to_end(key)
@@ -99,7 +123,7 @@ class FdPool:
         return opener()
 
     def _insert(self, key: Hashable, fd: int) -> _Entry:
-        with self._lock:
+        with self._locked():
             entry = self._open.get(key)
             spare = None
             if entry is None:
@@ -116,7 +140,7 @@ class FdPool:
     def _close_idle(self, keep: int) -> None:
         """Close idle descriptors, least recently used first, until at most ``keep`` remain open."""
         victims: list[int] = []
-        with self._lock:
+        with self._locked():
             excess = len(self._open) - keep
             if excess > 0:
                 for key in [k for k, e in self._open.items() if e.users == 0][:excess]:
@@ -127,6 +151,7 @@ class FdPool:
     def _after_fork(self) -> None:
         """In a forked child: a fresh lock and no descriptors (the inherited copies are closed)."""
         self._lock = threading.Lock()
+        self._pending = deque()
         entries, self._open = list(self._open.values()), OrderedDict()
         for entry in entries:
             with suppress(OSError):
