@@ -203,9 +203,13 @@ class FlexkitSampler(torch.utils.data.Sampler[int]):
         self._yielded = int(state["yielded"])
 
 
-class WithIndex(torch.utils.data.Dataset[tuple[int, Any]]):
+class WithIndex(torch.utils.data.Dataset[Any]):
     """``dataset``'s items as ``(index, item)`` pairs, so each loader batch carries the dataset indices that
-    :meth:`FlexkitSampler.feedback` needs (the default collate makes them a tensor)."""
+    :meth:`FlexkitSampler.feedback` needs (the default collate makes them a tensor).
+
+    A host adapter that carries the index elsewhere (a column of dict rows, a field of ``extra_info``)
+    subclasses it and overrides :meth:`with_index`.
+    """
 
     def __init__(self, dataset: Any) -> None:
         self.dataset = dataset
@@ -213,8 +217,12 @@ class WithIndex(torch.utils.data.Dataset[tuple[int, Any]]):
     def __len__(self) -> int:
         return len(self.dataset)
 
-    def __getitem__(self, index: int) -> tuple[int, Any]:
-        return int(index), self.dataset[index]
+    def __getitem__(self, index: int) -> Any:
+        return self.with_index(int(index), self.dataset[index])
+
+    def with_index(self, index: int, item: Any) -> Any:
+        """The item the loader gets for dataset row ``index``: here ``(index, item)``."""
+        return index, item
 
 
 def check_dataset(dataset: Sized, sizes: Sequence[int], names: Sequence[str]) -> None:

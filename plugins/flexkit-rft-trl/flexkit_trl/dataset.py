@@ -7,24 +7,20 @@ from typing import Any
 
 import torch.utils.data
 
+from flexkit import WithIndex
+
 #: The column holding each row's dataset index.
 INDEX_COLUMN = "flexkit_index"
 
 
-class _IndexedRows(torch.utils.data.Dataset):
+class _IndexedRows(WithIndex):
     """A map-style dataset of dict rows, each with ``INDEX_COLUMN`` set to its index."""
 
-    def __init__(self, dataset: Any) -> None:
-        self.dataset = dataset
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    def __getitem__(self, index: int) -> dict[str, Any]:
-        row = self.dataset[index]
-        if not isinstance(row, Mapping):
-            raise TypeError(f"GRPOTrainer rows must be dicts, got {type(row).__name__}")
-        return {**row, INDEX_COLUMN: int(index)}
+    def with_index(self, index: int, item: Any) -> dict[str, Any]:
+        """``item`` (a dict row) with its index in :data:`INDEX_COLUMN`."""
+        if not isinstance(item, Mapping):
+            raise TypeError(f"GRPOTrainer rows must be dicts, got {type(item).__name__}")
+        return {**item, INDEX_COLUMN: index}
 
 
 def with_index_column(dataset: Any) -> Any:

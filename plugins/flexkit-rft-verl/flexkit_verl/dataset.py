@@ -13,31 +13,24 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import torch.utils.data
 
-from flexkit import FeedbackError
+from flexkit import FeedbackError, WithIndex
 
 #: Where a row's dataset index travels: ``extra_info[INDEX_KEY]`` (or a non-tensor field of that name).
 INDEX_KEY = "flexkit_index"
 
 
-class IndexedDataset(torch.utils.data.Dataset):
+class IndexedDataset(WithIndex):
     """A map-style dataset of dict rows whose rows get ``extra_info[INDEX_KEY] = index`` (a copy of
     ``extra_info``; the wrapped row is not changed). Other attributes are the wrapped dataset's."""
 
-    def __init__(self, dataset: Any) -> None:
-        self.dataset = dataset
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    def __getitem__(self, index: int) -> dict[str, Any]:
-        row = self.dataset[index]
-        if not isinstance(row, Mapping):
-            raise TypeError(f"IndexedDataset needs rows that are dicts, got {type(row).__name__}")
-        row = dict(row)
+    def with_index(self, index: int, item: Any) -> dict[str, Any]:
+        """A copy of ``item`` (a dict row) whose ``extra_info`` holds its index under :data:`INDEX_KEY`."""
+        if not isinstance(item, Mapping):
+            raise TypeError(f"IndexedDataset needs rows that are dicts, got {type(item).__name__}")
+        row = dict(item)
         extra = row.get("extra_info")
-        row["extra_info"] = {**(dict(extra) if isinstance(extra, Mapping) else {}), INDEX_KEY: int(index)}
+        row["extra_info"] = {**(dict(extra) if isinstance(extra, Mapping) else {}), INDEX_KEY: index}
         return row
 
     def __getattr__(self, name: str) -> Any:
