@@ -10,12 +10,13 @@ The public surface::
 
 **The API line.** :data:`__all__` is everything a plugin author or a host adapter uses: the component base classes
 (:class:`Selector`, :class:`Scorer`, :class:`Actuator`, :class:`GroupFilter`, :class:`Trainer`, :class:`Taskset`),
-their configs' :func:`field`, the registration hook's :class:`Register` and :data:`hookimpl`, the errors, the
-pipeline loaders, the host adapters' helpers (:func:`pipeline_metrics`, :class:`FlexkitSampler`, :func:`fill_batch`,
-:func:`split_arrays`), and the public subpackages :mod:`flexkit.testing` (contract checks for a plugin's tests) and
-:mod:`flexkit.distributed`. Every other module is internal: its names may move between releases. A few names load
-their module on first use (``FlexkitSampler`` imports torch; ``GroupFilter`` is a built-in's module), so that
-``import flexkit`` stays light and loads no built-in component.
+their configs' :func:`field`, the registration hook's :class:`Register` and :data:`hookimpl`, the errors (their
+home is :mod:`flexkit.errors`), the pipeline loaders, the host adapters' helpers (:func:`pipeline_metrics`,
+:class:`FlexkitSampler`, :func:`fill_batch`, :func:`split_arrays`), the public subpackages :mod:`flexkit.testing`
+(contract checks for a plugin's tests) and :mod:`flexkit.distributed`, and :mod:`flexkit.errors`. Every other
+module is internal: its names may move between releases. A few names load their module on first use
+(``FlexkitSampler`` imports torch; ``GroupFilter`` is a built-in's module), so that ``import flexkit`` stays light
+and loads no built-in component.
 """
 
 from __future__ import annotations
@@ -30,13 +31,18 @@ from flexkit.dynamic_sampling import fill_batch
 from flexkit.errors import (
     CheckpointError,
     ComponentError,
+    ComponentTypeError,
     ConfigError,
     ConfigIssue,
+    ConfigTypeError,
+    DistributedStateError,
     FeedbackError,
     FlexkitError,
     PluginError,
     SampleError,
+    SampleTypeError,
     StateError,
+    StateMismatchError,
     TasksetError,
 )
 from flexkit.feedback import SELECTOR_METRIC, Experience, PassRateCalculator, task_triples
@@ -71,9 +77,12 @@ __all__ = [
     "Actuator",
     "CheckpointError",
     "ComponentError",
+    "ComponentTypeError",
     "ConfigError",
     "ConfigIssue",
+    "ConfigTypeError",
     "Configurable",
+    "DistributedStateError",
     "Experience",
     "FeedbackError",
     "FeedbackOperator",
@@ -90,9 +99,11 @@ __all__ = [
     "RolloutBatch",
     "SampleError",
     "SampleStage",
+    "SampleTypeError",
     "Scorer",
     "Selector",
     "StateError",
+    "StateMismatchError",
     "Task",
     "Taskset",
     "TasksetError",

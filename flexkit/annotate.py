@@ -138,7 +138,7 @@ def annotate(
     Everything that can be checked is checked before the first rollout.
     """
     if samples < 1:
-        raise ValueError(f"samples must be >= 1, got {samples}")
+        raise ConfigError(f"samples must be >= 1, got {samples}")
     out = Path(out)
     fmt = output_format(out)
     require_regular_file(out, "--out", ConfigError)  # a folder or a FIFO there would fail only after every rollout

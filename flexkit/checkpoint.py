@@ -237,15 +237,18 @@ def _writer_lock(root: Path) -> Iterator[None]:
 
 
 def _committed_arrays(root: Path) -> str | None:
-    """The arrays file ``state.json`` names (``None``: no ``state.json``); raises ``ValueError`` when unreadable."""
+    """The arrays file ``state.json`` names (``None``: no ``state.json``); raises :class:`CheckpointError` when
+    unreadable."""
     try:
         name = json.loads(_read_regular(root / STATE_FILE))["arrays"]
     except FileNotFoundError:
         return None
-    except (OSError, KeyError, TypeError, RecursionError, CheckpointError) as exc:  # JSON errors: ValueErrors
-        raise ValueError(str(exc)) from None
+    except CheckpointError:
+        raise
+    except (OSError, KeyError, TypeError, ValueError, RecursionError) as exc:  # ValueError: JSON's errors
+        raise CheckpointError(str(exc)) from None
     if not isinstance(name, str):
-        raise ValueError("no arrays file name")
+        raise CheckpointError("no arrays file name")
     return name
 
 
@@ -291,7 +294,7 @@ def save_state(directory: str | os.PathLike[str], state: Mapping[str, Any], *, m
             # checkpoint's arrays stay (when state.json is unreadable, no arrays file is touched).
             try:
                 _remove_stale(root, _committed_arrays(root))
-            except ValueError:
+            except CheckpointError:
                 _remove_stale(root, None, arrays=False)
             _write_synced(arrays_path, blob)
             fsync_dir(root)  # the arrays file's directory entry is durable before anything points at it

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from flexkit.errors import ConfigError
 from flexkit.log import say
 
 __all__ = ["MAX_LIST_VALUES", "cmd_compare"]
@@ -21,13 +22,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     try:
         seeds = parse_seeds(args.seeds)
-    except ValueError as exc:
+    except ConfigError as exc:
         say("error", f"error: {exc}", level="error")
         return 2
     try:
         targets = _number_list(args.target, float, "--target")
         budgets = _number_list(args.budget, int, "--budget")
-    except ValueError as exc:
+    except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     settings = [parse_setting(spec) for spec in args.settings] or [Setting("baseline", (), "baseline:")]
@@ -58,23 +59,24 @@ MAX_LIST_VALUES = 100
 
 
 def _number_list(text: str | None, kind: type, option: str) -> list[Any]:
-    """``--target`` / ``--budget``: one number or a comma-separated list; raises ``ValueError``."""
+    """``--target`` / ``--budget``: one number or a comma-separated list; raises
+    :class:`~flexkit.errors.ConfigError`."""
     if text is None:
         return []
     items = text.split(",")
     if len(items) > MAX_LIST_VALUES:
-        raise ValueError(f"{option}: at most {MAX_LIST_VALUES} values, got {len(items)}")
+        raise ConfigError(f"{option}: at most {MAX_LIST_VALUES} values, got {len(items)}")
     try:
         values = [kind(item.strip()) for item in items]
-    except ValueError:
+    except ValueError:  # int() or float() refusing the text
         what = "an integer" if kind is int else "a number"
-        raise ValueError(f"{option} {text}: expected {what} or a comma-separated list of them") from None
+        raise ConfigError(f"{option} {text}: expected {what} or a comma-separated list of them") from None
     if kind is int and any(v < 1 for v in values):
-        raise ValueError(f"{option} must be >= 1")
+        raise ConfigError(f"{option} must be >= 1")
     if kind is float and not all(math.isfinite(v) for v in values):
-        raise ValueError(f"{option} {text}: expected finite numbers")
+        raise ConfigError(f"{option} {text}: expected finite numbers")
     if len(set(values)) != len(values):
-        raise ValueError(f"{option} {text}: give each value once")
+        raise ConfigError(f"{option} {text}: give each value once")
     return values
 
 

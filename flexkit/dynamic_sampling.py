@@ -127,7 +127,7 @@ def fill_batch(pipe: Pipeline, rollout: RolloutFn, *, step: int, surplus: str | 
         refill = pipe.config.sample.refill if pipe.config.sample is not None else None
         surplus = refill.surplus if refill is not None else "drop"
     if surplus not in SURPLUS_MODES:
-        raise ValueError(f"surplus must be one of {', '.join(SURPLUS_MODES)}, got {surplus!r}")
+        raise ConfigError(f"surplus must be one of {', '.join(SURPLUS_MODES)}, got {surplus!r}")
     check_refill_stage(pipe.sample_stage if pipe.has_sample_stage else None)
     sched = pipe.scheduler
     if sched.prefetch is True:

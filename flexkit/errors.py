@@ -1,7 +1,12 @@
-"""Exceptions raised by flexkit.
+"""Exceptions raised by flexkit: this module is their one home (``flexkit`` re-exports them).
 
-Every error a user can cause with a config file, a feedback payload or a plugin is a subclass of
-:class:`FlexkitError`, so callers can catch flexkit's errors without catching programming errors.
+Every error a user can cause (a config file, a command-line argument, an argument to flexkit's API, a taskset, a
+feedback payload, a checkpoint) or a plugin can cause (a component breaking its contract, a hook misbehaving) is
+a subclass of :class:`FlexkitError`, so callers can catch flexkit's errors without catching programming errors.
+A state or checkpoint that does not fit is a :class:`CheckpointError`. The classes that subclass ``ValueError``
+or ``TypeError`` as well do so because flexkit raised those builtins there before: code catching them still
+works. What flexkit raises as a builtin is a bug of flexkit itself (``tests/test_errors_policy.py`` lists those
+sites).
 """
 
 from __future__ import annotations
@@ -10,6 +15,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
+
+__all__ = ["CheckpointError", "ComponentError", "ComponentTypeError", "ConfigError", "ConfigIssue", "ConfigTypeError",
+           "DistributedStateError", "FeedbackError", "FlexkitError", "PluginError", "SampleError", "SampleTypeError",
+           "StateError", "StateMismatchError", "TasksetError"]
 
 #: Where a value sits inside a nested state: the keys and list positions leading to it.
 KeyPath = tuple[Any, ...]
@@ -32,7 +41,8 @@ class ConfigIssue:
 
 
 class ConfigError(FlexkitError, ValueError):
-    """A pipeline config (or a component's parameters) is invalid.
+    """A pipeline config, a component's parameters, a command-line argument or an argument given to flexkit's
+    API is invalid.
 
     ``issues`` holds every problem found, each with its key path; ``source`` names the file when the config
     came from one. ``str(error)`` is the full report, one problem a line.
@@ -64,6 +74,10 @@ class ConfigError(FlexkitError, ValueError):
         return ConfigError([i for e in errors for i in e.issues], source)
 
 
+class ConfigTypeError(ConfigError, TypeError):
+    """An argument given to flexkit's API has the wrong type (a ``TypeError`` too)."""
+
+
 def join_path(prefix: str, path: str) -> str:
     """Join two key paths: ``join_path("a", "b") == "a.b"``, ``join_path("a", "[0].b") == "a[0].b"``."""
     if not prefix:
@@ -87,15 +101,37 @@ class PluginError(FlexkitError):
 class ComponentError(FlexkitError, ValueError):
     """A component broke its contract: a factory built something that is not a component of its stage, or a
     selector returned indices that do not fit the request. The message names the component, its plugin and its
-    distribution (see :func:`flexkit.contracts.describe_component`)."""
+    distribution (see :func:`flexkit.contracts.describe_component`). A plugin's invalid registration (a bad
+    component name, one registered twice) is one as well."""
+
+
+class ComponentTypeError(ComponentError, TypeError):
+    """A component class declares an invalid class attribute (a scorer's ``timing``, an actuator's
+    ``mechanism``, ...), raised when the class is defined, or a registration names a factory that is not
+    callable or a config that is not an attrs class (a ``TypeError`` too)."""
 
 
 class SampleError(FlexkitError, ValueError):
     """A rollout batch is unusable for the sample stage: a missing field, inconsistent shapes, bad scores."""
 
 
+class SampleTypeError(SampleError, TypeError):
+    """A rollout batch is neither a :class:`~flexkit.RolloutBatch` nor a mapping of fields (a ``TypeError``
+    too)."""
+
+
 class CheckpointError(FlexkitError):
     """A checkpoint cannot be written, read, or does not fit the pipeline loading it."""
+
+
+class StateMismatchError(CheckpointError, ValueError):
+    """A saved state does not fit what loads it: a component's ``load_state_dict`` refusing arrays of another
+    shape, values out of range or another number of tasksets; a scheduler, sampler or ledger state of another
+    version or other tasksets. Raised before any of it is applied (a ``ValueError`` too)."""
+
+
+class DistributedStateError(CheckpointError):
+    """Ranks' scheduler states differ (or a collective step failed on some rank)."""
 
 
 class StateError(CheckpointError):

@@ -19,9 +19,9 @@ from flexkit.errors import (
     CheckpointError,
     ConfigError,
     ConfigIssue,
-    FlexkitError,
     KeyPath,
     StateError,
+    StateMismatchError,
     TasksetError,
     format_key_path,
 )
@@ -126,7 +126,7 @@ class Pipeline:
             self.scheduler.load_state_dict(state["scheduler"])  # all or nothing by itself
             return
         if not isinstance(state.get("sample"), Mapping):
-            raise FlexkitError("the state has no 'sample' part, but this pipeline has a [sample] stage")
+            raise StateMismatchError("the state has no 'sample' part, but this pipeline has a [sample] stage")
         before = self.state_dict()
         self.scheduler.load_state_dict(state["scheduler"])
         try:
@@ -395,8 +395,8 @@ def build_scheduler(config: PipelineConfig, plugins: PluginHost, base_dir: Path)
             total_steps=run.total_steps, out_of_range=config.feedback.out_of_range,
             hooks=plugins.hook,
         )
-    except ValueError as exc:
-        raise ConfigError([ConfigIssue("run", str(exc))]) from None
+    except ConfigError as exc:  # the scheduler's arguments (not a plugin's own error: that surfaces as itself)
+        raise exc.with_prefix("run") from None
 
 
 def make_selector(

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import structlog
 
-from flexkit.errors import FlexkitError
+from flexkit.errors import ConfigError, FlexkitError
 from flexkit.plot_records import drawable_records
 from flexkit.run_folder import METRICS_FILE, read_metrics
 
@@ -55,7 +55,7 @@ def plot_run(run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | 
     a logged warning)."""
     unknown = sorted(set(files) - set(PLOT_FILES))
     if unknown:
-        raise ValueError(f"unknown plot file(s) {unknown}; known: {', '.join(PLOT_FILES)}")
+        raise ConfigError(f"unknown plot file(s) {unknown}; known: {', '.join(PLOT_FILES)}")
     try:
         from matplotlib.figure import Figure
     except ImportError:

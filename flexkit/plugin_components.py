@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from flexkit.contracts import check_built
+from flexkit.errors import ComponentError, ComponentTypeError
 
 __all__ = ["Component", "NoParams", "PluginFailure", "PluginInfo", "Registrar", "describe_origin"]
 
@@ -110,15 +111,15 @@ class Registrar:
     ) -> None:
         """Declare a component: its ``type`` name, its factory and its attrs config class."""
         if not isinstance(name, str) or not _NAME.match(name):
-            raise ValueError(f"component name {name!r} must be lowercase letters, digits, '_' or '-', "
-                             "starting with a letter")
+            raise ComponentError(f"component name {name!r} must be lowercase letters, digits, '_' or '-', "
+                                 "starting with a letter")
         if not callable(factory):
-            raise TypeError(f"factory for {self.stage} {name!r} is not callable: {factory!r}")
+            raise ComponentTypeError(f"factory for {self.stage} {name!r} is not callable: {factory!r}")
         config_cls = NoParams if config is None else config
         if not (isinstance(config_cls, type) and attrs.has(config_cls)):
-            raise TypeError(f"config for {self.stage} {name!r} must be an attrs class, got {config!r}")
+            raise ComponentTypeError(f"config for {self.stage} {name!r} must be an attrs class, got {config!r}")
         if any(c.name == name and c.stage == self.stage for c in self.staged):
-            raise ValueError(f"{self.stage} {name!r} registered twice by the same plugin")
+            raise ComponentError(f"{self.stage} {name!r} registered twice by the same plugin")
         if description is None:
             doc = inspect.getdoc(factory) or ""
             description = doc.strip().splitlines()[0] if doc.strip() else ""

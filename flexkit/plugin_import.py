@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from flexkit._files import NotRegularFileError, file_kind
+from flexkit.errors import ConfigError
 
 __all__ = ["exit_is_import_error", "load_local_module"]
 
@@ -30,7 +31,7 @@ def load_local_module(spec: str, base_dir: str | os.PathLike[str] | None = None)
     ending the command. A module name that is not found gets a hint at the path form (``./my_hooks.py``).
     """
     if not isinstance(spec, str) or not spec:
-        raise ValueError("a plugin must be a module name or a path to a .py file")
+        raise ConfigError("a plugin must be a module name or a path to a .py file")
     if not (spec.endswith(".py") or "/" in spec or os.sep in spec):
         return _import_by_name(spec, base_dir)
     path = Path(spec).expanduser()

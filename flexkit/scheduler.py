@@ -31,7 +31,7 @@ import numpy as np
 
 from flexkit.batch_plan import epoch_counts, mix_counts
 from flexkit.contracts import check_selection, describe_component
-from flexkit.errors import FlexkitError
+from flexkit.errors import ConfigError, SampleError, StateMismatchError
 from flexkit.feedback import SELECTOR_METRIC
 from flexkit.feedback_apply import apply_feedback
 from flexkit.feedback_check import check_feedback_payload, taskset_id
@@ -99,18 +99,18 @@ class TasksetScheduler:
         hooks: Any = None,
     ) -> None:
         if not entries:
-            raise ValueError("a scheduler needs at least one taskset")
+            raise ConfigError("a scheduler needs at least one taskset")
         if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+            raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
         weights = [e.weight for e in entries]
         if any(w is not None for w in weights) and any(w is None for w in weights):
             missing = [e.name for e in entries if e.weight is None]
-            raise ValueError(f"give every taskset a weight or none; missing: {', '.join(missing)}")
+            raise ConfigError(f"give every taskset a weight or none; missing: {', '.join(missing)}")
         self.entries = list(entries)
         self.batch_size = int(batch_size)
         self.seed = int(seed)
         if prefetch not in (True, False, AFTER_FEEDBACK):
-            raise ValueError(f"prefetch must be True, False or {AFTER_FEEDBACK!r}, got {prefetch!r}")
+            raise ConfigError(f"prefetch must be True, False or {AFTER_FEEDBACK!r}, got {prefetch!r}")
         self.prefetch: bool | str = prefetch
         self.out_of_range: OutOfRange = out_of_range
         self.hooks = hooks
@@ -119,7 +119,7 @@ class TasksetScheduler:
         self.epoch_length = int(sum(e.size for e in self.entries))
         self.steps_per_epoch = self.epoch_length // self.batch_size
         if self.steps_per_epoch < 1:
-            raise ValueError(
+            raise ConfigError(
                 f"batch_size {self.batch_size} exceeds the {self.epoch_length} tasks of one epoch"
             )
         if self._weights is not None:
@@ -142,7 +142,7 @@ class TasksetScheduler:
         for entry, count in zip(self.entries, counts.tolist(), strict=True):
             most = min(count, self.batch_size)
             if most > entry.size and not getattr(entry.selector, "allows_repeats", False):
-                raise ValueError(
+                raise ConfigError(
                     f"taskset {entry.name!r} has {entry.size} task(s), but its weight gives it {count} of each "
                     f"epoch's {self.epoch_length} entries, so a batch of {self.batch_size} can ask it for {most} "
                     "distinct tasks; lower its weight or batch_size"
@@ -205,8 +205,8 @@ class TasksetScheduler:
         arr = np.asarray(values, dtype=np.float64)
         with np.errstate(over="ignore"):
             if arr.shape != (len(self.entries),) or not np.isfinite(arr).all() or (arr < 0).any() or arr.sum() <= 0:
-                raise ValueError(f"mix proportions must be {len(self.entries)} finite non-negative numbers with a "
-                                 f"positive sum, got {values}")
+                raise SampleError(f"mix proportions must be {len(self.entries)} finite non-negative numbers with a "
+                                  f"positive sum, got {values}")
             if not np.isfinite(arr.sum()):  # finite proportions near the float maximum overflow the sum
                 arr = arr / arr.max()
         with self._lock:
@@ -394,11 +394,11 @@ class TasksetScheduler:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`'s output; refuses a state from a different taskset list."""
         if state.get("version") != STATE_VERSION:
-            raise FlexkitError(f"scheduler state version {state.get('version')!r} is not {STATE_VERSION}")
+            raise StateMismatchError(f"scheduler state version {state.get('version')!r} is not {STATE_VERSION}")
         mine = [{"name": e.name, "size": e.size} for e in self.entries]
         theirs = [{"name": t["name"], "size": int(t["size"])} for t in state["tasksets"]]
         if mine != theirs:
-            raise FlexkitError(f"scheduler state is for tasksets {theirs}, but this pipeline has {mine}")
+            raise StateMismatchError(f"scheduler state is for tasksets {theirs}, but this pipeline has {mine}")
         with self._lock:
             self._prefetch.wait()
             before = self.state_dict()

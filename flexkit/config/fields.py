@@ -17,6 +17,8 @@ from typing import Any
 
 import attrs
 
+from flexkit.errors import ConfigError
+
 #: Key under which flexkit keeps its metadata in ``attrs.Attribute.metadata``.
 METADATA_KEY = "flexkit"
 
@@ -80,16 +82,17 @@ class _BoundsValidator:
 
 
 def check_bounds(value: Any, meta: dict[str, Any]) -> None:
-    """Raise ``ValueError`` with a readable message if ``value`` breaks a bound in ``meta``."""
+    """Raise :class:`~flexkit.errors.ConfigError` (a ``ValueError``) with a readable message if ``value`` breaks a
+    bound in ``meta``."""
     if value is None:
         return
     choices = meta.get("choices")
     if choices is not None and value not in choices:
         options = ", ".join(repr(c) for c in choices)
-        raise ValueError(f"must be one of {options}, got {value!r}")
+        raise ConfigError(f"must be one of {options}, got {value!r}")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if meta.get("finite", True) and isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"must be a finite number, got {value!r}")
+            raise ConfigError(f"must be a finite number, got {value!r}")
         comparisons: tuple[tuple[str, Callable[[Any, Any], bool], str], ...] = (
             ("ge", lambda a, b: a >= b, ">="),
             ("gt", lambda a, b: a > b, ">"),
@@ -99,7 +102,7 @@ def check_bounds(value: Any, meta: dict[str, Any]) -> None:
         for key, op, text in comparisons:
             bound = meta.get(key)
             if bound is not None and not op(value, bound):
-                raise ValueError(f"must be {text} {bound}, got {value!r}")
+                raise ConfigError(f"must be {text} {bound}, got {value!r}")
     min_items = meta.get("min_items")
     if min_items is not None and isinstance(value, (list, tuple)) and len(value) < min_items:
-        raise ValueError(f"must have at least {min_items} item(s), got {len(value)}")
+        raise ConfigError(f"must have at least {min_items} item(s), got {len(value)}")

@@ -116,7 +116,7 @@ def _parse_key(key: str) -> tuple[str, ...]:
     normalised = re.sub(r"\[(\d+)\]", r".\1", key.strip())
     parts = tuple(normalised.split("."))
     if not parts or not all(_SEGMENT.fullmatch(p) for p in parts):
-        raise ValueError(f"bad key {key.strip()!r}: expected a dotted path such as tasksets.0.selector.type")
+        raise ConfigError(f"bad key {key.strip()!r}: expected a dotted path such as tasksets.0.selector.type")
     return parts
 
 
@@ -126,22 +126,22 @@ def _nesting(text: str) -> int:
 
 
 def parse_value(text: str) -> Any:
-    """A TOML value (a bare word that is not valid TOML is a string); raises ``ValueError``, also for a value
-    nested deeper than :data:`MAX_VALUE_DEPTH`."""
+    """A TOML value (a bare word that is not valid TOML is a string); raises :class:`~flexkit.errors.ConfigError`
+    (a ``ValueError``), also for a value nested deeper than :data:`MAX_VALUE_DEPTH`."""
     text = text.strip()
     if not text:
-        raise ValueError("empty value (write \"\" for an empty string)")
+        raise ConfigError("empty value (write \"\" for an empty string)")
     if (depth := _nesting(text)) > MAX_VALUE_DEPTH:
-        raise ValueError(f"value nested {depth} levels deep; at most {MAX_VALUE_DEPTH} levels of arrays and inline "
-                         "tables are accepted")
+        raise ConfigError(f"value nested {depth} levels deep; at most {MAX_VALUE_DEPTH} levels of arrays and inline "
+                          "tables are accepted")
     try:
         return tomllib.loads(f"v = {text}")["v"]
     except RecursionError:  # pragma: no cover - the depth check comes first
-        raise ValueError(f"value nested too deeply (at most {MAX_VALUE_DEPTH} levels)") from None
+        raise ConfigError(f"value nested too deeply (at most {MAX_VALUE_DEPTH} levels)") from None
     except tomllib.TOMLDecodeError as exc:
         if _BARE_WORD.fullmatch(text):
             return text
-        raise ValueError(f"{text!r} is not a TOML value ({exc})") from None
+        raise ConfigError(f"{text!r} is not a TOML value ({exc})") from None
 
 
 def parse_overrides(text: str, label: str) -> tuple[Override, ...]:
@@ -155,11 +155,11 @@ def parse_overrides(text: str, label: str) -> tuple[Override, ...]:
             raise ConfigError([ConfigIssue(label, f"{item.strip()!r}: expected KEY=VALUE")])
         try:
             parts = _parse_key(key)
-        except ValueError as exc:
+        except ConfigError as exc:
             raise ConfigError([ConfigIssue(label, str(exc))]) from None
         try:
             overrides.append(Override(key.strip(), parts, parse_value(value)))
-        except ValueError as exc:
+        except ConfigError as exc:
             raise ConfigError([ConfigIssue(label, f"{key.strip()}: {exc}")]) from None
     return tuple(overrides)
 
@@ -187,27 +187,26 @@ def run_setting(specs: Sequence[str]) -> Setting:
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``--seeds``: ``N`` (seeds 0..N-1) or a comma-separated list (``0,3,7``); raises ``ValueError``, also for
-    more than :data:`MAX_SEEDS` seeds (checked before any list is built) or a seed above :data:`MAX_SEED`."""
+    """``--seeds``: ``N`` (seeds 0..N-1) or a comma-separated list (``0,3,7``); raises
+    :class:`~flexkit.errors.ConfigError` (a ``ValueError``), also for more than :data:`MAX_SEEDS` seeds (checked
+    before any list is built) or a seed above :data:`MAX_SEED`."""
     shown = text if len(text) <= 40 else text[:37] + "..."
     if "," in text and text.count(",") + 1 > MAX_SEEDS:
-        raise ValueError(f"--seeds {shown}: at most {MAX_SEEDS} seeds, got {text.count(',') + 1}")
+        raise ConfigError(f"--seeds {shown}: at most {MAX_SEEDS} seeds, got {text.count(',') + 1}")
     try:
-        if "," in text:
-            seeds = [int(s) for s in text.split(",") if s.strip()]
-        else:
-            count = int(text)
-            if count > MAX_SEEDS:
-                raise ValueError(f"--seeds {shown}: at most {MAX_SEEDS} seeds, got {count:,}")
-            seeds = list(range(count))
-    except ValueError as exc:
-        if "at most" in str(exc):
-            raise
-        raise ValueError(f"--seeds {shown}: expected a count N or a list such as 0,3,7") from None
+        numbers = [int(s) for s in text.split(",") if s.strip()] if "," in text else [int(text)]
+    except ValueError:  # int() refusing the text
+        raise ConfigError(f"--seeds {shown}: expected a count N or a list such as 0,3,7") from None
+    if "," in text:
+        seeds = numbers
+    else:
+        if numbers[0] > MAX_SEEDS:
+            raise ConfigError(f"--seeds {shown}: at most {MAX_SEEDS} seeds, got {numbers[0]:,}")
+        seeds = list(range(numbers[0]))
     if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
-        raise ValueError(f"--seeds {shown}: give at least one seed, each >= 0 and distinct")
+        raise ConfigError(f"--seeds {shown}: give at least one seed, each >= 0 and distinct")
     if any(s > MAX_SEED for s in seeds):
-        raise ValueError(f"--seeds {shown}: each seed must be <= {MAX_SEED}")
+        raise ConfigError(f"--seeds {shown}: each seed must be <= {MAX_SEED}")
     return seeds
 
 

@@ -16,10 +16,11 @@ from typing import Any
 
 from flexkit.distributed.ledger import BatchLedger, Lease
 from flexkit.distributed.payload import digest
+from flexkit.errors import DistributedStateError  # noqa: F401  # importable here as before; home: flexkit.errors
 
-__all__ = ["BatchLedger", "DistributedPipeline", "DistributedStateError", "Lease", "digest", "shard_bounds"]
+__all__ = ["BatchLedger", "DistributedPipeline", "Lease", "digest", "shard_bounds"]
 
-_TORCH_NAMES = ("DistributedPipeline", "DistributedStateError", "shard_bounds")
+_TORCH_NAMES = ("DistributedPipeline", "shard_bounds")
 
 
 def __getattr__(name: str) -> Any:

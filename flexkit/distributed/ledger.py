@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from flexkit.distributed.payload import Payload, as_metrics, normalize, task_pairs
-from flexkit.errors import FeedbackError, FlexkitError
+from flexkit.errors import ConfigError, FeedbackError, StateMismatchError
 from flexkit.scheduler import Task
 
 if TYPE_CHECKING:
@@ -111,15 +111,15 @@ class BatchLedger:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if lease_timeout is not None and not lease_timeout > 0:
-            raise ValueError(f"lease_timeout must be > 0 or None, got {lease_timeout!r}")
+            raise ConfigError(f"lease_timeout must be > 0 or None, got {lease_timeout!r}")
         if max_staleness is not None and (isinstance(max_staleness, bool) or max_staleness < 0):
-            raise ValueError(f"max_staleness must be an int >= 0 or None, got {max_staleness!r}")
+            raise ConfigError(f"max_staleness must be an int >= 0 or None, got {max_staleness!r}")
         if on_expiry not in ("requeue", "drop"):
-            raise ValueError(f"on_expiry must be 'requeue' or 'drop', got {on_expiry!r}")
+            raise ConfigError(f"on_expiry must be 'requeue' or 'drop', got {on_expiry!r}")
         if late not in ("apply", "drop"):
-            raise ValueError(f"late must be 'apply' or 'drop', got {late!r}")
+            raise ConfigError(f"late must be 'apply' or 'drop', got {late!r}")
         if max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, got {max_attempts!r}")
+            raise ConfigError(f"max_attempts must be >= 1, got {max_attempts!r}")
         self.pipeline = pipeline
         self.scheduler = pipeline.scheduler
         self.lease_timeout = lease_timeout
@@ -271,11 +271,12 @@ class BatchLedger:
 
     def _check_id(self, batch_id: Any) -> int:
         try:
-            if isinstance(batch_id, bool):
-                raise TypeError
-            batch_id = operator.index(batch_id)
-        except TypeError:
-            raise FeedbackError(f"batch_id must be an int, got {batch_id!r}") from None
+            index = None if isinstance(batch_id, bool) else operator.index(batch_id)
+        except TypeError:  # operator.index refusing a non-integer
+            index = None
+        if index is None:
+            raise FeedbackError(f"batch_id must be an int, got {batch_id!r}")
+        batch_id = index
         if not 0 <= batch_id < self.scheduler.step:
             raise FeedbackError(f"batch {batch_id} was never handed out ({self.scheduler.step} so far)")
         checked: int = batch_id
@@ -378,7 +379,7 @@ class BatchLedger:
         """Restore :meth:`state_dict`'s output; open leases get a fresh timeout from now."""
         ledger = state["ledger"]
         if ledger.get("version") != LEDGER_VERSION:
-            raise FlexkitError(f"ledger state version {ledger.get('version')!r} is not {LEDGER_VERSION}")
+            raise StateMismatchError(f"ledger state version {ledger.get('version')!r} is not {LEDGER_VERSION}")
         self.pipeline.load_state_dict(state["pipeline"])
         self._load_ledger(ledger)
 
@@ -425,6 +426,7 @@ class BatchLedger:
         ledger = extra.pop("ledger", None)
         if not isinstance(ledger, Mapping) or ledger.get("version") != LEDGER_VERSION:
             self.load_state_dict(before)
-            raise FlexkitError(f"checkpoint in {directory} holds no batch ledger of version {LEDGER_VERSION}")
+            raise StateMismatchError(f"checkpoint in {directory} holds no batch ledger of version "
+                                     f"{LEDGER_VERSION}")
         self._load_ledger(ledger)
         return extra

@@ -12,7 +12,7 @@ Collectives are entered unconditionally: a rank whose own part is malformed stil
 its error), and then every rank raises the same :class:`~flexkit.FeedbackError` with no selector changed, so no
 rank is left waiting. :meth:`DistributedPipeline.check_consistent` compares SHA-256 digests of the scheduler
 state across ranks (``verify_every`` does it periodically); a mismatch raises
-:class:`DistributedStateError`.
+:class:`~flexkit.errors.DistributedStateError`.
 
 Checkpoints: rank 0 writes (the state is identical everywhere, checked first); to resume, rank 0 loads and
 checks the checkpoint and broadcasts the state, so no shared filesystem is needed and an error reaches every
@@ -31,7 +31,7 @@ import numpy as np
 import torch.distributed as dist
 
 from flexkit.distributed.payload import as_metrics, digest, merge, normalize
-from flexkit.errors import FeedbackError, FlexkitError
+from flexkit.errors import ConfigError, DistributedStateError, FeedbackError, FlexkitError
 from flexkit.feedback import is_columnar, task_triples
 from flexkit.sample.actuator import Mix
 
@@ -39,15 +39,11 @@ if TYPE_CHECKING:
     from flexkit.pipeline import Pipeline
 
 
-class DistributedStateError(FlexkitError):
-    """Ranks' scheduler states differ (or a collective step failed on some rank)."""
-
-
 def shard_bounds(n: int, rank: int, world_size: int) -> tuple[int, int]:
     """``[start, stop)`` of ``rank``'s contiguous shard of ``n`` items: sizes differ by at most one, earlier
     ranks take the extra items, and the shards of ranks ``0..world_size-1`` tile ``0..n`` in order."""
     if world_size < 1 or not 0 <= rank < world_size:
-        raise ValueError(f"rank {rank} is not in a world of {world_size}")
+        raise ConfigError(f"rank {rank} is not in a world of {world_size}")
     base, extra = divmod(n, world_size)
     start = rank * base + min(rank, extra)
     return start, start + base + (1 if rank < extra else 0)
@@ -66,7 +62,7 @@ class DistributedPipeline:
         if not dist.is_available() or not dist.is_initialized():
             raise FlexkitError("torch.distributed is not initialised: call init_process_group first")
         if verify_every < 0:
-            raise ValueError(f"verify_every must be >= 0, got {verify_every}")
+            raise ConfigError(f"verify_every must be >= 0, got {verify_every}")
         self.pipeline = pipeline
         self.group = group
         self.rank = dist.get_rank(group)
@@ -174,8 +170,8 @@ class DistributedPipeline:
         return digest(self.scheduler.state_dict())
 
     def check_consistent(self) -> str:
-        """Compare scheduler-state digests across ranks; raises :class:`DistributedStateError` naming the ranks
-        that differ from rank 0. Returns the common digest."""
+        """Compare scheduler-state digests across ranks; raises :class:`~flexkit.errors.DistributedStateError`
+        naming the ranks that differ from rank 0. Returns the common digest."""
         digests: list[str] = self._gather(self.state_digest())
         odd = [r for r, d in enumerate(digests) if d != digests[0]]
         if odd:

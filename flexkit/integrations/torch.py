@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import torch.utils.data
 
-from flexkit.errors import FeedbackError, FlexkitError
+from flexkit.errors import ConfigError, ConfigTypeError, FeedbackError, StateMismatchError
 from flexkit.feedback import PassRateCalculator
 from flexkit.integrations._state import from_portable, to_portable
 from flexkit.pipeline import Pipeline, make_selector
@@ -77,7 +77,8 @@ class FlexkitSampler(torch.utils.data.Sampler[int]):
             self.pipeline = None
             self.scheduler = source
         else:
-            raise TypeError(f"FlexkitSampler needs a flexkit Pipeline or TasksetScheduler, got {type(source).__name__}")
+            raise ConfigTypeError(f"FlexkitSampler needs a flexkit Pipeline or TasksetScheduler, got "
+                                  f"{type(source).__name__}")
         sizes = self.scheduler.sizes
         #: Global index of each taskset's first task, plus the total size at the end.
         self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
@@ -86,7 +87,7 @@ class FlexkitSampler(torch.utils.data.Sampler[int]):
         self.data_source = data_source
         for name, value in (("mini_repeat_count", mini_repeat_count), ("repeat_count", repeat_count)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+                raise ConfigError(f"{name} must be a positive int, got {value!r}")
         self.mini_repeat_count = mini_repeat_count
         self.repeat_count = repeat_count
         self._operator: Any = None if self.pipeline is not None else PassRateCalculator()
@@ -190,7 +191,7 @@ class FlexkitSampler(torch.utils.data.Sampler[int]):
         """Restore :meth:`state_dict`'s output (refused when it is for other tasksets)."""
         if not isinstance(state, Mapping) or state.get("version") != SAMPLER_STATE_VERSION:
             version = state.get("version") if isinstance(state, Mapping) else None
-            raise FlexkitError(f"FlexkitSampler state version {version!r} is not {SAMPLER_STATE_VERSION}")
+            raise StateMismatchError(f"FlexkitSampler state version {version!r} is not {SAMPLER_STATE_VERSION}")
         pipeline_state = from_portable(state["pipeline"])
         buffer = [int(i) for i in state["buffer"]]
         if buffer:
@@ -229,14 +230,14 @@ def check_dataset(dataset: Sized, sizes: Sequence[int], names: Sequence[str]) ->
     """Check ``dataset`` has the tasksets' layout: total length, and a ``ConcatDataset``'s part sizes."""
     total = int(sum(sizes))
     if len(dataset) != total:
-        raise ValueError(f"the dataset has {len(dataset)} items but the tasksets "
-                         f"({', '.join(f'{n}: {s}' for n, s in zip(names, sizes, strict=True))}) have {total}")
+        raise ConfigError(f"the dataset has {len(dataset)} items but the tasksets "
+                          f"({', '.join(f'{n}: {s}' for n, s in zip(names, sizes, strict=True))}) have {total}")
     parts = getattr(dataset, "datasets", None)
     if isinstance(dataset, torch.utils.data.ConcatDataset) and parts is not None and len(parts) == len(sizes):
         got = [len(p) for p in parts]
         if got != list(sizes):
-            raise ValueError(f"the ConcatDataset's parts have sizes {got}, the tasksets {list(sizes)} "
-                             f"({', '.join(names)}): put the parts in taskset order")
+            raise ConfigError(f"the ConcatDataset's parts have sizes {got}, the tasksets {list(sizes)} "
+                              f"({', '.join(names)}): put the parts in taskset order")
 
 
 def sampler_for_dataset(

@@ -22,7 +22,7 @@ import attrs
 import numpy as np
 
 from flexkit.configurable import Configurable, display_name
-from flexkit.errors import SampleError
+from flexkit.errors import ComponentTypeError, SampleError
 from flexkit.sample.batch import RolloutBatch
 from flexkit.sample.scorer import GRANULARITIES, MECHANISMS
 
@@ -123,14 +123,14 @@ class Actuator(Configurable, abc.ABC):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if not isinstance(cls.mechanism, str) or cls.mechanism not in MECHANISMS:
-            raise TypeError(f"{cls.__qualname__}.mechanism = {cls.mechanism!r} is invalid; allowed values: "
-                            f"{', '.join(MECHANISMS)}")
+            raise ComponentTypeError(f"{cls.__qualname__}.mechanism = {cls.mechanism!r} is invalid; allowed values: "
+                                     f"{', '.join(MECHANISMS)}")
         accepts = cls.accepts
         if isinstance(accepts, str) or not isinstance(accepts, (tuple, list)) or not accepts or not all(
             a in GRANULARITIES for a in accepts
         ):
-            raise TypeError(f"{cls.__qualname__}.accepts = {accepts!r} is invalid; it must be a non-empty tuple "
-                            f"of: {', '.join(GRANULARITIES)}")
+            raise ComponentTypeError(f"{cls.__qualname__}.accepts = {accepts!r} is invalid; it must be a non-empty "
+                                     f"tuple of: {', '.join(GRANULARITIES)}")
         cls.accepts = tuple(accepts)
 
     @classmethod

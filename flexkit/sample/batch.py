@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from flexkit.errors import SampleError
+from flexkit.errors import SampleError, SampleTypeError
 
 if TYPE_CHECKING:
     import torch
@@ -294,13 +294,13 @@ class BatchAdapter:
         self._last: tuple[Mapping[str, Any], RolloutBatch] | None = None
 
     def __call__(self, batch: Any, *, who: str) -> RolloutBatch:
-        """``batch`` as a :class:`RolloutBatch`; a ``TypeError`` naming ``who`` for anything but a batch or a
-        mapping."""
+        """``batch`` as a :class:`RolloutBatch`; a :class:`~flexkit.errors.SampleTypeError` (a ``TypeError``)
+        naming ``who`` for anything but a batch or a mapping."""
         if isinstance(batch, RolloutBatch):
             return batch
         if not isinstance(batch, Mapping):
-            raise TypeError(f"{who} needs a flexkit.RolloutBatch or a mapping of field name to tensor or array, "
-                            f"got {type(batch).__name__}; build one with RolloutBatch.from_dict({{...}})")
+            raise SampleTypeError(f"{who} needs a flexkit.RolloutBatch or a mapping of field name to tensor or array, "
+                                  f"got {type(batch).__name__}; build one with RolloutBatch.from_dict({{...}})")
         last = self._last
         if last is not None and last[0] is batch and set(last[1].keys()) <= set(batch):
             converted = last[1]

@@ -3,7 +3,7 @@
 After DataFlex-RL's Scorer layer: a scorer declares
 
 - ``requires``: the batch fields it reads (``"a|b"``: either field will do). They are checked on every call,
-  so the first batch that lacks one fails with a :class:`~flexkit.sample.batch.SampleError` naming it;
+  so the first batch that lacks one fails with a :class:`~flexkit.errors.SampleError` naming it;
 - ``timing``: where the runner calls the stage (:data:`TIMINGS`); it decides *when* the stage runs (see
   :meth:`flexkit.sample.SampleStage.should_run`), it is not decoration;
 - ``granularity``: the shape of its scores (:data:`GRANULARITIES`): ``prompt`` and ``response`` give a (B,)
@@ -12,8 +12,9 @@ After DataFlex-RL's Scorer layer: a scorer declares
 - ``needs_groups``: whether the scores only make sense when the batch holds groups of responses per prompt
   (``uid``) — true of GRPO-style training, not of PPO with GAE. ``uid`` is then added to ``requires``.
 
-Invalid declarations fail when the subclass is defined (``TypeError``), not at the first batch. DataFlex-RL
-checks only the enum values; flexkit also checks ``requires`` at call time and validates the output shape.
+Invalid declarations fail when the subclass is defined (:class:`~flexkit.errors.ComponentTypeError`, a
+``TypeError``), not at the first batch. DataFlex-RL checks only the enum values; flexkit also checks ``requires``
+at call time and validates the output shape.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from flexkit.config.converter import did_you_mean
 from flexkit.configurable import Configurable, display_name
-from flexkit.errors import ConfigError, ConfigIssue, SampleError, join_path
+from flexkit.errors import ComponentError, ComponentTypeError, ConfigError, ConfigIssue, SampleError, join_path
 from flexkit.estimators import BUILTIN_GROUP_ESTIMATORS
 from flexkit.sample.batch import RolloutBatch
 
@@ -47,14 +48,14 @@ GROUP_ESTIMATORS: set[str] = set(BUILTIN_GROUP_ESTIMATORS)
 def register_group_estimator(name: str) -> None:
     """Declare ``name`` a group advantage estimator (for a trainer plugin's own estimators)."""
     if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"an estimator name must be a non-empty string, got {name!r}")
+        raise ComponentError(f"an estimator name must be a non-empty string, got {name!r}")
     GROUP_ESTIMATORS.add(name.strip())
 
 
 def _check_choice(cls: type, attr: str, allowed: tuple[str, ...]) -> None:
     value = getattr(cls, attr)
     if not isinstance(value, str) or value not in allowed:
-        raise TypeError(
+        raise ComponentTypeError(
             f"{cls.__qualname__}.{attr} = {value!r} is invalid; allowed values: {', '.join(allowed)}"
         )
 
@@ -64,7 +65,7 @@ def _check_requires(cls: type[Scorer]) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, (tuple, list)) or not all(
         isinstance(v, str) and v for v in value
     ):
-        raise TypeError(
+        raise ComponentTypeError(
             f"{cls.__qualname__}.requires = {value!r} is invalid; it must be a tuple of batch field names"
         )
     return tuple(value)
@@ -93,7 +94,8 @@ class Scorer(Configurable, abc.ABC):
         _check_choice(cls, "timing", TIMINGS)
         _check_choice(cls, "granularity", GRANULARITIES)
         if not isinstance(cls.needs_groups, bool):
-            raise TypeError(f"{cls.__qualname__}.needs_groups = {cls.needs_groups!r} is invalid; it must be a bool")
+            raise ComponentTypeError(f"{cls.__qualname__}.needs_groups = {cls.needs_groups!r} is invalid; it must be "
+                                     "a bool")
         if cls.needs_groups and "uid" not in requires:
             requires = (*requires, "uid")
         cls.requires = requires
@@ -202,9 +204,10 @@ def check_compatible(
 
 
 def timing_index(timing: str) -> int:
-    """The position of ``timing`` in :data:`TIMINGS` (raises ``ValueError`` naming the allowed values)."""
+    """The position of ``timing`` in :data:`TIMINGS` (raises :class:`~flexkit.errors.ConfigError` naming the
+    allowed values)."""
     if timing not in TIMINGS:
-        raise ValueError(f"unknown timing {timing!r}{did_you_mean(str(timing), TIMINGS)}; one of: "
-                         f"{', '.join(TIMINGS)}")
+        raise ConfigError(f"unknown timing {timing!r}{did_you_mean(str(timing), TIMINGS)}; one of: "
+                          f"{', '.join(TIMINGS)}")
     return TIMINGS.index(timing)
 

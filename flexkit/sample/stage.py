@@ -91,7 +91,8 @@ class SampleStage:
         return self.scorer.timing
 
     def should_run(self, timing: str) -> bool:
-        """Whether the runner should run this stage at ``timing`` (an unknown timing raises ``ValueError``)."""
+        """Whether the runner should run this stage at ``timing`` (an unknown timing raises
+        :class:`~flexkit.errors.ConfigError`)."""
         timing_index(timing)
         return timing == self.scorer.timing
 
@@ -110,11 +111,12 @@ class SampleStage:
 
         ``batch`` is a :class:`~flexkit.sample.batch.RolloutBatch` or a plain mapping of field name to tensor or
         array, converted with :meth:`RolloutBatch.from_dict <flexkit.sample.batch.RolloutBatch.from_dict>` (the
-        same mapping object passed again counts as the same batch); anything else raises ``TypeError``.
+        same mapping object passed again counts as the same batch); anything else raises
+        :class:`~flexkit.errors.SampleTypeError` (a ``TypeError``).
 
         The scores and the action are checked where they enter (:mod:`flexkit.sample.output_checks`): a wrong
         shape or dtype, a non-finite score, a kept index outside the batch or a proportion for an unknown taskset
-        raises :class:`~flexkit.sample.batch.SampleError` naming the scorer or actuator and its distribution.
+        raises :class:`~flexkit.errors.SampleError` naming the scorer or actuator and its distribution.
         """
         batch = self._batches(batch, who="SampleStage.run")
         scores = check_score_output(self.scorer(batch, step=step), batch, self.scorer)

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from flexkit.errors import SampleError
+from flexkit.errors import ConfigError, SampleError
 
 if TYPE_CHECKING:
     import torch
@@ -148,7 +148,7 @@ def aggregate(
     import torch
 
     if aggregation not in AGGREGATIONS:
-        raise ValueError(f"unknown aggregation {aggregation!r}; one of: {', '.join(AGGREGATIONS)}")
+        raise ConfigError(f"unknown aggregation {aggregation!r}; one of: {', '.join(AGGREGATIONS)}")
     mask = response_mask.to(device=loss_mat.device, dtype=loss_mat.dtype)
     if weights is None:
         w = mask
@@ -192,12 +192,12 @@ def policy_loss(
     import torch
 
     if not 0 <= clip_ratio < 1:
-        raise ValueError(f"clip_ratio must be in [0, 1), got {clip_ratio!r}")
+        raise ConfigError(f"clip_ratio must be in [0, 1), got {clip_ratio!r}")
     high = clip_ratio if clip_ratio_high is None else clip_ratio_high
     if high < 0:
-        raise ValueError(f"clip_ratio_high must be >= 0, got {high!r}")
+        raise ConfigError(f"clip_ratio_high must be >= 0, got {high!r}")
     if clip_ratio_c is not None and clip_ratio_c <= 1:
-        raise ValueError(f"clip_ratio_c must be > 1, got {clip_ratio_c!r}")
+        raise ConfigError(f"clip_ratio_c must be > 1, got {clip_ratio_c!r}")
     shape = tuple(response_mask.shape)
     for name, t in (("log_probs", log_probs), ("old_log_probs", old_log_probs), ("advantages", advantages)):
         if tuple(t.shape) != shape:

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from flexkit.errors import StateMismatchError
+
 
 def candidate_count(batch_size: int, factor: float, size: int) -> int:
     """``min(size, max(batch_size, ceil(factor · batch_size)))``: how many candidates to draw for a batch."""
@@ -68,7 +70,7 @@ class PooledRate:
         """Restore :meth:`state_dict` output."""
         value = float(state["value"])
         if not 0.0 <= value <= 1.0:
-            raise ValueError(f"saved pooled rate {value!r} is outside [0, 1]")
+            raise StateMismatchError(f"saved pooled rate {value!r} is outside [0, 1]")
         self.value, self.seen = value, bool(state["seen"])
 
 
@@ -108,7 +110,7 @@ class GroupRates:
         """Restore :meth:`state_dict` output (checked: same number of groups, values in [0, 1] or -1)."""
         values = load_array(state, "values", len(self.values), np.float64, low=-1.0, high=1.0)
         if ((values < 0) & (values != -1.0)).any():
-            raise ValueError("saved group rates must lie in [0, 1] (or be -1: no feedback yet)")
+            raise StateMismatchError("saved group rates must lie in [0, 1] (or be -1: no feedback yet)")
         self.values = np.where(values < 0, np.nan, values)
 
 
@@ -165,15 +167,15 @@ class GroupBeta:
 
 def load_array(state: Mapping[str, Any], key: str, size: int, dtype: Any, *, low: float | None = None,
                high: float | None = None) -> np.ndarray:
-    """``state[key]`` as a fresh array of ``dtype`` and shape ``(size,)``; ``ValueError`` on a wrong shape,
-    NaN or a value outside ``[low, high]``."""
+    """``state[key]`` as a fresh array of ``dtype`` and shape ``(size,)``;
+    :class:`~flexkit.errors.StateMismatchError` on a wrong shape, NaN or a value outside ``[low, high]``."""
     arr = np.array(state[key], dtype=dtype)
     if arr.shape != (size,):
-        raise ValueError(f"saved {key!r} has shape {arr.shape}, expected ({size},)")
+        raise StateMismatchError(f"saved {key!r} has shape {arr.shape}, expected ({size},)")
     if arr.size and np.issubdtype(arr.dtype, np.floating) and not np.isfinite(arr).all():
-        raise ValueError(f"saved {key!r} holds NaN or infinite values")
+        raise StateMismatchError(f"saved {key!r} holds NaN or infinite values")
     if arr.size and low is not None and arr.min() < low:
-        raise ValueError(f"saved {key!r} holds {arr.min()!r}, below {low}")
+        raise StateMismatchError(f"saved {key!r} holds {arr.min()!r}, below {low}")
     if arr.size and high is not None and arr.max() > high:
-        raise ValueError(f"saved {key!r} holds {arr.max()!r}, above {high}")
+        raise StateMismatchError(f"saved {key!r} holds {arr.max()!r}, above {high}")
     return arr

@@ -25,6 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from flexkit.config import field
+from flexkit.errors import ConfigError, TasksetError
 
 #: Most values read to estimate a column's quantile edges (an evenly strided sample above that).
 QUANTILE_SAMPLE = 1 << 20
@@ -81,8 +82,9 @@ class TaskGroups:
                       owner: str = "selector") -> TaskGroups:
         """Groups of ``size`` tasks from the columns ``keys`` of ``features`` (see the module docstring).
 
-        Raises ``ValueError`` naming ``owner`` and the column when a column is missing, has the wrong length,
-        is not numeric while ``bins > 0``, or the grouping makes more than :data:`MAX_GROUPS` groups.
+        Raises :class:`~flexkit.errors.TasksetError` naming ``owner`` and the column when a column is missing, has
+        the wrong length or is not numeric while ``bins > 0``, and :class:`~flexkit.errors.ConfigError` when the
+        grouping makes more than :data:`MAX_GROUPS` groups.
         """
         codes: list[np.ndarray] = []
         names: list[list[str]] = []
@@ -96,8 +98,8 @@ class TaskGroups:
             names.append(labels)
         group, combos = _combine(codes, [len(n) for n in names])
         if len(combos) > MAX_GROUPS:
-            raise ValueError(f"{owner}: grouping by {list(keys)} makes {len(combos)} groups, more than "
-                             f"{MAX_GROUPS}; use fewer columns or bins")
+            raise ConfigError(f"{owner}: grouping by {list(keys)} makes {len(combos)} groups, more than "
+                              f"{MAX_GROUPS}; use fewer columns or bins")
         radices = [len(n) for n in names]
         readable = []
         for combo in combos.tolist():
@@ -114,22 +116,22 @@ def _any_column(features: Mapping[str, np.ndarray], key: str, size: int, owner: 
     try:
         column = np.asarray(features[key])
     except KeyError:
-        raise ValueError(f"{owner}: feature column {key!r} is missing") from None
+        raise TasksetError(f"{owner}: feature column {key!r} is missing") from None
     except Exception:  # a taskset refuses a non-numeric column: read it as labels when it can
         if not isinstance(features, LabelledFeatures):
             raise
         column = np.asarray(features.labels(key))
     if column.shape != (size,):
-        raise ValueError(f"{owner}: feature column {key!r} has shape {column.shape}, expected ({size},)")
+        raise TasksetError(f"{owner}: feature column {key!r} has shape {column.shape}, expected ({size},)")
     return column
 
 
 def _numeric_column(features: Mapping[str, np.ndarray], key: str, size: int, owner: str) -> np.ndarray:
     column = _any_column(features, key, size, owner)
     if not np.issubdtype(column.dtype, np.number) or np.issubdtype(column.dtype, np.complexfloating):
-        raise ValueError(f"{owner}: bins need numeric feature columns; {key!r} has dtype {column.dtype}")
+        raise TasksetError(f"{owner}: bins need numeric feature columns; {key!r} has dtype {column.dtype}")
     if np.issubdtype(column.dtype, np.floating) and column.size and not np.isfinite(column.min() + column.max()):
-        raise ValueError(f"{owner}: feature column {key!r} contains NaN or infinite values")
+        raise TasksetError(f"{owner}: feature column {key!r} contains NaN or infinite values")
     return column
 
 

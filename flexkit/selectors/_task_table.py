@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from flexkit.errors import StateMismatchError
+
 #: Largest taskset kept in dense arrays; larger ones use the sparse table.
 DENSE_MAX = 1 << 24
 
@@ -116,25 +118,26 @@ class TaskTable:
     def from_state(cls, size: int, defaults: tuple[float, float], names: tuple[str, str], state: Mapping[str, Any],
                    check: Callable[[np.ndarray, np.ndarray], None]) -> TaskTable:
         """A table holding :meth:`state_dict` output of either layout (a dense state in a sparse table keeps the
-        tasks that differ from the defaults). ``check(a, b)`` validates the values (raises ``ValueError``), as
-        does the layout check here; the caller's table is untouched either way."""
+        tasks that differ from the defaults). ``check(a, b)`` validates the values (raises
+        :class:`~flexkit.errors.StateMismatchError`), as does the layout check here; the caller's table is
+        untouched either way."""
         table = cls(size, defaults, names)
         a = np.array(state[names[0]], dtype=np.float64).reshape(-1)
         b = np.array(state[names[1]], dtype=np.float64).reshape(-1)
         if "task_ids" in state:
             ids = np.array(state["task_ids"], dtype=np.int64).reshape(-1)
             if not (len(ids) == len(a) == len(b)):
-                raise ValueError(f"saved 'task_ids', {names[0]!r} and {names[1]!r} differ in length")
+                raise StateMismatchError(f"saved 'task_ids', {names[0]!r} and {names[1]!r} differ in length")
             if ids.size and (ids.min() < 0 or ids.max() >= size or (np.diff(ids) <= 0).any()):
-                raise ValueError(f"saved 'task_ids' must be sorted, distinct ids in 0 .. {size - 1}")
+                raise StateMismatchError(f"saved 'task_ids' must be sorted, distinct ids in 0 .. {size - 1}")
         else:
             for name, arr in zip(names, (a, b), strict=True):
                 if arr.shape != (size,):
-                    raise ValueError(f"saved {name!r} has shape {arr.shape}, expected ({size},)")
+                    raise StateMismatchError(f"saved {name!r} has shape {arr.shape}, expected ({size},)")
             ids = np.arange(size, dtype=np.int64)
         for name, arr in zip(names, (a, b), strict=True):
             if arr.size and not np.isfinite(arr).all():
-                raise ValueError(f"saved {name!r} holds NaN or infinite values")
+                raise StateMismatchError(f"saved {name!r} holds NaN or infinite values")
         check(a, b)
         if table.sparse and "task_ids" not in state:
             keep = (a != table.defaults[0]) | (b != table.defaults[1])

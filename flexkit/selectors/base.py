@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from flexkit.configurable import Configurable, display_name
-from flexkit.errors import ComponentError, FeedbackError
+from flexkit.errors import ComponentError, ConfigError, FeedbackError, TasksetError
 from flexkit.protocols import OutOfRange as OutOfRange  # "clip" or "error"; its home is the selector protocol's
 
 Seed = int | np.random.SeedSequence
@@ -95,7 +95,7 @@ class Selector(Configurable, abc.ABC):
         features: Mapping[str, np.ndarray] | None = None,
     ) -> None:
         if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
-            raise ValueError(f"a selector needs a taskset with at least one task, got size={size!r}")
+            raise ConfigError(f"a selector needs a taskset with at least one task, got size={size!r}")
         super().__init__(config)
         self.size = int(size)
         self.rng = np.random.default_rng(seed)
@@ -113,9 +113,9 @@ class Selector(Configurable, abc.ABC):
         (for example scores and predicted success rates).
         """
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+            raise ConfigError(f"batch_size must be a positive int, got {batch_size!r}")
         if not self.allows_repeats and batch_size > self.size:
-            raise ValueError(
+            raise ConfigError(
                 f"{type(self).__name__} draws without repeats within a batch, so batch_size ({batch_size}) "
                 f"cannot exceed the taskset size ({self.size})"
             )
@@ -158,7 +158,8 @@ class Selector(Configurable, abc.ABC):
         """Set up the selector's own state; :meth:`__init__` calls it last, so subclasses need no ``__init__``.
 
         ``self.config`` (defaults filled in), ``self.size``, ``self.rng`` and ``self.features`` are set by then.
-        Raise ``ValueError`` for features the selector cannot use. The default sets up nothing.
+        Raise :class:`~flexkit.errors.TasksetError` (a ``ValueError``) for features the selector cannot use. The
+        default sets up nothing.
         """
 
     @abc.abstractmethod
@@ -262,8 +263,9 @@ def read_feature_columns(
 ) -> list[np.ndarray]:
     """Fetch and check the feature columns ``keys`` (1-D, numeric, length ``size``, no NaN).
 
-    Raises ``ValueError`` naming the selector (``owner``) and the offending key. Only the named columns are
-    read, so a lazy mapping loads nothing else. Columns are returned as read-only views (no copy).
+    Raises :class:`~flexkit.errors.TasksetError` naming the selector (``owner``) and the offending key. Only the
+    named columns are read, so a lazy mapping loads nothing else. Columns are returned as read-only views (no
+    copy).
     """
     columns = []
     for key in keys:
@@ -274,18 +276,18 @@ def read_feature_columns(
                 known = ", ".join(repr(k) for k in features)
             except Exception:  # a lazy mapping may not list its keys
                 known = "?"
-            raise ValueError(f"{owner}: feature column {key!r} is missing (available: {known or 'none'})") from None
+            raise TasksetError(f"{owner}: feature column {key!r} is missing (available: {known or 'none'})") from None
         col = np.asarray(raw)
         if col.ndim != 1:
-            raise ValueError(f"{owner}: feature column {key!r} must be 1-D, got shape {col.shape}")
+            raise TasksetError(f"{owner}: feature column {key!r} must be 1-D, got shape {col.shape}")
         if col.shape[0] != size:
-            raise ValueError(f"{owner}: feature column {key!r} has {col.shape[0]} values for {size} tasks")
+            raise TasksetError(f"{owner}: feature column {key!r} has {col.shape[0]} values for {size} tasks")
         if not (np.issubdtype(col.dtype, np.number) or col.dtype == bool) or np.issubdtype(
             col.dtype, np.complexfloating
         ):
-            raise ValueError(f"{owner}: feature column {key!r} must be numeric, got dtype {col.dtype}")
+            raise TasksetError(f"{owner}: feature column {key!r} must be numeric, got dtype {col.dtype}")
         if np.issubdtype(col.dtype, np.floating) and np.isnan(col.min() if col.size else 0.0):
-            raise ValueError(f"{owner}: feature column {key!r} contains NaN")
+            raise TasksetError(f"{owner}: feature column {key!r} contains NaN")
         col = col.view()
         col.flags.writeable = False
         columns.append(col)

@@ -57,6 +57,7 @@ import attrs
 import numpy as np
 
 from flexkit.config import field
+from flexkit.errors import StateMismatchError
 from flexkit.selectors._estimates import (
     GroupBeta,
     GroupRates,
@@ -199,7 +200,7 @@ class FrontierSelector(Selector):
         """Restore :meth:`state_dict` output (checked first: nothing changes when it is invalid)."""
         count = self.groups.count
         if int(state["groups"]) != count:
-            raise ValueError(f"saved state has {int(state['groups'])} groups, this taskset makes {count}")
+            raise StateMismatchError(f"saved state has {int(state['groups'])} groups, this taskset makes {count}")
         posterior, passes = self._new_posterior(), self._new_passes()
         posterior.load_state_dict(state)
         passes.load_state_dict(state)

@@ -39,6 +39,7 @@ import attrs
 import numpy as np
 
 from flexkit.config import field
+from flexkit.errors import StateMismatchError
 from flexkit.selectors._estimates import (
     GroupBeta,
     GroupRates,
@@ -193,6 +194,6 @@ def _check_sums_and_counts(sums: np.ndarray, counts: np.ndarray) -> None:
     """Saved sums and counts are >= 0, and no sum exceeds its count (values lie in [0, 1])."""
     for name, arr in (("sums", sums), ("counts", counts)):
         if arr.size and arr.min() < 0:
-            raise ValueError(f"saved {name!r} holds {arr.min()!r}, below 0.0")
+            raise StateMismatchError(f"saved {name!r} holds {arr.min()!r}, below 0.0")
     if (sums > counts + 1e-9).any():
-        raise ValueError("saved learnability sums exceed their counts")
+        raise StateMismatchError("saved learnability sums exceed their counts")

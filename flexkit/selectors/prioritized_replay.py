@@ -28,6 +28,7 @@ import attrs
 import numpy as np
 
 from flexkit.config import field
+from flexkit.errors import StateMismatchError
 from flexkit.selectors._estimates import PooledRate, gumbel_top_k
 from flexkit.selectors.base import Selector
 
@@ -169,11 +170,12 @@ class PrioritizedReplaySelector(Selector):
         last = np.array(state["buffer_last"], dtype=np.int64).reshape(-1)
         clock = int(state["clock"])
         if not (index.shape == score.shape == last.shape) or len(index) > self.capacity:
-            raise ValueError(f"saved replay buffer has inconsistent shapes or more than {self.capacity} entries")
+            raise StateMismatchError(f"saved replay buffer has inconsistent shapes or more than {self.capacity} "
+                                     "entries")
         if index.size and (index.min() < 0 or index.max() >= self.size or np.unique(index).size != index.size):
-            raise ValueError("saved replay buffer holds duplicate or out-of-range task indices")
+            raise StateMismatchError("saved replay buffer holds duplicate or out-of-range task indices")
         if index.size and (not np.isfinite(score).all() or last.max() > clock or last.min() < 0):
-            raise ValueError("saved replay buffer holds invalid scores or steps")
+            raise StateMismatchError("saved replay buffer holds invalid scores or steps")
         pool = PooledRate(self.config.pool_rate)
         pool.load_state_dict(state["pool"])
         super().load_state_dict(state)

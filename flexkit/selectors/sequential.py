@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
+from flexkit.errors import StateMismatchError
 from flexkit.selectors.base import Selector
 
 
@@ -46,6 +47,6 @@ class SequentialSelector(Selector):
         """Restore :meth:`state_dict` output."""
         position = int(state["position"])
         if not 0 <= position < self.size:
-            raise ValueError(f"position {position} is out of range for a taskset of {self.size} tasks")
+            raise StateMismatchError(f"position {position} is out of range for a taskset of {self.size} tasks")
         super().load_state_dict(state)
         self.position = position

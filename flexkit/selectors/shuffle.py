@@ -11,6 +11,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from flexkit.errors import StateMismatchError
 from flexkit.selectors.base import Selector
 
 
@@ -79,10 +80,10 @@ class ShuffleSelector(Selector):
         if perm is not None:
             perm = np.array(perm, dtype=np.int64)
             if perm.shape != (self.size,):
-                raise ValueError(f"saved permutation has shape {perm.shape}, expected ({self.size},)")
+                raise StateMismatchError(f"saved permutation has shape {perm.shape}, expected ({self.size},)")
         position = int(state["position"])
         if not 0 <= position <= self.size:
-            raise ValueError(f"position {position} is out of range for a taskset of {self.size} tasks")
+            raise StateMismatchError(f"position {position} is out of range for a taskset of {self.size} tasks")
         super().load_state_dict(state)
         self.epoch = int(state["epoch"])
         self.position = position

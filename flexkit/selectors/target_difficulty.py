@@ -23,6 +23,7 @@ import attrs
 import numpy as np
 
 from flexkit.config import field
+from flexkit.errors import ConfigError, StateMismatchError, TasksetError
 from flexkit.selectors._estimates import candidate_count
 from flexkit.selectors.base import Selector, read_feature_columns
 
@@ -50,7 +51,7 @@ class TargetDifficultyConfig:
 
     def __attrs_post_init__(self) -> None:
         if len(self.feature_keys) != 1:
-            raise ValueError(f"feature_keys must name exactly one difficulty column, got {list(self.feature_keys)}")
+            raise ConfigError(f"feature_keys must name exactly one difficulty column, got {list(self.feature_keys)}")
 
 
 class TargetDifficultySelector(Selector):
@@ -66,7 +67,7 @@ class TargetDifficultySelector(Selector):
         (column,) = read_feature_columns(self.features, keys, self.size, owner="target_difficulty")
         column = column.astype(np.float64)
         if not np.isfinite(column).all():
-            raise ValueError(f"target_difficulty: feature column {keys[0]!r} must be finite")
+            raise TasksetError(f"target_difficulty: feature column {keys[0]!r} must be finite")
         self._order = np.argsort(column, kind="stable").astype(np.int64)
         self._sorted = column[self._order]
         self.low, self.high = float(self._sorted[0]), float(self._sorted[-1])
@@ -98,6 +99,7 @@ class TargetDifficultySelector(Selector):
         """Restore :meth:`state_dict` output (a target outside the column's range is refused)."""
         target = float(state["target"])
         if not self.low <= target <= self.high:
-            raise ValueError(f"saved target {target!r} is outside the difficulty range [{self.low}, {self.high}]")
+            raise StateMismatchError(f"saved target {target!r} is outside the difficulty range [{self.low}, "
+                                     f"{self.high}]")
         super().load_state_dict(state)
         self.target = target

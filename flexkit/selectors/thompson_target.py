@@ -27,6 +27,7 @@ import attrs
 import numpy as np
 
 from flexkit.config import field
+from flexkit.errors import StateMismatchError
 from flexkit.selectors._estimates import candidate_count, draw_candidates, top_k
 from flexkit.selectors._task_table import TaskTable
 from flexkit.selectors.base import Selector
@@ -104,4 +105,4 @@ class ThompsonTargetSelector(Selector):
 def _check_positive(alpha: np.ndarray, beta: np.ndarray) -> None:
     """Saved Beta parameters are > 0."""
     if alpha.size and (alpha.min() <= 0 or beta.min() <= 0):
-        raise ValueError("saved Beta parameters must be > 0")
+        raise StateMismatchError("saved Beta parameters must be > 0")

@@ -26,6 +26,7 @@ import attrs
 import numpy as np
 
 from flexkit.config import field
+from flexkit.errors import StateMismatchError
 from flexkit.selectors._estimates import candidate_count, draw_candidates, load_array, top_k
 from flexkit.selectors.base import Selector
 
@@ -103,6 +104,6 @@ class ZeroVarianceSkipSelector(Selector):
         kind = load_array(state, "kind", self.size, np.int8, low=NONE, high=HARD)
         p_easy, p_hard = float(state["p_easy"]), float(state["p_hard"])
         if not (0.0 <= p_easy <= 1.0 and 0.0 <= p_hard <= 1.0):
-            raise ValueError(f"saved keep bases must lie in [0, 1], got {p_easy!r}, {p_hard!r}")
+            raise StateMismatchError(f"saved keep bases must lie in [0, 1], got {p_easy!r}, {p_hard!r}")
         super().load_state_dict(state)
         self.streak, self.kind, self.p_easy, self.p_hard = streak, kind, p_easy, p_hard

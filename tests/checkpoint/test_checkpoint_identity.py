@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from flexkit.checkpoint import CheckpointError
+from flexkit.errors import CheckpointError
 from flexkit.pipeline import pipeline_from_dict
 from flexkit.tasksets import InMemoryTaskset, JsonlTaskset
 from tests.checkpoint.test_kill_checkpoint import canonical

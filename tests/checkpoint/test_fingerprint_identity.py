@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from flexkit.checkpoint import CheckpointError, load_state, save_state
+from flexkit.checkpoint import load_state, save_state
 from flexkit.cli import main
-from flexkit.errors import TasksetError
+from flexkit.errors import CheckpointError, TasksetError
 from flexkit.fingerprint import compare_fingerprints
 from flexkit.pipeline import pipeline_from_dict
 from tests.fixtures import read_metrics

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from flexkit.checkpoint import load_state, save_state
 from flexkit.distributed import digest
-from flexkit.errors import FeedbackError
+from flexkit.errors import DistributedStateError, FeedbackError
 from flexkit.testing.distributed import experiences, make_pipeline, pairs
 
 torch = pytest.importorskip("torch")
@@ -25,7 +25,7 @@ dist = pytest.importorskip("torch.distributed")
 if not dist.is_available():  # pragma: no cover - torch builds without distributed support
     pytest.skip("torch.distributed is not available", allow_module_level=True)
 
-from flexkit.distributed.torch_dist import DistributedPipeline, DistributedStateError, shard_bounds  # noqa: E402
+from flexkit.distributed.torch_dist import DistributedPipeline, shard_bounds  # noqa: E402
 
 WORLD = 2
 STEPS = 8

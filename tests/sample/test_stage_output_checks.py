@@ -17,9 +17,9 @@ import pytest
 import torch
 
 from flexkit import hookimpl
+from flexkit.errors import SampleError
 from flexkit.plugins import PluginHost
 from flexkit.sample import Keep, Mix, RolloutBatch, SampleStage, Weights
-from flexkit.sample.batch import SampleError
 from flexkit.sample.scorers import RewardScorer
 
 B, T = 8, 4

@@ -24,6 +24,7 @@ from typing import Any, Literal
 import attrs
 
 from flexkit.config import field
+from flexkit.errors import ConfigError
 from flexkit.sample.actuator import Actuator, Weights, sample_weights_normalised
 from flexkit.sample.batch import RolloutBatch
 
@@ -59,19 +60,19 @@ class DifficultyBandConfig:
         if self.mode == "quantile":
             other = [k for k, v in ABSOLUTE_DEFAULTS.items() if getattr(self, k) != v]
             if other:
-                raise ValueError(f"{', '.join(other)} apply to mode = \"absolute\"; the quantile band uses "
-                                 "low_q, high_q and focus_weight")
+                raise ConfigError(f"{', '.join(other)} apply to mode = \"absolute\"; the quantile band uses "
+                                  "low_q, high_q and focus_weight")
             if not self.quantile("low_q") <= self.quantile("high_q"):
-                raise ValueError(f"low_q must be <= high_q, got low_q={self.quantile('low_q')!r}, "
-                                 f"high_q={self.quantile('high_q')!r}")
+                raise ConfigError(f"low_q must be <= high_q, got low_q={self.quantile('low_q')!r}, "
+                                  f"high_q={self.quantile('high_q')!r}")
             return
         other = [k for k in QUANTILE_DEFAULTS if getattr(self, k) is not None]
         if other:
-            raise ValueError(f"{', '.join(other)} apply to mode = \"quantile\"; set mode = \"quantile\" to use them")
+            raise ConfigError(f"{', '.join(other)} apply to mode = \"quantile\"; set mode = \"quantile\" to use them")
         if not self.low <= self.high:
-            raise ValueError(f"low must be <= high, got low={self.low!r}, high={self.high!r}")
+            raise ConfigError(f"low must be <= high, got low={self.low!r}, high={self.high!r}")
         if self.inside == 0 and self.outside == 0:
-            raise ValueError("inside and outside cannot both be 0")
+            raise ConfigError("inside and outside cannot both be 0")
 
     def quantile(self, key: str) -> float:
         """The quantile-mode value of ``key`` (``low_q``, ``high_q``, ``focus_weight``), its default when unset."""

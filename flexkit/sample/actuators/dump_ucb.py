@@ -30,7 +30,7 @@ import attrs
 import numpy as np
 
 from flexkit.config import field
-from flexkit.errors import SampleError
+from flexkit.errors import SampleError, StateMismatchError
 from flexkit.sample.actuator import Mix
 from flexkit.sample.actuators.taskset_mixer import WindowMixer, pad, softmax, with_floor
 from flexkit.sample.batch import RolloutBatch
@@ -100,6 +100,6 @@ class DumpUcbMixer(WindowMixer):
         """Restore :meth:`state_dict` output (checked first: nothing changes when it is invalid)."""
         visits = np.asarray(state["visits"], dtype=np.float64).reshape(-1)
         if len(visits) > self.check_num_tasksets(state) or not np.isfinite(visits).all() or (visits < 0).any():
-            raise ValueError("saved dump_ucb visit counts are inconsistent")
+            raise StateMismatchError("saved dump_ucb visit counts are inconsistent")
         super().load_state_dict(state)
         self.visits = visits

@@ -28,6 +28,7 @@ import attrs
 import numpy as np
 
 from flexkit.config import field
+from flexkit.errors import StateMismatchError
 from flexkit.sample.actuator import Mix
 from flexkit.sample.actuators.taskset_mixer import BanditMixer, softmax
 from flexkit.sample.batch import RolloutBatch
@@ -104,6 +105,6 @@ class Exp3Mixer(BanditMixer):
         policy = np.array(state["policy"], dtype=np.float64).reshape(-1)
         t = int(state["t"])
         if t < 0 or len(policy) > len(values) or not np.isfinite(policy).all() or (policy < 0).any():
-            raise ValueError("saved exp3 state is inconsistent")
+            raise StateMismatchError("saved exp3 state is inconsistent")
         self.values, self.t = values, t
         self.policy = policy if len(policy) == len(values) else self.policy_at(t)

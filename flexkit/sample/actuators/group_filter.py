@@ -21,7 +21,7 @@ import attrs
 import numpy as np
 
 from flexkit.config import field
-from flexkit.errors import SampleError
+from flexkit.errors import SampleError, StateMismatchError
 from flexkit.sample.actuator import Actuator, Keep
 from flexkit.sample.batch import RolloutBatch
 
@@ -117,6 +117,6 @@ class GroupFilter(Actuator):
             return
         values = [int(state[k]) for k in ("target", "kept", "rounds")]
         if min(values) < 0:
-            raise ValueError(f"saved group filter state holds negative counts: {values}")
+            raise StateMismatchError(f"saved group filter state holds negative counts: {values}")
         self._step = None if state["step"] is None else int(state["step"])
         self._target, self._kept, self._rounds = values

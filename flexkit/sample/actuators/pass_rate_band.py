@@ -14,6 +14,7 @@ import attrs
 import numpy as np
 
 from flexkit.config import field
+from flexkit.errors import ConfigError
 from flexkit.sample.actuators.group_filter import GroupFilter, max_rounds_field, target_groups_field
 
 
@@ -29,7 +30,7 @@ class PassRateBandConfig:
 
     def __attrs_post_init__(self) -> None:
         if not self.low <= self.high or (not self.inclusive and self.low == self.high):
-            raise ValueError(f"the band is empty: low={self.low!r}, high={self.high!r}, inclusive={self.inclusive}")
+            raise ConfigError(f"the band is empty: low={self.low!r}, high={self.high!r}, inclusive={self.inclusive}")
 
 
 class PassRateBand(GroupFilter):

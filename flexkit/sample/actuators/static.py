@@ -35,12 +35,12 @@ class StaticConfig:
     @proportions.validator
     def _check(self, _attribute: attrs.Attribute[dict[str, float]], value: dict[str, float]) -> None:
         if not value:
-            raise ValueError("must name at least one taskset")
+            raise ConfigError("must name at least one taskset")
         for key, p in value.items():
             if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or p < 0:
-                raise ValueError(f"proportion of {key!r} must be a finite number >= 0, got {p!r}")
+                raise ConfigError(f"proportion of {key!r} must be a finite number >= 0, got {p!r}")
         if not any(p > 0 for p in value.values()):  # not fsum: finite values near the float maximum overflow it
-            raise ValueError("proportions must not all be 0")
+            raise ConfigError("proportions must not all be 0")
 
 
 class StaticMixer(Actuator):

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from flexkit.configurable import display_name
-from flexkit.errors import SampleError
+from flexkit.errors import ConfigError, SampleError, StateMismatchError
 from flexkit.sample.actuator import Actuator
 from flexkit.sample.batch import RolloutBatch
 
@@ -73,9 +73,9 @@ class TasksetMixer(Actuator):
         """Fix the number of tasksets (ids ``0 .. len(taskset_names)-1``)."""
         k = len(taskset_names)
         if k < 1:
-            raise ValueError("a mixer needs at least one taskset")
+            raise ConfigError("a mixer needs at least one taskset")
         if k < self.num_tasksets:
-            raise ValueError(f"cannot bind {k} tasksets: taskset id {self.num_tasksets - 1} was already seen")
+            raise ConfigError(f"cannot bind {k} tasksets: taskset id {self.num_tasksets - 1} was already seen")
         self._bound = k
         self._grow(k)
 
@@ -107,12 +107,13 @@ class BanditMixer(TasksetMixer):
         return 0.0
 
     def load_values(self, values: Any) -> np.ndarray:
-        """Saved per-taskset values, checked against the bound (``ValueError`` when they do not fit)."""
+        """Saved per-taskset values, checked against the bound (:class:`~flexkit.errors.StateMismatchError` when
+        they do not fit)."""
         arr = np.array(values, dtype=np.float64).reshape(-1)
         if self._bound is not None and len(arr) > self._bound:
-            raise ValueError(f"saved state has {len(arr)} tasksets but the pipeline has {self._bound}")
+            raise StateMismatchError(f"saved state has {len(arr)} tasksets but the pipeline has {self._bound}")
         if not np.isfinite(arr).all():
-            raise ValueError("saved mixer values must be finite")
+            raise StateMismatchError("saved mixer values must be finite")
         if self._bound is not None and len(arr) < self._bound:
             arr = np.concatenate([arr, np.full(self._bound - len(arr), self._initial_value())])
         return arr
@@ -174,23 +175,24 @@ class StepWindow:
 
     @classmethod
     def from_state(cls, size: int, state: Mapping[str, Any], k: int) -> StepWindow:
-        """A window restored from :meth:`state` output with at most ``k`` tasksets (``ValueError`` if invalid)."""
+        """A window restored from :meth:`state` output with at most ``k`` tasksets
+        (:class:`~flexkit.errors.StateMismatchError` if invalid)."""
         out = cls(size)
         for entry in state["window"]:
             sums = np.asarray(entry["sums"], dtype=np.float64)
             counts = np.asarray(entry["counts"], dtype=np.float64)
             if sums.shape != counts.shape or sums.ndim != 1 or len(sums) > k:
-                raise ValueError("saved mixer window has inconsistent shapes")
+                raise StateMismatchError("saved mixer window has inconsistent shapes")
             if not (np.isfinite(sums).all() and np.isfinite(counts).all() and (counts >= 0).all()):
-                raise ValueError("saved mixer window holds invalid values")
+                raise StateMismatchError("saved mixer window holds invalid values")
             out.entries.append((int(entry["step"]), sums, counts))
         steps = [s for s, _, _ in out.entries]
         if steps != sorted(set(steps)):
-            raise ValueError("saved mixer window steps must be strictly increasing")
+            raise StateMismatchError("saved mixer window steps must be strictly increasing")
         last = state["last_step"]
         out.last_step = None if last is None else int(last)
         if steps and (out.last_step is None or out.last_step < steps[-1]):
-            raise ValueError("saved mixer window is newer than its last step")
+            raise StateMismatchError("saved mixer window is newer than its last step")
         return out
 
 
@@ -225,10 +227,11 @@ class WindowMixer(TasksetMixer):
         self.recent = recent
 
     def check_num_tasksets(self, state: Mapping[str, Any]) -> int:
-        """The saved number of tasksets, checked against the bound (``ValueError`` when it does not fit)."""
+        """The saved number of tasksets, checked against the bound (:class:`~flexkit.errors.StateMismatchError`
+        when it does not fit)."""
         k = int(state["num_tasksets"])
         if k < 0 or (self._bound is not None and k > self._bound):
-            raise ValueError(f"saved state has {k} tasksets but the pipeline has {self._bound}")
+            raise StateMismatchError(f"saved state has {k} tasksets but the pipeline has {self._bound}")
         return k
 
 

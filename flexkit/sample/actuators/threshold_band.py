@@ -12,6 +12,7 @@ import attrs
 import numpy as np
 
 from flexkit.config import field
+from flexkit.errors import ConfigError
 from flexkit.sample.actuator import Actuator, Keep
 from flexkit.sample.batch import RolloutBatch
 
@@ -25,7 +26,7 @@ class ThresholdBandConfig:
 
     def __attrs_post_init__(self) -> None:
         if not self.low < self.high:
-            raise ValueError(f"low must be < high, got low={self.low!r}, high={self.high!r}")
+            raise ConfigError(f"low must be < high, got low={self.low!r}, high={self.high!r}")
 
 
 class ThresholdBandFilter(Actuator):

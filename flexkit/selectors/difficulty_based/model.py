@@ -55,6 +55,7 @@ import attrs
 import numpy as np
 
 from flexkit.config import field
+from flexkit.errors import ConfigError, StateMismatchError, TasksetError
 from flexkit.selectors.base import Selector, read_feature_columns
 from flexkit.selectors.difficulty_based import tuning
 from flexkit.selectors.difficulty_based.costs import FastPassMixin
@@ -116,7 +117,7 @@ class DifficultyBasedConfig:
     @feature_keys.validator
     def _exactly_two(self, _attribute: attrs.Attribute[tuple[str, ...]], value: tuple[str, ...]) -> None:
         if len(value) != 2:
-            raise ValueError(f"must name exactly 2 feature columns (f0, f1), got {len(value)}")
+            raise ConfigError(f"must name exactly 2 feature columns (f0, f1), got {len(value)}")
 
 
 class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Selector):
@@ -160,7 +161,7 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
             lo, hi = (float(col.min()), float(col.max())) if col.size else (0.0, 0.0)
             if lo < 0.0 or hi > 1.0:
                 bad = lo if lo < 0.0 else hi
-                raise ValueError(
+                raise TasksetError(
                     f"difficulty_based: feature column {key!r} must hold pass rates in [0, 1], got {bad!r}"
                 )
         # The caller's arrays themselves (read-only views, any numeric dtype): float64 values are computed from
@@ -357,19 +358,19 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
         stored = load_stored_tasks(state, self.size)
         transform = {k: float(state["transform"][k]) for k in ("a", "b", "b_beta", "p", "q")}
         if not transform["a"] > 0:
-            raise ValueError(f"saved transform scale must be positive, got {transform['a']!r}")
+            raise StateMismatchError(f"saved transform scale must be positive, got {transform['a']!r}")
         capability, rho = state["capability"], float(state["rho"])
         if capability is not None and not 0.0 <= float(capability) <= 1.0:  # NaN fails too
-            raise ValueError(f"saved capability must be null or in [0, 1], got {capability!r}")
+            raise StateMismatchError(f"saved capability must be null or in [0, 1], got {capability!r}")
         if not 0.0 <= rho <= float(self.config.rho):  # adaptive_rho only halves it
-            raise ValueError(f"saved rho must be in [0, {self.config.rho}] (the configured rho), got {rho!r}")
+            raise StateMismatchError(f"saved rho must be in [0, {self.config.rho}] (the configured rho), got {rho!r}")
         counters = {k: state[k] for k in ("num_feedback", "num_selected", "num_folds")}
         if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 for v in counters.values()):
-            raise ValueError(f"saved counters must be ints >= 0, got {counters!r}")
+            raise StateMismatchError(f"saved counters must be ints >= 0, got {counters!r}")
         model = state.get("model")  # absent from older checkpoints: the index is slow until the next fold
         model = (1.0, 0.0, 0.0, 2.0) if model is None else tuple(float(model[k]) for k in ("m0", "mp", "mq", "ms"))
         if not all(math.isfinite(v) for v in model):
-            raise ValueError(f"saved model holds non-finite values: {model!r}")
+            raise StateMismatchError(f"saved model holds non-finite values: {model!r}")
         super().load_state_dict(state)
         if stored.dense:
             self._store.load_dense(stored.alpha, stored.beta, model[:3] if "model" in state else None)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from trinity.buffer.selector.selector import BaseSelector
 
-from flexkit import FEATURE_KEYS, CheckpointError, ConfigError, ConfigIssue, feature_keys_of
+from flexkit import FEATURE_KEYS, CheckpointError, ConfigError, ConfigIssue, TasksetError, feature_keys_of
 from flexkit_trinity import state as state_codec
 from flexkit_trinity.config import selector_spec
 from flexkit_trinity.metrics import register_live, selector_metrics_of
@@ -57,7 +57,7 @@ class FlexkitSelector(BaseSelector):
             self.selector = spec.component.build(spec.config, size=self.size, seed=spec.seed, features=features)
         except ConfigError as exc:
             raise (exc.with_source(where) if where else exc) from None
-        except ValueError as exc:  # e.g. a feature column the selector cannot use
+        except TasksetError as exc:  # a feature column the selector cannot use (a plugin's own bug is not one)
             raise ConfigError([ConfigIssue(f"data_selector.{FEATURE_KEYS}" if features else "data_selector",
                                            str(exc))], where) from None
         #: Indices handed out so far (Trinity-RFT's own selectors keep this count as their whole state).
@@ -104,7 +104,7 @@ class FlexkitSelector(BaseSelector):
                 f"{self.selector_name!r} over {self.size} tasks")
         try:
             decoded = state_codec.decode(blob.get("state"))
-        except ValueError as exc:
+        except CheckpointError as exc:
             raise CheckpointError(f"taskset {self.taskset_name!r}: {exc}") from None
         self.selector.load_state_dict(decoded)
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from flexkit import join_arrays, split_arrays
+from flexkit import StateMismatchError, join_arrays, split_arrays
 
 __all__ = ["FORMAT", "decode", "encode"]
 
@@ -37,18 +37,22 @@ def encode(state: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def decode(blob: Mapping[str, Any]) -> Any:
-    """The state :func:`encode` produced (after a JSON round trip); ``ValueError`` if ``blob`` is not one."""
+    """The state :func:`encode` produced (after a JSON round trip); :class:`flexkit.StateMismatchError` (a
+    ``ValueError``) if ``blob`` is not one."""
     if not isinstance(blob, Mapping) or blob.get("format") != FORMAT or "tree" not in blob:
-        raise ValueError(f"not a flexkit selector state of format {FORMAT}")
-    raw = base64.b64decode(blob.get("arrays", ""), validate=True)
+        raise StateMismatchError(f"not a flexkit selector state of format {FORMAT}")
+    try:
+        raw = base64.b64decode(blob.get("arrays", ""), validate=True)
+    except (ValueError, TypeError) as exc:  # not base64 text (binascii.Error is a ValueError)
+        raise StateMismatchError(str(exc)) from None
     arrays: dict[str, np.ndarray] = {}
     if raw:
         try:
             with np.load(io.BytesIO(raw), allow_pickle=False) as data:
                 arrays = {k: data[k] for k in data.files}
-        except (zipfile.BadZipFile, OSError, ValueError) as exc:
-            raise ValueError(f"the selector state's arrays are unreadable: {exc}") from None
+        except (zipfile.BadZipFile, OSError, ValueError) as exc:  # numpy refusing damaged bytes
+            raise StateMismatchError(f"the selector state's arrays are unreadable: {exc}") from None
     try:
         return join_arrays(blob["tree"], arrays)
-    except KeyError as exc:
-        raise ValueError(f"the selector state names array {exc} that it does not hold") from None
+    except KeyError as exc:  # join_arrays: the tree names an array the blob lacks
+        raise StateMismatchError(f"the selector state names array {exc} that it does not hold") from None

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from flexkit import CheckpointError, FlexkitError
+from flexkit import CheckpointError
 from flexkit_verl.sampler import FlexkitSampler
 
 
@@ -51,7 +51,7 @@ def sampler_state(loader_state: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 def restore_sampler(loader: Any, folder: str | None) -> bool:
     """Load the :class:`FlexkitSampler` of ``loader`` from ``folder/data.pt``; ``False`` when there is none
-    (no flexkit sampler, no folder or no file). A file without a sampler state raises ``FlexkitError``; one that
+    (no flexkit sampler, no folder or no file). A file without a sampler state raises ``CheckpointError``; one that
     ``torch.load(weights_only=True)`` refuses (it holds objects besides tensors and plain data, e.g. a crafted
     pickle) raises :class:`~flexkit.errors.CheckpointError`, and none of its code runs."""
     sampler = getattr(loader, "sampler", None)
@@ -69,6 +69,6 @@ def restore_sampler(loader: Any, folder: str | None) -> bool:
                               "arbitrary objects from a checkpoint") from None
     state = sampler_state(loaded) if isinstance(loaded, Mapping) else None
     if state is None:
-        raise FlexkitError(f"{path} holds no sampler state: it was not saved by a loader with a FlexkitSampler")
+        raise CheckpointError(f"{path} holds no sampler state: it was not saved by a loader with a FlexkitSampler")
     sampler.load_state_dict(state)
     return True
