@@ -12,11 +12,14 @@ from flexkit.cli import main
 from flexkit.preview import field_bins
 from tests.fixtures import ROOT
 
-pytest.importorskip("flexkit_toyrl", reason="the quickstart pipeline needs the embedded trainer's storage")
+pytest.importorskip("flexkit_toyrl", reason="the example pipelines need the embedded trainer's storage")
+
+#: An example with [sample.refill] (DAPO's filter): 64 groups per step, at most 4 rounds.
+REFILL_EXAMPLE = str(ROOT / "examples" / "frontier" / "addition_dapo.toml")
 
 
 def test_refill_rounds_and_levels_are_shown(capsys: pytest.CaptureFixture[str]) -> None:
-    quickstart = str(ROOT / "examples" / "quickstart.toml")
+    quickstart = REFILL_EXAMPLE
     assert main(["preview", quickstart, "--steps", "3", "--feedback", "random", "--json"]) == 0
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["step"] for r in records] == [0, 1, 2]  # steps, not scheduler reads (a step reads once per round)
@@ -32,7 +35,7 @@ def test_refill_rounds_and_levels_are_shown(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_without_feedback_a_refill_pipeline_is_shown_one_read_per_step(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["preview", str(ROOT / "examples" / "quickstart.toml"), "--steps", "2", "--json"]) == 0
+    assert main(["preview", REFILL_EXAMPLE, "--steps", "2", "--json"]) == 0
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert all("rounds" not in r and len(r["tasksets"]["addition"]) == 64 for r in records)
 
