@@ -154,14 +154,15 @@ def test_feedback_rewrites_only_the_batch_rows() -> None:
     sel = make(n, lamb=0.2, rho=0.3)
     rng = np.random.default_rng(0)
     for _ in range(50):
-        before_a, before_b = sel._alpha_t.copy(), sel._beta_t.copy()
+        before_a, before_b = sel.beliefs.stored_dense()
         idx = rng.choice(n, size=16, replace=False)
         sel.feedback(idx, rng.random(16))
         untouched = np.ones(n, dtype=bool)
         untouched[idx] = False
-        assert np.array_equal(sel._alpha_t[untouched], before_a[untouched])
-        assert np.array_equal(sel._beta_t[untouched], before_b[untouched])
-        assert not np.array_equal(sel._alpha_t[idx], before_a[idx])
+        after_a, after_b = sel.beliefs.stored_dense()
+        assert np.array_equal(after_a[untouched], before_a[untouched])
+        assert np.array_equal(after_b[untouched], before_b[untouched])
+        assert not np.array_equal(after_a[idx], before_a[idx])
     assert sel.num_folds == 0
     # ... and yet every task's posterior moved toward its interpolated prior
     alpha, beta = sel.posterior()
@@ -416,7 +417,7 @@ def test_posterior_indices_and_full_agree_bitwise() -> None:
 
 def exact_greedy(sel: DifficultyBasedSelector, k: int) -> list[int]:
     """The float64 reference of greedy selection: ``smallest_k`` over the float64 pass."""
-    cost, _ = sel._exact_costs(with_noise=False, do_sample=False)
+    cost, _ = sel.costs.exact_costs(with_noise=False, do_sample=False)
     return db.smallest_k(cost, k).tolist()
 
 
@@ -460,7 +461,7 @@ def test_greedy_fast_path_equals_the_float64_top_k(
             stack.enter_context(patch)
         for _ in range(6):
             k = int(rng.integers(1, n + 1))
-            assert sel._fast_coefficients() is not None
+            assert sel.costs.fast_coefficients() is not None
             expected = exact_greedy(sel, k)
             assert sel.get_indices(k).tolist() == expected
             v = rng.random(k)
@@ -479,12 +480,12 @@ def test_float32_cost_stays_within_the_margin() -> None:
         for step in range(300):
             idx = rng.choice(200, size=int(rng.integers(1, 200)), replace=False)
             sel.feedback(idx, np.round(rng.random(idx.size)) if step % 2 else rng.random(idx.size))
-            coef = sel._fast_coefficients()
+            coef = sel.costs.fast_coefficients()
             if coef is None:
                 continue
             cost32 = np.empty(200, dtype=np.float32)
-            sel._cost32_all(cost32, coef)
-            worst = max(worst, float(np.abs(cost32 - sel._cost64(np.arange(200))).max()))
+            sel.costs.cost32_all(cost32, coef)
+            worst = max(worst, float(np.abs(cost32 - sel.costs.cost64(np.arange(200))).max()))
     assert worst <= tuning.COST32_MARGIN / 4
 
 
@@ -496,9 +497,9 @@ def test_mirrors_equal_a_fresh_rebuild() -> None:
         idx = sel.get_indices(int(rng.integers(1, 100)))
         sel.feedback(idx, rng.random(idx.size))
     assert sel.num_folds > 0
-    d32, s32 = sel._d32.copy(), sel._s32.copy()
-    sel._refresh_mirrors()
-    assert np.array_equal(d32, sel._d32) and np.array_equal(s32, sel._s32)
+    offsets, totals = sel.mirrors.offsets.copy(), sel.mirrors.totals.copy()
+    sel.mirrors.refresh()
+    assert np.array_equal(offsets, sel.mirrors.offsets) and np.array_equal(totals, sel.mirrors.totals)
 
 
 def test_untrusted_or_overflowing_float32_falls_back_to_float64() -> None:
@@ -508,17 +509,17 @@ def test_untrusted_or_overflowing_float32_falls_back_to_float64() -> None:
         sel.feedback(rng.choice(300, size=50, replace=False), rng.random(50))
     expected = sel.get_indices(40).tolist()
     with mock.patch.object(tuning, "FLOAT32_LIMIT", 1.0):
-        assert sel._fast_coefficients() is None
+        assert sel.costs.fast_coefficients() is None
         assert sel.get_indices(40).tolist() == expected
     state = sel.state_dict()
     state["beta_tilde"] = state["beta_tilde"].copy()
     state["beta_tilde"][7] = -1e6  # β ≤ 0: not a state this class produces
     other = make(300, seed=0, tau=0.0, target_reward=0.4)
     other.load_state_dict(state)
-    assert other._fast_coefficients() is None
+    assert other.costs.fast_coefficients() is None
     assert other.get_indices(40).tolist() == exact_greedy(other, 40)
     sel.load_state_dict(sel.state_dict())
-    assert sel._fast_coefficients() is not None  # a genuine state stays on the fast path
+    assert sel.costs.fast_coefficients() is not None  # a genuine state stays on the fast path
 
 
 def ordered_sample_probabilities(w: np.ndarray, k: int) -> dict[tuple[int, ...], float]:
@@ -552,7 +553,7 @@ def test_every_sampling_stage_draws_from_softmax_without_replacement(stage: str,
         "window": (-(10**6), -(10**6)),
         "mixed": (0, -126),
     }
-    sel.rejection_budget, sel.envelope_budget = budgets[stage]
+    sel.sampler.rejection_budget, sel.sampler.envelope_budget = budgets[stage]
     alpha, beta = sel.posterior()
     w = np.exp(-np.abs(1.0 - alpha / (alpha + beta)) / tau)
     expected = ordered_sample_probabilities(w / w.sum(), k)
@@ -568,7 +569,7 @@ def test_every_sampling_stage_draws_from_softmax_without_replacement(stage: str,
 def test_rejection_stage_alone_does_not_touch_all_tasks() -> None:
     """tau > 0 with most tasks near the target: the batch comes from the rejection stage, no full pass."""
     sel = make(200_000, seed=0, tau=1.0, target_reward=0.5)
-    with mock.patch.object(sel, "_cost32_all", side_effect=AssertionError("full pass")):
+    with mock.patch.object(sel.costs, "cost32_all", side_effect=AssertionError("full pass")):
         for _ in range(3):
             idx = sel.get_indices(256)
             assert np.unique(idx).size == 256
@@ -660,14 +661,14 @@ def index_on(**overrides: object):
 def count_index_uses(sel: DifficultyBasedSelector) -> list[bool]:
     """Record, per greedy selection, whether the index answered (True) or gave way to the pass (False)."""
     uses: list[bool] = []
-    original = sel._greedy_indexed
+    original = sel.greedy_index.select
 
     def spy(k: int) -> np.ndarray | None:
         chosen = original(k)
         uses.append(chosen is not None)
         return chosen
 
-    sel._greedy_indexed = spy  # type: ignore[method-assign]
+    sel.greedy_index.select = spy  # type: ignore[method-assign]
     return uses
 
 
@@ -735,14 +736,14 @@ def test_the_index_answers_without_a_pass(target: float, c: float) -> None:
             k = int(rng.integers(1, 300))
             expected = exact_greedy(sel, k)
             if step:
-                with mock.patch.object(sel, "_greedy_fast", side_effect=AssertionError("full pass")):
+                with mock.patch.object(sel.costs, "greedy_fast", side_effect=AssertionError("full pass")):
                     assert sel.get_indices(k).tolist() == expected
             else:  # before any feedback every task ties: the pass answers
                 assert sel.get_indices(k).tolist() == expected
             v = np.clip(f0[expected] + c * (f1[expected] - f0[expected]) + rng.normal(0, 0.2, k), 0, 1)
             sel.feedback(expected, v)
     assert uses[0] is False and all(uses[1:])
-    assert sel._groups is not None and sel._groups.held < n // 8
+    assert sel.greedy_index.groups is not None and sel.greedy_index.groups.held < n // 8
 
 
 def test_resume_is_exact_with_the_index() -> None:
@@ -800,10 +801,12 @@ def test_the_model_follows_a_never_observed_task_through_folds() -> None:
     for _ in range(30):
         sel.feedback(rng.choice(np.arange(10), size=5, replace=False), rng.random(5))
     assert sel.num_folds > 2
-    m0, mp, mq, ms = sel._model
+    m0, mp, mq, ms = sel.greedy_index.model
     rest = np.arange(10, 50)
-    np.testing.assert_allclose(sel._alpha_t[rest], m0 + mp * sel._f0[rest] + mq * sel._f1[rest], rtol=1e-12)
-    np.testing.assert_allclose(sel._alpha_t[rest] + sel._beta_t[rest], ms, rtol=1e-12)
+    alpha_t, beta_t = sel.beliefs.stored_dense()
+    f0, f1 = sel.feature_pair.f0, sel.feature_pair.f1
+    np.testing.assert_allclose(alpha_t[rest], m0 + mp * f0[rest] + mq * f1[rest], rtol=1e-12)
+    np.testing.assert_allclose(alpha_t[rest] + beta_t[rest], ms, rtol=1e-12)
 
 
 @settings(max_examples=150, deadline=None)
@@ -827,7 +830,7 @@ def test_slab_grid_lists_every_point_of_a_slab(
     lo, hi = centre - half, centre + half
     listed = grid.points(grid.runs(cx, cy, lo, hi))
     assert np.unique(listed).size == listed.size
-    assert grid.runs(cx, cy, lo, hi).size >= listed.size
+    assert gi.positions_to_read(grid.runs(cx, cy, lo, hi)) >= listed.size
     value = cx * x + cy * y
     inside = np.flatnonzero((value >= lo) & (value <= hi))
     assert set(inside.tolist()) <= set(listed.tolist())
@@ -865,16 +868,16 @@ def test_residual_bounds_hold_through_feedback_and_folds(lamb: float, fold_below
         DifficultyBasedConfig(tau=0.0, lamb=lamb, target_reward=0.7), size=n, features={"f0": f0, "f1": f1}
     )
     sel.fold_below = fold_below
-    rebuild = mock.patch.object(sel, "_rebuild_groups", wraps=sel._rebuild_groups)
+    rebuild = mock.patch.object(sel.greedy_index, "rebuild_groups", wraps=sel.greedy_index.rebuild_groups)
     with index_on(RELEASE_EPS=2.0**-20), rebuild as rebuilt:
         for _ in range(60):
             idx = sel.get_indices(int(rng.integers(1, 60)))
             sel.feedback(idx, rng.random(idx.size))
-            groups = sel._groups
+            groups = sel.greedy_index.groups
             assert groups is not None
-            m0, mp, mq, ms = sel._model
-            alpha_t = sel._alpha_t
-            residual = np.abs(alpha_t - (m0 + mp * sel._f0 + mq * sel._f1)) + np.abs(alpha_t + sel._beta_t - ms)
+            m0, mp, mq, ms = sel.greedy_index.model
+            alpha_t, beta_t = sel.beliefs.stored_dense()
+            residual = np.abs(alpha_t - (m0 + mp * f0 + mq * f1)) + np.abs(alpha_t + beta_t - ms)
             regular = groups.stamp < 0
             assert (residual[regular] <= groups.bound).all()
             for group in groups.groups:
