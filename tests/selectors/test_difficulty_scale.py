@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import flexkit
 from flexkit.selectors.difficulty_based import tuning
 from flexkit.selectors.difficulty_based.compact_grid import CompactGrid
-from flexkit.selectors.difficulty_based.index_structures import DirtyGroups
+from flexkit.selectors.difficulty_based.index_structures import DirtyGroups, positions_to_read
 from flexkit.selectors.difficulty_based.store import DenseTaskStore
 
 #: The settings of a 10^8-task selector, at any size: sparse store, no float32 mirrors, compact greedy index.
@@ -106,10 +106,11 @@ def test_the_selector_keeps_the_callers_arrays(dtype: type) -> None:
     f0 = np.zeros(500, dtype=dtype)
     f1 = np.ones(500, dtype=dtype)
     sel = flexkit.make_selector("difficulty_based", size=500, features={"f0": f0, "f1": f1})
-    assert np.shares_memory(sel._f0, f0) and np.shares_memory(sel._f1, f1)
-    assert sel._f0.dtype == dtype and not sel._f0.flags.writeable
+    pair = sel.feature_pair
+    assert np.shares_memory(pair.f0, f0) and np.shares_memory(pair.f1, f1)
+    assert pair.f0.dtype == dtype and not pair.f0.flags.writeable
     if dtype is not np.float64:  # float32-exact values: the float32 pass reads them as they are, too
-        assert np.shares_memory(sel._f0_fast, f0)
+        assert np.shares_memory(pair.f0_fast, f0)
     other = flexkit.make_selector("offline_easy2hard", size=500, features={"f0": f0})
     assert other.features["f0"].dtype == np.float64  # other selectors still get float64 columns, as before
 
@@ -124,7 +125,7 @@ def _construction_peak(n: int, dtype: type) -> int:
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
-    assert isinstance(sel, flexkit.Selector) and not isinstance(sel._store, DenseTaskStore)
+    assert isinstance(sel, flexkit.Selector) and not isinstance(sel.beliefs.store, DenseTaskStore)
     return peak
 
 
@@ -148,14 +149,14 @@ def test_greedy_steps_allocate_nothing_of_the_taskset_size() -> None:
                                         features={"f0": f0.astype(np.float32), "f1": second.astype(np.float32)})
             rng = np.random.default_rng(0)
             uses = []
-            original = sel._greedy_indexed
+            original = sel.greedy_index.select
 
             def spy(k: int, original=original, uses=uses) -> np.ndarray | None:
                 chosen = original(k)
                 uses.append(chosen is not None)
                 return chosen
 
-            sel._greedy_indexed = spy  # type: ignore[method-assign]
+            sel.greedy_index.select = spy  # type: ignore[method-assign]
             for _ in range(3):
                 sel.feedback(sel.get_indices(256), rng.random(256))
             tracemalloc.start()
@@ -204,7 +205,7 @@ def test_compact_grid_lists_every_point_of_a_slab(
     with search:
         runs = grid.runs(cx, cy, lo, hi)
     listed = grid.points(runs)
-    assert np.unique(listed).size == listed.size and runs.size >= listed.size
+    assert np.unique(listed).size == listed.size and positions_to_read(runs) >= listed.size
     value = cx * x + cy * y
     inside = np.flatnonzero((value >= lo) & (value <= hi))
     assert set(inside.tolist()) <= set(listed.tolist())

@@ -32,7 +32,7 @@ def _build(n: int, params: dict, fold_below: float | None, sparse: bool, monkeyp
     sel = flexkit.make_selector("difficulty_based", size=n, seed=1, features=_features(n), **params)
     if fold_below is not None:
         sel.fold_below = fold_below
-    assert isinstance(sel._store, TaskStore) and isinstance(sel._store, DenseTaskStore) is not sparse
+    assert isinstance(sel.beliefs.store, TaskStore) and isinstance(sel.beliefs.store, DenseTaskStore) is not sparse
     return sel
 
 
@@ -57,7 +57,7 @@ def test_dense_and_sparse_stores_agree_bit_for_bit(name: str, n: int, params: di
     assert (dense.num_folds, dense.capability) == (sparse.num_folds, sparse.capability)
     if fold_below is not None:
         assert dense.num_folds > 0
-    assert sparse._store.count < n  # only recently observed tasks are stored
+    assert sparse.beliefs.store.count < n  # only recently observed tasks are stored
 
 
 @pytest.mark.parametrize(("name", "n", "params", "fold_below"), CASES, ids=[c[0] for c in CASES])
@@ -86,7 +86,7 @@ def test_a_checkpoint_in_the_earlier_dense_format_resumes_in_either_store(load_s
     state = saver.state_dict()
     for key in ("task_ids", "num_tasks", "untouched"):
         state.pop(key)
-    state["alpha_tilde"], state["beta_tilde"] = saver._alpha_t.copy(), saver._beta_t.copy()
+    state["alpha_tilde"], state["beta_tilde"] = saver.beliefs.stored_dense()
     loader = _build(n, params, 0.3, load_sparse, monkeypatch)
     loader.load_state_dict(state)
     assert _play(loader, 15, start=15) == expected[15:]

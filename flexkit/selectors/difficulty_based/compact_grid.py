@@ -40,11 +40,6 @@ class CompactRuns(NamedTuple):
     fine_lo: np.ndarray
     fine_hi: np.ndarray
 
-    @property
-    def size(self) -> int:
-        """Positions to read: an upper bound on the points in the slab."""
-        return int((self.stop - self.start).sum())
-
 
 class CompactGrid:
     """Points ``(x_i, y_i)`` in [0, 1]² in cells of ``2^row_bits`` rows of ``y`` by ``2^col_bits`` buckets of ``x``,

@@ -1,11 +1,11 @@
 """``difficulty_based``'s costs and full passes: float32 mirrors, exact float64 costs, the greedy float32 pass.
 
 All scores are defined in float64 (``cost_i = |p̂_i − target|``, computed from the float64 state with the same
-float steps everywhere, :meth:`FastPassMixin._cost64`). A full pass over N tasks instead runs in float32 on
-mirrors kept next to the state: ``D = α̃ − target·(α̃ + β̃)`` and ``S = α̃ + β̃`` (updated for the batch rows at
-each feedback, rebuilt on a fold or load), and float32 features: the caller's columns themselves when their values
-are exact in float32, else float32 copies up to :data:`~.tuning.FEATURE_MIRROR_MAX` tasks and the float64 columns
-above (:mod:`.features`). Dividing the transform by
+float steps everywhere, :meth:`CostEngine.cost64`). A full pass over N tasks instead runs in float32 on
+mirrors kept next to the state (:mod:`.mirrors`): ``D = α̃ − target·(α̃ + β̃)`` and ``S = α̃ + β̃`` (updated for the
+batch rows at each feedback, rebuilt on a fold or load), and float32 features: the caller's columns themselves when
+their values are exact in float32, else float32 copies up to :data:`~.tuning.FEATURE_MIRROR_MAX` tasks and the
+float64 columns above (:mod:`.features`). Dividing the transform by
 ``a``, ``cost_i = |D_i + (p/a)·f0_i + (q/a)·f1_i + (b − target·s)/a| / (S_i + s/a)`` with ``s = b + b_β``: eight
 element-wise operations on cache-sized chunks. Every term is at most a few times ``(α_i + β_i)/a``, so the
 float32 value is within :data:`~.tuning.COST32_MARGIN` of the float64 one, and the fast pass only ever *filters*.
@@ -18,8 +18,8 @@ tasks is split between threads (numpy releases the GIL in its loops); the parts'
 the result does not depend on the split.
 
 When the float32 pass cannot be trusted (extreme ``m``/``lamb``/``fold_below`` making magnitudes overflow
-float32, or a loaded state that breaks the model's invariants: :meth:`FastPassMixin._fast_coefficients` is
-None), the float64 pass (:meth:`FastPassMixin._exact_costs`) scores every task; ``do_sample`` always uses it
+float32, or a loaded state that breaks the model's invariants: :meth:`CostEngine.fast_coefficients` is
+None), the float64 pass (:meth:`CostEngine.exact_costs`) scores every task; ``do_sample`` always uses it
 (Thompson draws for every task).
 """
 
@@ -27,207 +27,131 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import numpy as np
 
 from flexkit.selectors.difficulty_based import tuning
 from flexkit.selectors.difficulty_based.features import as64
-from flexkit.selectors.difficulty_based.store import TaskStore
+from flexkit.selectors.difficulty_based.mirrors import Float32Mirrors
+from flexkit.selectors.difficulty_based.posterior import BetaPosteriors
 from flexkit.selectors.difficulty_based.topk import RunningBest, round_up32, smallest_pairs
 
 _POOL: tuple[int, ThreadPoolExecutor] | None = None
 
-#: The fast pass's four float32 coefficients ``(p, q, k, s)`` (:meth:`FastPassMixin._fast_coefficients`).
+#: The fast pass's four float32 coefficients ``(p, q, k, s)`` (:meth:`CostEngine.fast_coefficients`).
 Coef32 = tuple[np.float32, np.float32, np.float32, np.float32]
 
 
-class FastPassMixin:
-    """The float32 mirrors of the state and every pass over all tasks, for :class:`DifficultyBasedSelector`.
+class CostEngine:
+    """Every task's cost ``|p̂ − target|`` and the passes over all tasks (see the module docstring).
 
-    Reads the selector's float64 state (``α̃``, ``β̃``, the transform ``a, b, b_β, p, q``, the features) and keeps
-    the mirrors ``_d32``, ``_s32`` and per-thread chunk buffers.
+    Reads the posteriors ``beliefs`` (features, stored values, transform) and their float32 ``mirrors``; draws its
+    noise (Gumbel, Thompson) from ``rng``, the selector's generator; keeps float32 chunk buffers per pass part.
     """
 
-    size: int
-    config: Any
-    rng: np.random.Generator
-    num_feedback: int
-    _m: int
-    _target: float
-    _tau: float
-    _store: TaskStore
-    _f0: np.ndarray
-    _f1: np.ndarray
-    _f0_fast: np.ndarray
-    _f1_fast: np.ndarray
-    _d32: np.ndarray | None
-    _s32: np.ndarray | None
-    _a: float
-    _b: float
-    _b_beta: float
-    _p: float
-    _q: float
-    _trusted: bool
-    _buffers: dict[int, tuple[np.ndarray, np.ndarray]]
-    _true_slice: Callable[[slice, np.ndarray, np.ndarray, np.ndarray], None]  # the model's true α, β of a slice
-
-    # -- float32 mirrors and when they can be trusted ----------------------------------------------------
-
-    def _mirror(self, rows: slice | np.ndarray, alpha_t: np.ndarray, beta_t: np.ndarray) -> None:
-        """Set the kept float32 mirrors of ``rows``, whose ``α̃``, ``β̃`` are ``alpha_t``, ``beta_t`` (nothing
-        above ``tuning.MIRROR_MAX`` tasks, where the passes compute them chunk by chunk)."""
-        if self._d32 is not None and self._s32 is not None:
-            self._mirror_values(alpha_t, beta_t, self._d32, self._s32, rows)
-
-    def _mirror_values(
-        self, alpha_t: np.ndarray, beta_t: np.ndarray, d32: np.ndarray, s32: np.ndarray, rows: Any = Ellipsis
+    def __init__(
+        self, beliefs: BetaPosteriors, mirrors: Float32Mirrors, *, target: float, tau: float,
+        rng: np.random.Generator,
     ) -> None:
-        """Write the float32 mirrors ``D = α̃ − target·(α̃ + β̃)`` and ``S = α̃ + β̃`` of the rows ``alpha_t``,
-        ``beta_t`` into ``d32[rows]``, ``s32[rows]`` (the same bits whether done for a batch, a chunk or all)."""
-        total = alpha_t + beta_t
-        with np.errstate(over="ignore"):  # beyond float32 only while the fast pass is off (_fast_coefficients)
-            s32[rows] = total
-            total *= self._target
-            np.subtract(alpha_t, total, out=total)
-            d32[rows] = total
+        self.beliefs = beliefs
+        self.features = beliefs.features
+        self.mirrors = mirrors
+        self.size = beliefs.size
+        self.target, self.tau = target, tau
+        self.rng = rng
+        self._buffers: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # float32 chunk buffers per pass part
 
-    def _refresh_mirrors(self) -> None:
-        """Rebuild the kept float32 mirrors from the state (after a fold or a load)."""
-        if self._d32 is None or self._s32 is None:
-            return
-        chunk = tuning.CHUNK
-        alpha, beta = np.empty(min(chunk, self.size)), np.empty(min(chunk, self.size))
-        for start in range(0, self.size, chunk):
-            stop = min(start + chunk, self.size)
-            w = stop - start
-            self._store.slice_into(start, stop, alpha[:w], beta[:w])
-            self._mirror_values(alpha[:w], beta[:w], self._d32, self._s32, slice(start, stop))
-
-    def _mirrors(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-        """The float32 mirrors ``D``, ``S`` of the tasks ``start:stop``: views of the kept ones, or computed."""
-        if self._d32 is not None and self._s32 is not None:
-            return self._d32[start:stop], self._s32[start:stop]
-        w = stop - start
-        alpha, beta = np.empty(w), np.empty(w)
-        self._store.slice_into(start, stop, alpha, beta)
-        d32, s32 = np.empty(w, dtype=np.float32), np.empty(w, dtype=np.float32)
-        self._mirror_values(alpha, beta, d32, s32)
-        return d32, s32
-
-    def _den_bound(self) -> float:
-        """An upper bound on every task's α + β, from the configuration and the feedback count only (so the
-        same for a resumed selector): α + β starts at 2 and gains at most ``m`` per feedback, decaying by
-        ``1 − λ``, hence ≤ 2 + m·min(feedbacks, 1/λ)."""
-        lamb = float(self.config.lamb)
-        steps = float(self.num_feedback) if lamb == 0.0 else min(float(self.num_feedback), 1.0 / lamb)
-        return (2.0 + self._m * steps) * (1.0 + 1e-9)
-
-    def _check_invariants(self) -> bool:
-        """Whether every task has α, β > 0 and s ≤ α + β ≤ the bound of :meth:`_den_bound` (always true for a
-        state the selector produced; the float32 error bound rests on it). O(N), on load only."""
-        bound, s0 = self._den_bound(), self._b + self._b_beta
-        chunk = tuning.CHUNK
-        tmp = np.empty(min(chunk, self.size))
-        alpha, beta = np.empty_like(tmp), np.empty_like(tmp)
-        for start in range(0, self.size, chunk):
-            stop = min(start + chunk, self.size)
-            w = stop - start
-            self._true_slice(slice(start, stop), alpha[:w], beta[:w], tmp[:w])
-            if not (alpha[:w].min() > 0.0 and beta[:w].min() > 0.0):
-                return False
-            np.add(alpha[:w], beta[:w], out=tmp[:w])
-            if tmp[:w].max() > bound or tmp[:w].min() < s0 * (1.0 - 1e-9) - 1e-9:
-                return False
-        return True
-
-    def _fast_coefficients(self) -> Coef32 | None:
+    def fast_coefficients(self) -> Coef32 | None:
         """The float32 scalars of the fast pass, or None when it cannot be trusted (see the module docstring)."""
-        a = self._a
-        if not self._trusted or not a > 0.0 or 8.0 * self._den_bound() / a >= tuning.FLOAT32_LIMIT:
+        transform = self.beliefs.transform
+        a = transform.scale
+        if not self.beliefs.trusted or not a > 0.0 or 8.0 * self.beliefs.total_bound() / a >= tuning.FLOAT32_LIMIT:
             return None
-        s0 = self._b + self._b_beta
-        coef = (self._p / a, self._q / a, (self._b - self._target * s0) / a, s0 / a)
+        s0 = transform.total_shift
+        coef = (transform.f0_slope / a, transform.f1_slope / a, (transform.alpha_shift - self.target * s0) / a, s0 / a)
         p, q, k, s = (np.float32(c) for c in coef)
         return p, q, k, s
 
     # -- costs ------------------------------------------------------------------------------------------
 
-    def _cost32(self, start: int, stop: int, out: np.ndarray, tmp: np.ndarray, coef: Coef32) -> None:
+    def cost32(self, start: int, stop: int, out: np.ndarray, tmp: np.ndarray, coef: Coef32) -> None:
         """Write the float32 cost ``|p̂ − target|`` of tasks ``start:stop`` into ``out`` (``tmp``: scratch)."""
         p, q, k, s = coef
         sl = slice(start, stop)
-        d32, s32 = self._mirrors(start, stop)
-        np.multiply(self._f0_fast[sl], p, out=tmp, casting="same_kind")
-        np.add(d32, tmp, out=out)
-        np.multiply(self._f1_fast[sl], q, out=tmp, casting="same_kind")
+        offsets, totals = self.mirrors.chunk(start, stop)
+        np.multiply(self.features.f0_fast[sl], p, out=tmp, casting="same_kind")
+        np.add(offsets, tmp, out=out)
+        np.multiply(self.features.f1_fast[sl], q, out=tmp, casting="same_kind")
         out += tmp
         out += k
-        np.add(s32, s, out=tmp)
+        np.add(totals, s, out=tmp)
         out /= tmp
         np.abs(out, out=out)
 
-    def _cost32_all(self, out: np.ndarray, coef: Coef32) -> None:
+    def cost32_all(self, out: np.ndarray, coef: Coef32) -> None:
+        """Write every task's float32 cost into ``out`` (N-sized), chunk by chunk."""
         chunk = tuning.CHUNK
         tmp = np.empty(min(chunk, self.size), dtype=np.float32)
         for start in range(0, self.size, chunk):
             stop = min(start + chunk, self.size)
-            self._cost32(start, stop, out[start:stop], tmp[: stop - start], coef)
+            self.cost32(start, stop, out[start:stop], tmp[: stop - start], coef)
 
-    def _cost64(self, idx: np.ndarray) -> np.ndarray:
+    def cost64(self, idx: np.ndarray) -> np.ndarray:
         """The exact float64 cost ``|p̂ − target|`` of the tasks ``idx``: the same float steps as the float64
-        pass (:meth:`_exact_costs`), so the same bits."""
-        f0, f1 = as64(self._f0[idx]), as64(self._f1[idx])
-        alpha_t, beta_t = self._store.values(idx, f0, f1)
+        pass (:meth:`exact_costs`), so the same bits."""
+        f0, f1 = self.features.rows(idx)
+        alpha_t, beta_t = self.beliefs.store.values(idx, f0, f1)
         beta_t += alpha_t
-        return self._cost64_rows(alpha_t, beta_t, f0, f1)
+        return self.cost64_rows(alpha_t, beta_t, f0, f1)
 
-    def _cost64_rows(self, alpha_t: np.ndarray, total: np.ndarray, f0: np.ndarray, f1: np.ndarray) -> np.ndarray:
-        """:meth:`_cost64` of tasks given by their rows ``α̃``, ``α̃ + β̃``, ``f0``, ``f1`` (same float steps)."""
-        a, s0 = self._a, self._b + self._b_beta
+    def cost64_rows(self, alpha_t: np.ndarray, total: np.ndarray, f0: np.ndarray, f1: np.ndarray) -> np.ndarray:
+        """:meth:`cost64` of tasks given by their rows ``α̃``, ``α̃ + β̃``, ``f0``, ``f1`` (same float steps)."""
+        transform = self.beliefs.transform
+        a, s0 = transform.scale, transform.total_shift
         pred = alpha_t * a
-        pred += self._b
-        tmp = f0 * self._p
+        pred += transform.alpha_shift
+        tmp = f0 * transform.f0_slope
         pred += tmp
-        np.multiply(f1, self._q, out=tmp)
+        np.multiply(f1, transform.f1_slope, out=tmp)
         pred += tmp
         den = total * a
         den += s0
         pred /= den
-        pred -= self._target
+        pred -= self.target
         return np.abs(pred, out=pred)
 
     # -- passes over all tasks ----------------------------------------------------------------------------
 
-    def _exact_costs(self, *, with_noise: bool, do_sample: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    def exact_costs(self, *, with_noise: bool, do_sample: bool) -> tuple[np.ndarray, np.ndarray | None]:
         """The float64 pass: an N-sized array to minimise, ``|p̂ − target|/τ + log(−log U)`` (Gumbel noise,
         ``with_noise``) or ``|p̂ − target|``; with ``do_sample`` p̂ is a Thompson draw (also returned)."""
         n = self.size
-        target, tau = self._target, self._tau
+        target, tau = self.target, self.tau
         cost = np.empty(n)
         drawn = np.empty(n) if do_sample else None  # Thompson draws, kept for the info dict
         chunk = tuning.CHUNK
         width = min(chunk, n)
         alpha, beta, tmp = np.empty(width), np.empty(width), np.empty(width)
-        a, b, s0, p, q = self._a, self._b, self._b + self._b_beta, self._p, self._q
+        transform, store, features = self.beliefs.transform, self.beliefs.store, self.features
+        a, b, s0 = transform.scale, transform.alpha_shift, transform.total_shift
+        p, q = transform.f0_slope, transform.f1_slope
         for start in range(0, n, chunk):
             stop = min(start + chunk, n)
             w, sl = stop - start, slice(start, stop)
             al, be, t = alpha[:w], beta[:w], tmp[:w]
             if drawn is not None:
-                self._true_slice(sl, al, be, t)
+                self.beliefs.slice_into(sl, al, be, t)
                 pred = drawn[sl]
                 pred[...] = self.rng.beta(al, be)
             else:  # p̂ = α / (α + β) with α + β = a·(α̃ + β̃) + b + b_β: fewer passes than computing β
-                self._store.slice_into(start, stop, t, be)
+                store.slice_into(start, stop, t, be)
                 be += t
                 np.multiply(t, a, out=al)
                 al += b
-                np.multiply(as64(self._f0[sl]), p, out=t)
+                np.multiply(as64(features.f0[sl]), p, out=t)
                 al += t
-                np.multiply(as64(self._f1[sl]), q, out=t)
+                np.multiply(as64(features.f1[sl]), q, out=t)
                 al += t
                 be *= a
                 be += s0
@@ -249,7 +173,7 @@ class FastPassMixin:
                 c += noise
         return cost, drawn
 
-    def _greedy_fast(self, k: int, coef: Coef32) -> np.ndarray:
+    def greedy_fast(self, k: int, coef: Coef32) -> np.ndarray:
         """The ``k`` tasks of smallest float64 cost, ties to the smaller index, best first: one float32 pass
         whose filter lets through every task that can still enter the running top-k (see the module
         docstring); bit-identical to ``smallest_k`` over the float64 costs. With ``tuning.THREADS`` > 1 and at
@@ -277,8 +201,8 @@ class FastPassMixin:
         self, lo: int, hi: int, k: int, coef: Coef32, part: int, chunk: int
     ) -> tuple[np.ndarray, np.ndarray]:
         """The (up to) ``k`` best (index, float64 cost) pairs among tasks ``lo:hi``, in no particular order."""
-        cost, tmp = self._scratch(part, chunk)
-        best = RunningBest(k, self._cost64)
+        cost, tmp = self.scratch(part, chunk)
+        best = RunningBest(k, self.cost64)
         margin = tuning.COST32_MARGIN
         # A short first chunk: partitioning it for a first threshold is cheap, and the next chunk tightens it.
         first = min(chunk, 64 * k)
@@ -286,7 +210,7 @@ class FastPassMixin:
         for start in (lo, *range(lo + first, hi, chunk)):
             stop = min(start + (first if start == lo else chunk), hi)
             c = cost[: stop - start]
-            self._cost32(start, stop, c, tmp[: stop - start], coef)
+            self.cost32(start, stop, c, tmp[: stop - start], coef)
             if best.full:
                 if best.threshold != threshold:
                     threshold = best.threshold
@@ -302,7 +226,7 @@ class FastPassMixin:
                 best.offer(cand)
         return best.result()
 
-    def _scratch(self, part: int, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    def scratch(self, part: int, chunk: int) -> tuple[np.ndarray, np.ndarray]:
         """Two float32 chunk buffers for the pass run by ``part`` (kept between calls: no page faults)."""
         width = min(chunk, self.size)
         bufs = self._buffers.get(part)

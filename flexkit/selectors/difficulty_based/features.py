@@ -10,6 +10,8 @@ in float32 (:func:`exact_in_float32`: float32, float16, integers, bools); for fl
 per task and column) up to :data:`~.tuning.FEATURE_MIRROR_MAX` tasks, above it the float64 array itself (each
 chunk multiplied in float64 and rounded once to float32, which for values exact in float32 gives the same bits as
 the float32 multiply).
+
+:class:`FeaturePair` holds both columns and what the float32 pass reads of them; every part of the selector gets it.
 """
 
 from __future__ import annotations
@@ -38,3 +40,19 @@ def fast_column(col: np.ndarray, size: int) -> np.ndarray:
     if exact_in_float32(col) or size > tuning.FEATURE_MIRROR_MAX:
         return col
     return col.astype(np.float32)
+
+
+class FeaturePair:
+    """The two reference columns of every task: ``f0`` (a weaker model's pass rates) and ``f1`` (a stronger one's),
+    the caller's arrays as they are, and ``f0_fast``, ``f1_fast``, what the float32 pass reads (:func:`fast_column`).
+    """
+
+    def __init__(self, f0: np.ndarray, f1: np.ndarray) -> None:
+        self.f0, self.f1 = f0, f1
+        #: Number of tasks.
+        self.size = f0.size
+        self.f0_fast, self.f1_fast = fast_column(f0, self.size), fast_column(f1, self.size)
+
+    def rows(self, where: np.ndarray | slice) -> tuple[np.ndarray, np.ndarray]:
+        """``f0``, ``f1`` of the tasks ``where`` (indices or one chunk's slice) as float64 (:func:`as64`)."""
+        return as64(self.f0[where]), as64(self.f1[where])

@@ -42,23 +42,25 @@ sample of a too-wide slab's tasks, so a step reads the features of about the sla
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
 
 from flexkit.selectors.difficulty_based import tuning
 from flexkit.selectors.difficulty_based.compact_grid import CompactGrid
+from flexkit.selectors.difficulty_based.costs import CostEngine
 from flexkit.selectors.difficulty_based.features import as64
-from flexkit.selectors.difficulty_based.index_structures import DirtyGroups, SlabGrid, grid_bits
-from flexkit.selectors.difficulty_based.store import TaskStore
+from flexkit.selectors.difficulty_based.index_structures import DirtyGroups, SlabGrid, grid_bits, positions_to_read
+from flexkit.selectors.difficulty_based.posterior import BetaPosteriors
+from flexkit.selectors.difficulty_based.task_model import FRESH_MODEL, TaskModel
 from flexkit.selectors.difficulty_based.topk import smallest_pairs
+from flexkit.selectors.difficulty_based.transform import Transform
 from flexkit.selectors.difficulty_based.tuning import U64
 
 
 class FeatureGrid(Protocol):
     """A feature grid, :class:`SlabGrid` or :class:`CompactGrid`: ``points`` takes the runs that the same grid's
-    ``runs`` returned (each grid has its own kind of runs, with a ``size``)."""
+    ``runs`` returned (each grid has its own kind of runs; :func:`positions_to_read` counts either)."""
 
     bucket_slack: int
 
@@ -71,49 +73,52 @@ class FeatureGrid(Protocol):
         ...
 
 
-class GreedyIndexMixin:
-    """The greedy index of :class:`DifficultyBasedSelector`: the model of a never-observed task (``_model``),
-    the feature grids (``_grids``), the dirty groups (``_groups``, None until the first indexed selection and
-    after a load) and the slab width the next search starts from (``_width``, ``_drift``)."""
+class GreedyIndex:
+    """The greedy top-k of ``tau = 0`` without a pass (see the module docstring), over the posteriors ``beliefs``,
+    scoring candidates with ``costs`` for the selector's ``target``.
 
-    size: int
-    _target: float
-    _store: TaskStore
-    _f0: np.ndarray
-    _f1: np.ndarray
-    _a: float
-    _b: float
-    _b_beta: float
-    _p: float
-    _q: float
-    _model: tuple[float, float, float, float]
-    _grids: dict[bool, FeatureGrid]
-    _groups: DirtyGroups | None
-    _width: float | None
-    _drift: float
-    _cost64: Callable[[np.ndarray], np.ndarray]  # the exact costs (FastPassMixin)
-    _cost64_rows: Callable[..., np.ndarray]
+    Holds the :class:`TaskModel` of a never-observed task (:attr:`model`, saved), and caches rebuilt from the
+    state: the feature grids (built on first use), the dirty groups (None until the first indexed selection and
+    after a load) and the slab width the next search starts from (:attr:`width`, :attr:`drift`).
+    """
 
-    def _reset_index(self) -> None:
-        """Forget the dirty groups and the slab width (the grids only depend on the features: they stay)."""
-        self._groups, self._width, self._drift = None, None, 0.0
+    def __init__(self, beliefs: BetaPosteriors, costs: CostEngine, *, target: float) -> None:
+        self.beliefs = beliefs
+        self.features = beliefs.features
+        self.costs = costs
+        self.size = beliefs.size
+        self.target = target
+        self.model = FRESH_MODEL
+        self.grids: dict[bool, FeatureGrid] = {}
+        self.groups: DirtyGroups | None = None
+        self.width: float | None = None
+        self.drift = 0.0
 
-    def _model_now(self) -> tuple[float, float, float, float]:
+    def reset(self, model: TaskModel | None = None) -> None:
+        """Forget the dirty groups and the slab width (the grids only depend on the features: they stay); take
+        ``model`` if given (a load)."""
+        if model is not None:
+            self.model = model
+        self.groups, self.width, self.drift = None, None, 0.0
+
+    def model_now(self) -> tuple[float, float, float, float]:
         """The model in true units: a never-observed task has α = N0 + P·f0 + Q·f1 and α + β = D0 (real
         arithmetic on the stored floats; computed here in float64)."""
-        a, (m0, mp, mq, ms) = self._a, self._model
-        return a * m0 + self._b, a * mp + self._p, a * mq + self._q, a * ms + self._b + self._b_beta
+        transform = self.beliefs.transform
+        a, (m0, mp, mq, ms) = transform.scale, self.model
+        b = transform.alpha_shift
+        return a * m0 + b, a * mp + transform.f0_slope, a * mq + transform.f1_slope, a * ms + b + transform.beta_shift
 
     def _release_limit(self) -> float:
         """A group is released when its residual bound (in α̃ units) is at most this: then it shifts a regular
         task's cost by about ``RELEASE_EPS`` at most."""
-        d0 = self._model_now()[3]
-        return 0.5 * tuning.RELEASE_EPS * d0 / self._a
+        d0 = self.model_now()[3]
+        return 0.5 * tuning.RELEASE_EPS * d0 / self.beliefs.transform.scale
 
     def _residual_bound(self, alpha_t: np.ndarray, total: np.ndarray, f0: np.ndarray, f1: np.ndarray) -> np.ndarray:
         """Per task, an upper bound on ``|α̃ − (m0 + mp·f0 + mq·f1)| + |α̃ + β̃ − ms|`` (real arithmetic; the
         float error of computing it is added), from the rows ``α̃``, ``α̃ + β̃`` (rounded), ``f0``, ``f1``."""
-        m0, mp, mq, ms = self._model
+        m0, mp, mq, ms = self.model
         r = f0 * mp
         r += f1 * mq
         r += m0
@@ -132,46 +137,48 @@ class GreedyIndexMixin:
 
     def _group_rows(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """What a dirty group keeps to score its tasks: ``α̃``, ``α̃ + β̃``, ``f0``, ``f1`` (copies)."""
-        f0, f1 = as64(self._f0[idx]), as64(self._f1[idx])
-        alpha_t, beta_t = self._store.values(idx, f0, f1)
+        f0, f1 = self.features.rows(idx)
+        alpha_t, beta_t = self.beliefs.store.values(idx, f0, f1)
         beta_t += alpha_t
         return alpha_t, beta_t, f0, f1
 
     def _dirty_max(self) -> int:
         return max(tuning.DIRTY_MAX, int(tuning.DIRTY_FRACTION * self.size))
 
-    def _observe(self, indices: np.ndarray, rows: tuple[np.ndarray, ...]) -> None:
+    def observe(self, indices: np.ndarray, rows: tuple[np.ndarray, ...]) -> None:
         """Feedback rewrote the rows ``indices`` (now ``rows``, as :meth:`_group_rows` gives them): they form a
         new dirty group; release the groups that have decayed enough (or the oldest, beyond
-        :meth:`_dirty_max` tasks)."""
-        groups = self._groups
-        assert groups is not None
+        :meth:`_dirty_max` tasks). Nothing while no groups are held."""
+        groups = self.groups
+        if groups is None:
+            return
         if groups.exhausted:
-            self._groups = None
+            self.groups = None
             return
         groups.add(indices, float(self._residual_bound(*rows).max()), rows)
         groups.release(self._release_limit(), self._dirty_max())
 
-    def _index_folded(
-        self, a: float, old_model: tuple[float, float, float, float], b: float, b_beta: float, p: float, q: float
-    ) -> None:
-        """The transform ``(a, b, b_β, p, q)`` was just folded into the arrays and the model ``old_model``: map
-        the groups' residual bounds and re-read their rows."""
-        if self._groups is None:
+    def folded(self, transform: Transform) -> None:
+        """``transform`` was just folded into the stored values: map the model, the groups' residual bounds and
+        re-read their rows."""
+        old_model = self.model
+        self.model = old_model.folded(transform)
+        if self.groups is None:
             return
         m0, mp, mq, ms = old_model
+        a, b, b_beta = transform.scale, transform.alpha_shift, transform.beta_shift
         # A residual r becomes a·r plus the rounding of the fold (six float steps on α and on β, each within
         # u of a partial sum at most a·(|model| + 2r) + |b| + |b_β| + |p| + |q|) and of the new model.
         size = abs(m0) + abs(mp) + abs(mq) + abs(ms)
-        loose = abs(b) + abs(b_beta) + abs(p) + abs(q) + abs(b + b_beta)
+        loose = abs(b) + abs(b_beta) + abs(transform.f0_slope) + abs(transform.f1_slope) + abs(b + b_beta)
 
-        def folded(bound: float) -> float:
+        def rescaled(bound: float) -> float:
             return (a * bound + 32.0 * U64 * (a * (size + 2.0 * bound) + loose)) * (1.0 + 8.0 * U64)
 
-        self._groups.rescale(folded)
-        self._groups.refresh_rows(self._group_rows)
+        self.groups.rescale(rescaled)
+        self.groups.refresh_rows(self._group_rows)
 
-    def _rebuild_groups(self) -> DirtyGroups:
+    def rebuild_groups(self) -> DirtyGroups:
         """One pass over all tasks: the regular tasks' residual bound, and one dirty group of the tasks
         above the release limit (at most :meth:`_dirty_max`, the largest)."""
         groups = DirtyGroups(self.size, 4, compact=self.size > tuning.INDEX_DENSE_MAX)
@@ -184,9 +191,9 @@ class GreedyIndexMixin:
         for start in range(0, self.size, chunk):
             sl = slice(start, min(start + chunk, self.size))
             alpha_t, total_t = alpha[: sl.stop - start], total[: sl.stop - start]
-            self._store.slice_into(start, sl.stop, alpha_t, total_t)
+            self.beliefs.store.slice_into(start, sl.stop, alpha_t, total_t)
             total_t += alpha_t
-            bound = self._residual_bound(alpha_t, total_t, as64(self._f0[sl]), as64(self._f1[sl]))
+            bound = self._residual_bound(alpha_t, total_t, *self.features.rows(sl))
             hot = ~(bound <= limit)  # NaN (never from a state this class made) stays dirty
             if not hot.all():
                 regular = max(regular, float(bound[~hot].max()))
@@ -211,29 +218,34 @@ class GreedyIndexMixin:
     def _grid(self, by_f0: bool) -> FeatureGrid:
         """The feature grid keyed by ``f0`` (rows of ``f1``) or the other way round, built on first use: a
         :class:`SlabGrid` up to ``tuning.INDEX_DENSE_MAX`` tasks, a :class:`CompactGrid` above (one at a time)."""
-        grid: FeatureGrid | None = self._grids.get(by_f0)
+        grid: FeatureGrid | None = self.grids.get(by_f0)
         if grid is None:
-            x, y = (self._f0, self._f1) if by_f0 else (self._f1, self._f0)
+            x, y = self._key_columns(by_f0)
             bits = grid_bits(self.size)
             if self.size > tuning.INDEX_DENSE_MAX:
-                self._grids.clear()  # drop the other one first: never two at once
+                self.grids.clear()  # drop the other one first: never two at once
                 grid = CompactGrid(x, y, row_bits=bits, col_bits=max(bits - 1, 1))
             else:
                 grid = SlabGrid(x, y, row_bits=bits, col_bits=bits)
-            self._grids[by_f0] = grid
+            self.grids[by_f0] = grid
         return grid
+
+    def _key_columns(self, by_f0: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The grid's key feature and the other one: ``(f0, f1)`` when keyed by ``f0``, else ``(f1, f0)``."""
+        features = self.features
+        return (features.f0, features.f1) if by_f0 else (features.f1, features.f0)
 
     def _grid_key(self, cp: float, cq: float) -> bool:
         """Whether to key the grid on ``f0``: on the feature with the larger coefficient, but a grid already built
         serves while its key's coefficient is at least half the other (each grid costs a sort of all tasks to
         build), above ``tuning.INDEX_DENSE_MAX`` tasks while it is at least ``1/tuning.GRID_SWAP`` of it."""
         by_f0 = abs(cp) >= abs(cq)
-        if by_f0 not in self._grids and (not by_f0) in self._grids:
+        if by_f0 not in self.grids and (not by_f0) in self.grids:
             ratio = 2.0 if self.size <= tuning.INDEX_DENSE_MAX else tuning.GRID_SWAP
             by_f0 = by_f0 if max(abs(cp), abs(cq)) > ratio * min(abs(cp), abs(cq)) else not by_f0
         return by_f0
 
-    def _greedy_indexed(self, k: int) -> np.ndarray | None:
+    def select(self, k: int) -> np.ndarray | None:
         """The greedy top-k (as the float32 pass gives it, bit for bit) without a pass over all tasks, or None
         when the index would not be cheaper (the caller then runs the pass).
 
@@ -241,25 +253,27 @@ class GreedyIndexMixin:
         bound, and float error); dirty tasks are scored one by one. The slab ``|P·f0 + Q·f1 − h*| ≤ W`` is
         widened until it holds k tasks; its tasks are scored exactly, giving the k-th best cost θ; then every
         regular task in ``|P·f0 + Q·f1 − h*| ≤ D0·(θ + eps)`` is scored, and no task outside can beat θ."""
-        if self._groups is None:
-            self._groups = self._rebuild_groups()
-        groups = self._groups
-        n0, cp, cq, d0 = self._model_now()
-        a_bound = self._a * groups.bound
+        if self.groups is None:
+            self.groups = self.rebuild_groups()
+        groups = self.groups
+        n0, cp, cq, d0 = self.model_now()
+        transform = self.beliefs.transform
+        a_bound = transform.scale * groups.bound
         den_min = d0 - a_bound
         scale = abs(n0) + abs(cp) + abs(cq) + abs(d0)
         if not (den_min > 0.0 and max(abs(cp), abs(cq)) > 64.0 * U64 * scale):
             return None
         # eps: the residual (model), the float evaluation of a cost (generously), and the float scalars above.
-        loose = abs(self._b) + abs(self._p) + abs(self._q) + abs(self._b + self._b_beta)
-        a, (m0, mp, mq, ms) = self._a, self._model
-        scalars = a * (abs(m0) + abs(mp) + abs(mq) + abs(ms)) + loose + abs(self._target * d0 - n0)
+        loose = (abs(transform.alpha_shift) + abs(transform.f0_slope) + abs(transform.f1_slope)
+                 + abs(transform.alpha_shift + transform.beta_shift))
+        a, (m0, mp, mq, ms) = transform.scale, self.model
+        scalars = a * (abs(m0) + abs(mp) + abs(mq) + abs(ms)) + loose + abs(self.target * d0 - n0)
         eps = a_bound * (1.0 + (d0 + 2.0 * a_bound) / d0) / den_min
         eps += 32.0 * U64 * (8.0 + 8.0 * loose / den_min) + 16.0 * U64 * scalars / den_min
         eps *= 1.01
         by_f0 = self._grid_key(cp, cq)
         cx, cy = (cp, cq) if by_f0 else (cq, cp)
-        h_star = self._target * d0 - n0
+        h_star = self.target * d0 - n0
         sign = 1.0 if cx > 0 else -1.0
         cx, cy, h_star = sign * cx, sign * cy, sign * h_star
         grid = self._grid(by_f0)
@@ -273,27 +287,27 @@ class GreedyIndexMixin:
         cand, width = found
         if dirty.size + cand.size > budget:
             return None
-        cost = np.concatenate([dirty_cost, self._cost64(cand)])
+        cost = np.concatenate([dirty_cost, self.costs.cost64(cand)])
         theta = float(np.partition(cost, k - 1)[k - 1])
         need = d0 * (theta + eps) * (1.0 + 16.0 * U64)
         if need > width:  # the final slab: every regular task that can still beat theta
             runs = grid.runs(cx, cy, h_star - need, h_star + need)
-            if runs.size + dirty.size > budget:
+            if positions_to_read(runs) + dirty.size > budget:
                 return None
             cand = grid.points(runs)
             cand = cand[groups.regular(cand)]
-            cost = np.concatenate([dirty_cost, self._cost64(cand)])
+            cost = np.concatenate([dirty_cost, self.costs.cost64(cand)])
         # The next selection starts a little wider than this one needed (its best tasks move a little).
-        if self._width is not None:
-            self._drift = abs(need + 4.0 * d0 * eps - self._width)
-        self._width = need + 4.0 * d0 * eps
+        if self.width is not None:
+            self.drift = abs(need + 4.0 * d0 * eps - self.width)
+        self.width = need + 4.0 * d0 * eps
         idx, key = smallest_pairs(np.concatenate([dirty, cand]), cost, k)
         return idx[np.lexsort((idx, key))]
 
     def _dirty_costs(self, groups: DirtyGroups) -> tuple[np.ndarray, np.ndarray]:
         """The dirty tasks and their exact costs (from the rows the groups keep)."""
         idx, mine, rows = groups.held_rows()
-        cost = self._cost64_rows(*rows)
+        cost = self.costs.cost64_rows(*rows)
         return idx[mine], cost[mine]
 
     def _slab_search(
@@ -308,12 +322,12 @@ class GreedyIndexMixin:
         if k == 0:  # every task is dirty
             return np.empty(0, dtype=np.int64), 0.0
         grid = self._grid(by_f0)
-        x, y = (self._f0, self._f1) if by_f0 else (self._f1, self._f0)
+        x, y = self._key_columns(by_f0)
         h_min, h_max = min(cy, 0.0), cx + max(cy, 0.0)  # the range of cx·x + cy·y over [0, 1]²
         gap = max(h_star - h_max, h_min - h_star, 0.0)
         # The first widening step: about 4k tasks' worth of width where tasks are dense, or the last change.
-        step = max((cx + abs(cy)) * 4.0 * k / self.size, self._drift)
-        width = max(self._width if self._width is not None else gap + step, gap)
+        step = max((cx + abs(cy)) * 4.0 * k / self.size, self.drift)
+        width = max(self.width if self.width is not None else gap + step, gap)
         # Widths known to hold fewer than k regular tasks (lo), at least k or more than the budget allows (hi), and
         # runs much longer than wanted, not read yet (soft): those are bisected first and read only once the
         # bracket is narrow (a slab packed with dirty tasks, or huge buckets of equal features, has long runs).
@@ -325,9 +339,10 @@ class GreedyIndexMixin:
         cand: np.ndarray | None  # None: bisect
         for _ in range(tuning.SLAB_STEPS):
             runs = grid.runs(cx, cy, h_star - width, h_star + width)
-            if runs.size > budget:
+            size = positions_to_read(runs)
+            if size > budget:
                 hi = width
-            elif runs.size > cap and not force:
+            elif size > cap and not force:
                 soft = width
             else:
                 force = False

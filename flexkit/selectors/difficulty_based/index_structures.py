@@ -127,10 +127,13 @@ class Runs(NamedTuple):
     key_lo: np.ndarray
     key_hi: np.ndarray
 
-    @property
-    def size(self) -> int:
-        """Positions to read: an upper bound on the points in the slab."""
-        return int((self.stop - self.start).sum())
+
+def positions_to_read(runs: tuple[np.ndarray, ...]) -> int:
+    """The positions that the runs of either grid make a reader visit (:class:`Runs`,
+    :class:`~.compact_grid.CompactRuns`: both start with ``start`` and ``stop``): an upper bound on the points in
+    their slab."""
+    start, stop = runs[0], runs[1]
+    return int((stop - start).sum())
 
 
 class Group(NamedTuple):

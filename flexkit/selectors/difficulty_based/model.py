@@ -2,9 +2,11 @@
 
 Source: Trinity-RFT (arXiv:2505.17826), its task-selection ``DifficultyBasedSelector`` ("Dynamically selects
 samples near a target difficulty level using probabilistic modeling") with the ``InterpolationBetaPREstimator``
-of ``trinity/buffer/selector``. This module holds the statistical model (configuration, Beta posteriors,
-capability coefficient, feedback, state); the selection engine lives next to it: :mod:`.costs` (float32 mirrors
-and full passes), :mod:`.index` (the greedy top-k without a pass), :mod:`.sampling` (``tau > 0``).
+of ``trinity/buffer/selector``. This module holds the configuration and the selector, which composes named parts
+and drives them: the capability coefficient, ``ρ``, feedback and state are its own; every task's Beta posterior
+is :mod:`.posterior`'s (stored values, :mod:`.store`, under a global :mod:`.transform`); the selection engine is
+:mod:`.costs` (exact costs and full passes, on the float32 :mod:`.mirrors`), :mod:`.index` (the greedy top-k
+without a pass) and :mod:`.sampling` (``tau > 0``).
 
 The model
 ---------
@@ -47,7 +49,6 @@ Deviations from Trinity-RFT
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -58,13 +59,16 @@ from flexkit.config import field
 from flexkit.errors import ConfigError, StateMismatchError, TasksetError
 from flexkit.selectors.base import Selector, read_feature_columns
 from flexkit.selectors.difficulty_based import tuning
-from flexkit.selectors.difficulty_based.costs import FastPassMixin
-from flexkit.selectors.difficulty_based.features import as64, fast_column
-from flexkit.selectors.difficulty_based.index import FeatureGrid, GreedyIndexMixin
-from flexkit.selectors.difficulty_based.sampling import SamplingMixin
-from flexkit.selectors.difficulty_based.store import make_store
+from flexkit.selectors.difficulty_based.costs import CostEngine
+from flexkit.selectors.difficulty_based.features import FeaturePair
+from flexkit.selectors.difficulty_based.index import GreedyIndex
+from flexkit.selectors.difficulty_based.mirrors import Float32Mirrors
+from flexkit.selectors.difficulty_based.posterior import BetaPosteriors
+from flexkit.selectors.difficulty_based.sampling import SoftmaxSampler
 from flexkit.selectors.difficulty_based.store_state import load_stored_tasks
+from flexkit.selectors.difficulty_based.task_model import TaskModel
 from flexkit.selectors.difficulty_based.topk import smallest_k
+from flexkit.selectors.difficulty_based.transform import Transform
 
 #: Decay of the exponential moving average of the capability coefficient.
 C_DECAY = 0.9
@@ -120,7 +124,7 @@ class DifficultyBasedConfig:
             raise ConfigError(f"must name exactly 2 feature columns (f0, f1), got {len(value)}")
 
 
-class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Selector):
+class DifficultyBasedSelector(Selector):
     """Select tasks whose predicted success rate is nearest ``target_reward`` (see the module docstring).
 
     Costs: feedback O(batch) (plus a rare fold: O(observed tasks), O(N) with the mirrors). Selection with
@@ -142,6 +146,11 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
     about 4.5 above (:mod:`.compact_grid`); only the envelope sampler (small ``tau``) allocates one N-sized float32
     array while it runs. Feedback may arrive late or for tasks that were not just selected. :meth:`posterior`
     gives the current Beta parameters.
+
+    Parts, each built in :meth:`_init_state` and given what it reads: :attr:`feature_pair` (the two columns),
+    :attr:`beliefs` (:class:`~.posterior.BetaPosteriors`), :attr:`mirrors` (:class:`~.mirrors.Float32Mirrors`),
+    :attr:`costs` (:class:`~.costs.CostEngine`), :attr:`greedy_index` (:class:`~.index.GreedyIndex`) and
+    :attr:`sampler` (:class:`~.sampling.SoftmaxSampler`). They share the selector's ``rng`` (the same object).
     """
 
     Config = DifficultyBasedConfig
@@ -151,7 +160,7 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
     keeps_feature_dtypes = True
     atomic_feedback = True  # _update changes nothing until its (validated) input is used whole
 
-    #: The transform is folded into the arrays when its scale drops below this.
+    #: The transform is folded into the stored values when its scale drops below this.
     fold_below: float = 1e-30
 
     def _init_state(self) -> None:
@@ -164,167 +173,94 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
                 raise TasksetError(
                     f"difficulty_based: feature column {key!r} must hold pass rates in [0, 1], got {bad!r}"
                 )
+        target, tau = float(config.target_reward), float(config.tau)
         # The caller's arrays themselves (read-only views, any numeric dtype): float64 values are computed from
         # them row by row or chunk by chunk (:mod:`.features`), never as a full-size copy.
-        self._f0, self._f1 = cols
-        self._f0_fast, self._f1_fast = fast_column(self._f0, self.size), fast_column(self._f1, self.size)
-        self._m = int(config.m)
-        self._target = float(config.target_reward)
-        self._tau = float(config.tau)
-        self._store = make_store(self._f0, self._f1)
-        if self.size <= tuning.MIRROR_MAX:
-            self._d32: np.ndarray | None = np.empty(self.size, dtype=np.float32)
-            self._s32: np.ndarray | None = np.empty(self.size, dtype=np.float32)
-        else:
-            self._d32 = self._s32 = None
-        self._reset_transform()
+        self.feature_pair = FeaturePair(*cols)
+        self.beliefs = BetaPosteriors(self.feature_pair, rollouts=int(config.m), lamb=float(config.lamb))
+        self.mirrors = Float32Mirrors(self.beliefs.store, target)
+        self.costs = CostEngine(self.beliefs, self.mirrors, target=target, tau=tau, rng=self.rng)
+        self.greedy_index = GreedyIndex(self.beliefs, self.costs, target=target)
+        self.sampler = SoftmaxSampler(self.costs, tau=tau, rng=self.rng)
         #: The capability coefficient c (None until the first estimate).
         self.capability: float | None = None
         #: The current ρ (``adaptive_rho`` may have halved it).
         self.rho = float(config.rho)
-        self.num_feedback = 0
         self.num_selected = 0
         self.num_folds = 0
-        self._trusted = True  # the state satisfies the invariants the float32 error bound rests on
-        self._buffers: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # float32 chunk buffers per pass part
-        self._refresh_mirrors()
-        # The model of a never-observed task's α̃ and α̃ + β̃ as affine functions of the features (m0 + mp·f0 +
-        # mq·f1, ms; a fold maps it like every task), which the greedy index rests on; the index's feature grids
-        # and dirty groups are built on first use.
-        self._model = (1.0, 0.0, 0.0, 2.0)
-        self._grids: dict[bool, FeatureGrid] = {}
-        self._reset_index()
 
-    # -- the Beta parameters ----------------------------------------------------------------------------
-
-    def _reset_transform(self) -> None:
-        self._a, self._b, self._b_beta, self._p, self._q = 1.0, 0.0, 0.0, 0.0, 0.0
+    @property
+    def num_feedback(self) -> int:
+        """Feedbacks applied so far."""
+        return self.beliefs.num_updates
 
     def posterior(self, indices: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The current ``(alpha, beta)`` of the tasks ``indices`` (all tasks when ``None``)."""
         if indices is None:
-            chunk = tuning.CHUNK
-            alpha, beta = np.empty(self.size), np.empty(self.size)
-            tmp = np.empty(min(chunk, self.size))
-            for start in range(0, self.size, chunk):
-                stop = min(start + chunk, self.size)
-                self._true_slice(slice(start, stop), alpha[start:stop], beta[start:stop], tmp[: stop - start])
-            return alpha, beta
-        idx = np.asarray(indices, dtype=np.int64)
-        f0, f1 = as64(self._f0[idx]), as64(self._f1[idx])
-        alpha_t, beta_t = self._store.values(idx, f0, f1)
-        pf0, qf1 = f0 * self._p, f1 * self._q
-        alpha = alpha_t * self._a + self._b + pf0 + qf1
-        beta = beta_t * self._a + self._b_beta - pf0 - qf1
-        return alpha, beta
-
-    @property
-    def _alpha_t(self) -> np.ndarray:
-        """Every task's ``α̃`` (a new N-sized array; for tests and inspection: the selector never builds it)."""
-        return self._store.dense()[0]
-
-    @property
-    def _beta_t(self) -> np.ndarray:
-        """Every task's ``β̃`` (a new N-sized array, like :attr:`_alpha_t`)."""
-        return self._store.dense()[1]
-
-    def _true_slice(self, sl: slice, alpha: np.ndarray, beta: np.ndarray, tmp: np.ndarray) -> None:
-        """Write the true α, β of the tasks in ``sl`` into ``alpha`` and ``beta`` (same float steps as
-        :meth:`posterior` with indices, so both give identical bits)."""
-        self._store.slice_into(sl.start, sl.stop, alpha, beta)
-        alpha *= self._a
-        alpha += self._b
-        beta *= self._a
-        beta += self._b_beta
-        np.multiply(as64(self._f0[sl]), self._p, out=tmp)
-        alpha += tmp
-        beta -= tmp
-        np.multiply(as64(self._f1[sl]), self._q, out=tmp)
-        alpha += tmp
-        beta -= tmp
+            return self.beliefs.all()
+        return self.beliefs.of(np.asarray(indices, dtype=np.int64))
 
     def _fold(self) -> None:
-        """Fold the global transform into ``α̃``, ``β̃`` (O(stored tasks), see :mod:`.store`; O(N) for the float32
+        """Fold the transform into the stored values (O(stored tasks), see :mod:`.store`; O(N) for the float32
         mirrors up to ``tuning.MIRROR_MAX`` tasks) and reset it to the identity."""
-        a, model = self._a, self._model
-        m0, mp, mq, ms = model
-        b, b_beta, p, q = self._b, self._b_beta, self._p, self._q
-        self._store.fold(a, b, b_beta, p, q)
-        self._model = (a * m0 + b, a * mp + p, a * mq + q, a * ms + b + b_beta)
-        self._reset_transform()
+        folded = self.beliefs.fold()
         self.num_folds += 1
-        self._refresh_mirrors()
-        self._index_folded(a, model, b, b_beta, p, q)
+        self.mirrors.refresh()
+        self.greedy_index.folded(folded)
 
-    def _c(self) -> float:
+    def _capability(self) -> float:
         return C_DEFAULT if self.capability is None else self.capability
 
     # -- feedback ---------------------------------------------------------------------------------------
 
     def _update(self, indices: np.ndarray, values: np.ndarray) -> None:
-        lamb = float(self.config.lamb)
-        g = 1.0 - lamb
-        m = self._m
-        f0b, f1b = as64(self._f0[indices]), as64(self._f1[indices])
+        f0b, f1b = self.feature_pair.rows(indices)
         mean0, mean1 = float(f0b.mean()), float(f1b.mean())
         denominator = mean1 - mean0
         if abs(denominator) >= C_DENOMINATOR_MIN:
             c_est = min(max((float(values.mean()) - mean0) / denominator, 0.0), 1.0)
             old = self.capability
             self.capability = c_est if old is None else C_DECAY * old + (1.0 - C_DECAY) * c_est
-        c = self._c()
+        c = self._capability()
         if self.config.adaptive_rho:
             prior = f0b + c * (f1b - f0b)
             if float(np.abs(prior - values).mean()) >= ADAPTIVE_RHO_GAP:
                 self.rho *= 0.5
-        rho = self.rho
-        alpha_b, beta_b = self.posterior(indices)
-        # Every task as if unobserved: α ← gα + λ + ρm((1−c)f0 + c·f1), β ← gβ + λ + ρm(1 − (1−c)f0 − c·f1).
-        self._a *= g
-        self._b = g * self._b + lamb
-        self._b_beta = g * self._b_beta + lamb + rho * m
-        self._p = g * self._p + rho * m * (1.0 - c)
-        self._q = g * self._q + rho * m * c
-        if self._a < self.fold_below:
+        before = self.beliefs.of(indices, f0b, f1b)
+        self.beliefs.forget(self.rho, c)
+        if self.beliefs.transform.scale < self.fold_below:
             self._fold()
-        # The observed tasks instead: p̃ = v, so (1−ρ)s + ρ·p̃·m = v·m.
-        new_alpha = g * alpha_b + lamb + m * values
-        new_beta = g * beta_b + lamb + m * (1.0 - values)
-        lin = f0b * self._p + f1b * self._q
-        alpha_t = (new_alpha - self._b - lin) / self._a
-        beta_t = (new_beta - self._b_beta + lin) / self._a
-        self._store.set(indices, alpha_t, beta_t)
-        self._mirror(indices, alpha_t, beta_t)
-        self.num_feedback += 1
-        if self._groups is not None:
-            self._observe(indices, (alpha_t, alpha_t + beta_t, f0b, f1b))
+        alpha_t, beta_t = self.beliefs.set_observed(indices, f0b, f1b, before, values)
+        self.mirrors.write(indices, alpha_t, beta_t)
+        self.greedy_index.observe(indices, (alpha_t, alpha_t + beta_t, f0b, f1b))
 
     # -- selection --------------------------------------------------------------------------------------
 
     def _select(self, batch_size: int, return_extra_info: bool) -> tuple[np.ndarray, dict[str, Any]]:
         drawn = None
         chosen: np.ndarray | None
+        costs = self.costs
         if self.config.do_sample:
-            cost, drawn = self._exact_costs(with_noise=self._tau > 0, do_sample=True)
+            cost, drawn = costs.exact_costs(with_noise=costs.tau > 0, do_sample=True)
             chosen = smallest_k(cost, batch_size)
-        elif self._tau < tuning.GREEDY_TAU:
-            use_index = self._trusted and tuning.INDEX_MIN <= self.size <= tuning.INDEX_MAX
-            chosen = self._greedy_indexed(batch_size) if use_index else None
+        elif costs.tau < tuning.GREEDY_TAU:
+            use_index = self.beliefs.trusted and tuning.INDEX_MIN <= self.size <= tuning.INDEX_MAX
+            chosen = self.greedy_index.select(batch_size) if use_index else None
             if chosen is None:
-                coef = self._fast_coefficients()
+                coef = costs.fast_coefficients()
                 if coef is not None:
-                    chosen = self._greedy_fast(batch_size, coef)
+                    chosen = costs.greedy_fast(batch_size, coef)
                 else:
-                    chosen = smallest_k(self._exact_costs(with_noise=False, do_sample=False)[0], batch_size)
+                    chosen = smallest_k(costs.exact_costs(with_noise=False, do_sample=False)[0], batch_size)
         else:
-            chosen = self._sample(batch_size)
+            chosen = self.sampler.sample(batch_size)
         self.num_selected += batch_size
         info: dict[str, Any] = {}
         if return_extra_info:
             a_c, b_c = self.posterior(chosen)
             predicted = drawn[chosen] if drawn is not None else a_c / (a_c + b_c)
             info = {
-                "scores": -np.abs(self._target - predicted),
+                "scores": -np.abs(costs.target - predicted),
                 "predicted": predicted,
                 "alpha": a_c,
                 "beta": b_c,
@@ -342,23 +278,21 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
         float32 mirrors are rebuilt on load; the greedy index at the next greedy selection)."""
         return {
             **super().state_dict(),
-            **self._store.state(),
-            "transform": {"a": self._a, "b": self._b, "b_beta": self._b_beta, "p": self._p, "q": self._q},
+            **self.beliefs.store.state(),
+            "transform": self.beliefs.transform.state(),
             "capability": self.capability,
             "rho": self.rho,
             "num_feedback": self.num_feedback,
             "num_selected": self.num_selected,
             "num_folds": self.num_folds,
-            "model": dict(zip(("m0", "mp", "mq", "ms"), self._model, strict=True)),
+            "model": self.greedy_index.model.state(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` output (lists in place of arrays are accepted), or a checkpoint of the
         earlier dense format (``alpha_tilde``, ``beta_tilde`` of every task, no ``task_ids``)."""
         stored = load_stored_tasks(state, self.size)
-        transform = {k: float(state["transform"][k]) for k in ("a", "b", "b_beta", "p", "q")}
-        if not transform["a"] > 0:
-            raise StateMismatchError(f"saved transform scale must be positive, got {transform['a']!r}")
+        transform = Transform.from_state(state["transform"])
         capability, rho = state["capability"], float(state["rho"])
         if capability is not None and not 0.0 <= float(capability) <= 1.0:  # NaN fails too
             raise StateMismatchError(f"saved capability must be null or in [0, 1], got {capability!r}")
@@ -367,24 +301,21 @@ class DifficultyBasedSelector(SamplingMixin, GreedyIndexMixin, FastPassMixin, Se
         counters = {k: state[k] for k in ("num_feedback", "num_selected", "num_folds")}
         if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 for v in counters.values()):
             raise StateMismatchError(f"saved counters must be ints >= 0, got {counters!r}")
-        model = state.get("model")  # absent from older checkpoints: the index is slow until the next fold
-        model = (1.0, 0.0, 0.0, 2.0) if model is None else tuple(float(model[k]) for k in ("m0", "mp", "mq", "ms"))
-        if not all(math.isfinite(v) for v in model):
-            raise StateMismatchError(f"saved model holds non-finite values: {model!r}")
+        # absent from older checkpoints: the index is slow until the next fold
+        model = TaskModel.from_state(state.get("model"))
         super().load_state_dict(state)
+        beliefs = self.beliefs
         if stored.dense:
-            self._store.load_dense(stored.alpha, stored.beta, model[:3] if "model" in state else None)
+            beliefs.store.load_dense(stored.alpha, stored.beta, model[:3] if "model" in state else None)
         else:
             # the sparse format: load_stored_tasks set ids and untouched
-            self._store.load(stored.untouched, stored.ids, stored.alpha, stored.beta)  # type: ignore[arg-type]
-        self._a, self._b, self._b_beta = transform["a"], transform["b"], transform["b_beta"]
-        self._p, self._q = transform["p"], transform["q"]
+            beliefs.store.load(stored.untouched, stored.ids, stored.alpha, stored.beta)  # type: ignore[arg-type]
+        beliefs.transform = transform
         self.capability = None if capability is None else float(capability)
         self.rho = rho
-        self.num_feedback = int(state["num_feedback"])
+        beliefs.num_updates = int(state["num_feedback"])
         self.num_selected = int(state["num_selected"])
         self.num_folds = int(state["num_folds"])
-        self._model = model
-        self._reset_index()
-        self._refresh_mirrors()
-        self._trusted = self._check_invariants()
+        self.greedy_index.reset(model)
+        self.mirrors.refresh()
+        beliefs.trusted = beliefs.satisfies_invariants()

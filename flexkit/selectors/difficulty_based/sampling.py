@@ -24,51 +24,43 @@ batch comes in drawing order, which is the order of the Gumbel top-k: the same d
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from flexkit.selectors.difficulty_based import tuning
+from flexkit.selectors.difficulty_based.costs import Coef32, CostEngine
 from flexkit.selectors.difficulty_based.topk import RunningBest, round_up32, smallest_k
 from flexkit.selectors.difficulty_based.tuning import U32
 
-if TYPE_CHECKING:
-    from flexkit.selectors.difficulty_based.costs import Coef32
 
+class SoftmaxSampler:
+    """The ``tau > 0`` sampler (its three stages; see the module docstring): costs from ``costs``, temperature
+    ``tau``, randomness from ``rng`` (the selector's generator)."""
 
-class SamplingMixin:
-    """The ``tau > 0`` sampler of :class:`DifficultyBasedSelector` (its three stages; see the module docstring)."""
-
-    #: ``tau > 0``: proposals per requested task the rejection stage may spend before the envelope stage.
+    #: Proposals per requested task the rejection stage may spend before the envelope stage.
     rejection_budget: int = 16
-    #: ``tau > 0``: proposals per remaining task the envelope stage may spend before the Gumbel window.
+    #: Proposals per remaining task the envelope stage may spend before the Gumbel window.
     envelope_budget: int = 64
 
-    size: int
-    rng: np.random.Generator
-    _tau: float
-    # the costs and passes (FastPassMixin)
-    _cost64: Callable[[np.ndarray], np.ndarray]
-    _cost32: Callable[..., None]
-    _cost32_all: Callable[[np.ndarray, Coef32], None]
-    _fast_coefficients: Callable[[], Coef32 | None]
-    _exact_costs: Callable[..., tuple[np.ndarray, Any]]
-    _scratch: Callable[[int, int], tuple[np.ndarray, np.ndarray]]
+    def __init__(self, costs: CostEngine, *, tau: float, rng: np.random.Generator) -> None:
+        self.costs = costs
+        self.size = costs.size
+        self.tau = tau
+        self.rng = rng
 
-    def _sample(self, k: int) -> np.ndarray:
+    def sample(self, k: int) -> np.ndarray:
         """``k`` tasks drawn one by one without replacement with probability ∝ exp(−cost/τ), in drawing
         order: the rejection, envelope and Gumbel-window stages of the module docstring."""
         n = self.size
-        tau = self._tau
+        tau = self.tau
         chosen = np.empty(0, dtype=np.int64)
         if 4 * k <= n:
             chosen = self._sample_rejection(k, tau)
         if chosen.size == k:
             return chosen
-        coef = self._fast_coefficients()
+        coef = self.costs.fast_coefficients()
         if coef is None:  # the float64 pass with Gumbel noise for every task
-            cost = self._exact_costs(with_noise=True, do_sample=False)[0]
+            cost = self.costs.exact_costs(with_noise=True, do_sample=False)[0]
             cost[chosen] = np.inf
             return np.concatenate([chosen, smallest_k(cost, k - chosen.size)])
         if tuning.COST32_MARGIN / tau <= tuning.ENVELOPE_MAX_SLACK:  # else the float32 envelope is too loose
@@ -91,7 +83,7 @@ class SamplingMixin:
                 break
             idx = self.rng.integers(0, n, size=size)
             with np.errstate(over="ignore"):  # cost/τ = inf for a tiny τ: weight 0
-                accept = self.rng.random(size) < np.exp(-(self._cost64(idx) / tau))
+                accept = self.rng.random(size) < np.exp(-(self.costs.cost64(idx) / tau))
             used += size
             hits = idx[accept]
             rate = max(hits.size, 1) / size
@@ -107,7 +99,7 @@ class SamplingMixin:
         n, bw = self.size, tuning.ENVELOPE_BLOCK
         nb = -(-n // bw)
         w = np.zeros(nb * bw, dtype=np.float32)  # padding tasks keep weight 0
-        self._cost32_all(w[:n], coef)
+        self.costs.cost32_all(w[:n], coef)
         w[chosen] = np.inf
         c_min = w[:n].min()  # over the tasks not drawn yet
         w[chosen] = c_min  # finite for the arithmetic below; their weight is set to 0 after it
@@ -143,7 +135,7 @@ class SamplingMixin:
             col = np.count_nonzero(rows <= res[:, None], axis=1)  # first weight whose running sum > res
             inside = col < bw
             idx = np.minimum(blk * bw + np.minimum(col, bw - 1), n - 1)
-            exact = np.exp(-((self._cost64(idx) - c_ref) / tau))
+            exact = np.exp(-((self.costs.cost64(idx) - c_ref) / tau))
             accept = inside & (self.rng.random(size) * bound * w[idx] < exact)
             used += size
             hits = idx[accept]
@@ -164,20 +156,20 @@ class SamplingMixin:
         ``τ·(ln N + 45)`` (plus the float32 margins) of the r-th smallest float32 cost, in drawing order."""
         n = self.size
         chunk = tuning.CHUNK
-        cost, tmp = self._scratch(0, chunk)
+        cost, tmp = self.costs.scratch(0, chunk)
         window = (math.log(n) + tuning.GUMBEL_WINDOW) * tau
         rth = float(self._rth_smallest32(r, chosen, coef, cost, tmp))
         limit = round_up32(rth + 2.0 * tuning.COST32_MARGIN + window)
 
         def key_of(cand: np.ndarray) -> np.ndarray:  # cost/τ − Gumbel: the top-r of score/τ + Gumbel
             with np.errstate(over="ignore"):  # cost/τ beyond float64 for a tiny τ: inf, drawn last
-                return self._cost64(cand) / tau - self.rng.gumbel(size=cand.size)
+                return self.costs.cost64(cand) / tau - self.rng.gumbel(size=cand.size)
 
         best = RunningBest(r, key_of)
         for start in range(0, n, chunk):
             stop = min(start + chunk, n)
             c = cost[: stop - start]
-            self._cost32(start, stop, c, tmp[: stop - start], coef)
+            self.costs.cost32(start, stop, c, tmp[: stop - start], coef)
             cand = np.flatnonzero(c <= limit)
             if cand.size and chosen.size:
                 cand = cand[~np.isin(cand + start, chosen)]
@@ -186,7 +178,6 @@ class SamplingMixin:
                 best.offer(cand)
         idx, key = best.result()
         return idx[np.lexsort((idx, key))]
-
 
     def _rth_smallest32(
         self, r: int, chosen: np.ndarray, coef: Coef32, cost: np.ndarray, tmp: np.ndarray
@@ -198,7 +189,7 @@ class SamplingMixin:
         for start in range(0, n, chunk):
             stop = min(start + chunk, n)
             c = cost[: stop - start]
-            self._cost32(start, stop, c, tmp[: stop - start], coef)
+            self.costs.cost32(start, stop, c, tmp[: stop - start], coef)
             if chosen.size:
                 c[chosen[(chosen >= start) & (chosen < stop)] - start] = np.inf
             if best.size == r:

@@ -26,6 +26,7 @@ import numpy as np
 
 from flexkit.selectors.difficulty_based import tuning
 from flexkit.selectors.difficulty_based.features import as64
+from flexkit.selectors.difficulty_based.transform import Transform
 
 #: The untouched model of a fresh selector: α̃ = β̃ = 1.
 FRESH = (1.0, 0.0, 0.0, 1.0)
@@ -138,19 +139,18 @@ class TaskStore:
 
     # -- the fold -----------------------------------------------------------------------------------------------
 
-    def fold(self, a: float, b: float, b_beta: float, p: float, q: float) -> None:
-        """Apply the selector's fold of the transform ``(a, b, b_β, p, q)`` to every task's ``α̃``, ``β̃``:
+    def fold(self, transform: Transform) -> None:
+        """Apply the selector's fold of ``transform`` (:mod:`.transform`) to every task's ``α̃``, ``β̃``:
         the model moves (O(1)) and the stored tasks are folded, those the new model gives exactly dropped; a
         chunked pass over every task runs only when the untouched tasks cannot be shown to follow the model."""
         old = self.coef
-        m0, mp, mq, n0 = old
-        new = (a * m0 + b, a * mp + p, a * mq + q, a * n0 + b_beta)
+        new = _fold_model(old, transform)
         self.coef = new
-        if self._untouched_follow(old, new, a, b, b_beta, p, q):
+        if self._untouched_follow(old, new, transform):
             n = self.count
             ids = self.ids[:n]
             f0, f1 = as64(self.f0[ids]), as64(self.f1[ids])
-            alpha, beta = _fold_rows(self.alpha[:n], self.beta[:n], f0, f1, a, b, b_beta, p, q)
+            alpha, beta = _fold_rows(self.alpha[:n], self.beta[:n], f0, f1, transform)
             m_alpha, m_beta = self.model_values(f0, f1)
             keep = (alpha != m_alpha) | (beta != m_beta)
             order = np.argsort(ids[keep], kind="stable")
@@ -166,7 +166,7 @@ class TaskStore:
             self.coef = old
             self.slice_into(start, stop, al[:w], be[:w])
             f0, f1 = as64(self.f0[start:stop]), as64(self.f1[start:stop])
-            alpha, beta = _fold_rows(al[:w], be[:w], f0, f1, a, b, b_beta, p, q)
+            alpha, beta = _fold_rows(al[:w], be[:w], f0, f1, transform)
             self.coef = new
             m_alpha, m_beta = self.model_values(f0, f1)
             keep = np.flatnonzero((alpha != m_alpha) | (beta != m_beta))
@@ -176,15 +176,15 @@ class TaskStore:
         self.coef = new
         self._replace(np.concatenate(kept_ids), np.concatenate(kept_alpha), np.concatenate(kept_beta))
 
-    def _untouched_follow(
-        self, old: tuple[float, ...], new: tuple[float, ...], a: float, b: float, b_beta: float, p: float, q: float
-    ) -> bool:
+    @staticmethod
+    def _untouched_follow(old: tuple[float, ...], new: tuple[float, ...], transform: Transform) -> bool:
         """Whether the fold maps the old model's ``α̃``, ``β̃`` onto the new model's for every feature pair in
         [0, 1]²: ``fl(fl(x·a) + b)`` is monotone in ``x``, so equal at the ends of the range of ``α̃`` (exact float
         bounds, by monotonicity of each step) means equal throughout; likewise for ``β̃``; and ``f0``, ``f1`` must
         meet the same coefficients (``fl(a·mp + p) = p``, ``fl(a·mq + q) = q``)."""
         m0, mp, mq, n0 = old
-        if new[1] != p or new[2] != q:
+        a, b, b_beta = transform.scale, transform.alpha_shift, transform.beta_shift
+        if new[1] != transform.f0_slope or new[2] != transform.f1_slope:
             return False
         lo_p, hi_p, lo_q, hi_q = min(mp, 0.0), max(mp, 0.0), min(mq, 0.0), max(mq, 0.0)
         alpha_range = ((m0 + lo_p) + lo_q, (m0 + hi_p) + hi_q)
@@ -248,20 +248,27 @@ class TaskStore:
         self.coef = (float(m0), float(mp), float(mq), best)
 
 
+def _fold_model(coef: tuple[float, float, float, float], transform: Transform) -> tuple[float, float, float, float]:
+    """The untouched model ``(m0, mp, mq, n0)`` after a fold of ``transform``."""
+    m0, mp, mq, n0 = coef
+    a = transform.scale
+    return (a * m0 + transform.alpha_shift, a * mp + transform.f0_slope, a * mq + transform.f1_slope,
+            a * n0 + transform.beta_shift)
+
+
 def _fold_rows(
-    alpha_t: np.ndarray, beta_t: np.ndarray, f0: np.ndarray, f1: np.ndarray,
-    a: float, b: float, b_beta: float, p: float, q: float,
+    alpha_t: np.ndarray, beta_t: np.ndarray, f0: np.ndarray, f1: np.ndarray, transform: Transform
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The true ``α``, ``β`` of rows ``α̃``, ``β̃`` under the transform (the float steps of the selector's
-    ``_true_slice``, so the same bits); new arrays."""
-    alpha = alpha_t * a
-    alpha += b
-    beta = beta_t * a
-    beta += b_beta
-    tmp = f0 * p
+    """The true ``α``, ``β`` of rows ``α̃``, ``β̃`` under ``transform`` (the float steps of
+    :meth:`~.posterior.BetaPosteriors.slice_into`, so the same bits); new arrays."""
+    alpha = alpha_t * transform.scale
+    alpha += transform.alpha_shift
+    beta = beta_t * transform.scale
+    beta += transform.beta_shift
+    tmp = f0 * transform.f0_slope
     alpha += tmp
     beta -= tmp
-    np.multiply(f1, q, out=tmp)
+    np.multiply(f1, transform.f1_slope, out=tmp)
     alpha += tmp
     beta -= tmp
     return alpha, beta
@@ -310,14 +317,13 @@ class DenseTaskStore(TaskStore):
         self._alpha_all[idx] = alpha
         self._beta_all[idx] = beta
 
-    def fold(self, a: float, b: float, b_beta: float, p: float, q: float) -> None:
+    def fold(self, transform: Transform) -> None:
         """Fold every task's ``α̃``, ``β̃`` (chunk by chunk, the selector's float steps) and the model."""
-        m0, mp, mq, n0 = self.coef
-        self.coef = (a * m0 + b, a * mp + p, a * mq + q, a * n0 + b_beta)
+        self.coef = _fold_model(self.coef, transform)
         for start in range(0, self.size, tuning.CHUNK):
             sl = slice(start, min(start + tuning.CHUNK, self.size))
             self._alpha_all[sl], self._beta_all[sl] = _fold_rows(
-                self._alpha_all[sl], self._beta_all[sl], as64(self.f0[sl]), as64(self.f1[sl]), a, b, b_beta, p, q
+                self._alpha_all[sl], self._beta_all[sl], as64(self.f0[sl]), as64(self.f1[sl]), transform
             )
 
     def state(self) -> dict[str, Any]:

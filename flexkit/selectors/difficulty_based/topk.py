@@ -18,7 +18,7 @@ class RunningBest:
     computed by ``key_of`` on batches of candidates (at least ``2k`` at a time once ``k`` are kept)."""
 
     def __init__(self, k: int, key_of: Callable[[np.ndarray], np.ndarray]) -> None:
-        self.k = k
+        self.wanted = k
         self.key_of = key_of
         self.idx = np.empty(0, dtype=np.int64)
         self.key = np.empty(0)
@@ -29,13 +29,13 @@ class RunningBest:
     @property
     def full(self) -> bool:
         """Whether ``k`` pairs are kept (then :attr:`threshold` is the k-th smallest key)."""
-        return self.idx.size == self.k
+        return self.idx.size == self.wanted
 
     def offer(self, idx: np.ndarray) -> None:
         """Offer candidates, all with larger indices than any offered before."""
         self._pending.append(idx)
         self._num_pending += idx.size
-        if not self.full or self._num_pending >= 2 * self.k:
+        if not self.full or self._num_pending >= 2 * self.wanted:
             self._flush()
 
     def _flush(self) -> None:
@@ -49,7 +49,9 @@ class RunningBest:
             idx, key = idx[keep], key[keep]
             if not idx.size:
                 return
-        self.idx, self.key = smallest_pairs(np.concatenate([self.idx, idx]), np.concatenate([self.key, key]), self.k)
+        self.idx, self.key = smallest_pairs(
+            np.concatenate([self.idx, idx]), np.concatenate([self.key, key]), self.wanted
+        )
         if self.full:
             self.threshold = float(self.key.max())
 
