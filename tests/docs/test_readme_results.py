@@ -1,43 +1,70 @@
-"""The README's results table shows what the committed ``results.json`` files say, and nothing else."""
+"""The README's results table shows what the committed ``results.json`` files say, and nothing else.
+
+``python -m tests.docs.test_readme_results`` prints the table's rows from those files.
+"""
 
 from __future__ import annotations
 
 import json
-import re
+from typing import Any
 
 from tests.fixtures import ROOT
 
-#: README row label -> (results file under docs/results/, setting name).
-ROWS = {
-    "uniform sampling, no filter": ("pool-plain.json", "A-random"),
-    "uniform + DAPO filter": ("pool-dapo.json", "B-random-dapo"),
-    "`difficulty_based`, measured priors + DAPO filter": ("pool-dapo.json", "C-difficulty-measured"),
-    "`learnability` by level + DAPO filter": ("pool-online.json", "D-learnability-level"),
+#: The README's rows in order: (pool, arm, seeds) -> (results file under docs/results/, setting name).
+ROWS: dict[tuple[str, str, str], tuple[str, str]] = {
+    ("addition", "uniform sampling, no filter", "0–4"): ("frontier-addition-uniform.json", "uniform"),
+    ("addition", "uniform + DAPO filter", "0–4"): ("frontier-addition-dapo.json", "uniform-dapo"),
+    ("addition", "`frontier` by level + DAPO filter", "0–4"): ("frontier-addition-dapo.json", "frontier-dapo"),
+    ("addition", "`frontier` by level, no filter", "0–4"): ("frontier-addition-frontier.json", "frontier"),
+    ("multiplication", "uniform sampling, no filter", "0–4"): ("frontier-multiplication-uniform.json", "uniform"),
+    ("multiplication", "`frontier` by level, no filter", "0–4"): ("frontier-multiplication-frontier.json",
+                                                                   "frontier"),
 }
+#: The budgets (rollouts) whose accuracy the table shows, and its targets.
+BUDGETS, TARGETS = (400_000, 800_000), (0.30, 0.40, 0.50)
+HEADER = ["pool", "arm", "seeds", "accuracy at 400k / 800k rollouts", "rollouts to 0.30", "to 0.40", "to 0.50"]
 
 
-def _table() -> dict[str, list[str]]:
+def _setting(name: str, setting: str) -> dict[str, Any]:
+    data = json.loads((ROOT / "docs" / "results" / name).read_text())
+    return next(s for s in data["settings"] if s["name"] == setting)
+
+
+def _rollouts(target: dict[str, Any]) -> str:
+    if target["rollouts"] is None:
+        return f"not reached ({target['reached']})"
+    return f"{target['rollouts']['mean']:,.0f} ({target['reached']})"
+
+
+def expected_cells(name: str, setting: str) -> list[str]:
+    """The table's cells after the seeds for one setting of a results file: means over its seeds."""
+    found = _setting(name, setting)
+    accuracy = {b["budget"]: b["accuracy"]["mean"] for b in found["budgets"]}
+    targets = {t["target"]: t for t in found["targets"]}
+    return [" / ".join(f"{accuracy[b]:.3f}" for b in BUDGETS), *(_rollouts(targets[t]) for t in TARGETS)]
+
+
+def _table() -> list[list[str]]:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     body = text.split("<!-- results-table: start -->", 1)[1].split("<!-- results-table: end -->", 1)[0]
-    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in body.strip().splitlines()]
-    return {row[0]: row[1:] for row in rows[2:]}
+    return [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in body.strip().splitlines()]
 
 
 def test_every_row_is_the_mean_of_its_results_json() -> None:
     table = _table()
-    assert set(table) == set(ROWS)
-    for label, (name, setting) in ROWS.items():
-        data = json.loads((ROOT / "docs" / "results" / name).read_text())
-        found = next(s for s in data["settings"] if s["name"] == setting)
-        accuracy, rollouts = table[label]
-        assert accuracy == f"{found['accuracy_at_budget']['mean']:.3f}", label
-        reached, n = found["reached"].split("/")
-        if found["rollouts_to_target"] is None:
-            assert rollouts == f"not reached ({reached}/{n})", label
-        else:
-            assert rollouts == f"{found['rollouts_to_target']['mean']:,.0f} ({reached}/{n})", label
-        assert data["budget"] == 400_000 and data["target"] == 0.30
+    assert table[0] == HEADER
+    assert [tuple(row[:3]) for row in table[2:]] == list(ROWS)
+    for row in table[2:]:
+        assert row[3:] == expected_cells(*ROWS[(row[0], row[1], row[2])]), row[:3]
 
 
-def test_the_table_includes_uniform_sampling_with_no_filter() -> None:
-    assert any(re.match(r"uniform sampling, no filter", label) for label in _table())
+def test_the_table_includes_uniform_sampling_with_no_filter_on_every_pool() -> None:
+    pools = {pool for pool, arm, _seeds in ROWS if arm == "uniform sampling, no filter"}
+    assert pools == {pool for pool, _arm, _seeds in ROWS}
+
+
+if __name__ == "__main__":
+    print("| " + " | ".join(HEADER) + " |")
+    print("|" + "---|" * len(HEADER))
+    for key, where in ROWS.items():
+        print("| " + " | ".join([*key, *expected_cells(*where)]) + " |")
