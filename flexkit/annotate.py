@@ -34,11 +34,12 @@ from flexkit.annotate_partial import IDENTITY_VERSION, PartialOutput
 from flexkit.checkpoint import STATE_FILE, load_state
 from flexkit.errors import CheckpointError, ConfigError, FlexkitError, TasksetError
 from flexkit.feedback import task_triples
+from flexkit.fingerprint import differences
 from flexkit.pipeline import Pipeline
+from flexkit.pipeline_state import EXTRA_KEY, TRAINER_KEY
 from flexkit.protocols import TrainerLike
 from flexkit.runner import CHECKPOINT_DIR, trainer_seed
 from flexkit.scheduler import Task
-from flexkit.state_checks import differences
 
 
 def load_reference(pipe: Pipeline, checkpoint: str | os.PathLike[str]) -> tuple[Mapping[str, Any], str]:
@@ -58,16 +59,16 @@ def load_reference(pipe: Pipeline, checkpoint: str | os.PathLike[str]) -> tuple[
     if _file_digest(folder / STATE_FILE) != before:
         raise CheckpointError(f"the checkpoint in {folder} changed while it was read (is a run still writing it?); "
                               "try again once it is finished")
-    extra = state.get("extra") if isinstance(state, Mapping) else None
+    extra = state.get(EXTRA_KEY) if isinstance(state, Mapping) else None
     fingerprint = meta.get("fingerprint") if isinstance(meta, Mapping) else None
-    if not isinstance(extra, Mapping) or "trainer" not in extra or not isinstance(fingerprint, Mapping):
+    if not isinstance(extra, Mapping) or TRAINER_KEY not in extra or not isinstance(fingerprint, Mapping):
         raise CheckpointError(f"{folder} holds no trainer state (is it a flexkit run's checkpoint?)")
     diffs = differences(_reference_identity(fingerprint), _reference_identity(pipe.fingerprint()))
     if diffs:
         raise CheckpointError(f"the checkpoint in {folder} is from a run of another pipeline: " + "; ".join(diffs)
                               + ". --checkpoint needs a run of the same [trainer] type over the same tasksets "
                               "(names and sizes)")
-    return extra["trainer"], before
+    return extra[TRAINER_KEY], before
 
 
 def _reference_identity(fingerprint: Mapping[str, Any]) -> dict[str, Any]:

@@ -32,7 +32,7 @@ import attrs
 from flexkit._files import fsync_dir, require_regular_file
 from flexkit.checkpoint import STATE_FILE, load_state, save_state
 from flexkit.errors import CheckpointError, FlexkitError, StateError
-from flexkit.state_checks import is_count
+from flexkit.state_problems import is_count
 
 __all__ = ["HEADER_KEY", "IDENTITY_VERSION", "PartialOutput", "record_path"]
 

@@ -41,13 +41,15 @@ try:
 except ImportError:  # pragma: no cover - Windows: no advisory locks, one writer per directory is on the caller
     fcntl = None  # type: ignore[assignment]  # no such module on Windows
 
-__all__ = ["FORMAT_VERSION", "LOCK_FILE", "MAX_DEPTH", "STATE_FILE", "check_state", "format_key_path", "join_arrays",
-           "load_state", "save_state", "split_arrays"]
+__all__ = ["FORMAT_VERSION", "LOCK_FILE", "MAX_DEPTH", "META_KEY", "STATE_FILE", "check_state", "format_key_path",
+           "join_arrays", "load_state", "save_state", "split_arrays"]
 
 #: Layout version of ``state.json``: 2 adds the checksums (version 1 checkpoints are refused with a clear error).
 FORMAT_VERSION = 2
 STATE_FILE = "state.json"
 LOCK_FILE = ".checkpoint.lock"
+#: The first key of a :class:`StateError`'s key path inside the checkpoint's metadata (not its state).
+META_KEY = "<meta>"
 #: Deepest nesting of mappings and lists a checkpointed state may have.
 MAX_DEPTH = 100
 _ARRAYS_NAME = re.compile(r"arrays-[0-9a-f]{32}\.npz")
@@ -165,7 +167,7 @@ def _serialise(state: Mapping[str, Any], meta: Mapping[str, Any]) -> tuple[bytes
     """``state.json``'s bytes, the arrays file's bytes and its name; checks in memory that everything loads back
     equal. Nothing is written."""
     arrays: dict[str, np.ndarray] = {}
-    enc_meta = _encode(dict(meta), arrays, ("<meta>",))
+    enc_meta = _encode(dict(meta), arrays, (META_KEY,))
     enc_state = _encode(state, arrays, ())
     buf = io.BytesIO()
     try:
@@ -180,14 +182,14 @@ def _serialise(state: Mapping[str, Any], meta: Mapping[str, Any]) -> tuple[bytes
         text = json.dumps(rest)
         loaded = json.loads(text)
     except (TypeError, ValueError, OverflowError, RecursionError) as exc:
-        where = _locate_unserialisable(state, ()) or _locate_unserialisable(dict(meta), ("<meta>",)) or ()
+        where = _locate_unserialisable(state, ()) or _locate_unserialisable(dict(meta), (META_KEY,)) or ()
         raise StateError(f"cannot be written as JSON: {type(exc).__name__}: {exc}", where) from None
     try:
         state_back, meta_back = _decode(loaded["state"], arrays), _decode(loaded["meta"], arrays)
     except (TypeError, ValueError, KeyError, RecursionError) as exc:  # pragma: no cover - _same finds it first
         raise StateError(f"does not load back: {type(exc).__name__}: {exc}") from None
     _same(state, state_back, ())
-    _same(dict(meta), meta_back, ("<meta>",))
+    _same(dict(meta), meta_back, (META_KEY,))
     rest_bytes = text[1:].encode("ascii")  # without the opening brace; json.dumps escapes to ASCII
     digest = hashlib.sha256(rest_bytes).hexdigest().encode("ascii")
     return _HEADER + digest + _HEADER_END + rest_bytes, blob, name

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import attrs
@@ -29,14 +29,14 @@ import structlog
 
 from flexkit.config.fields import FACTORY_CLASS, field_meta
 from flexkit.protocols import TasksetLike
-from flexkit.state_checks import differences
 
 if TYPE_CHECKING:
     from flexkit.pipeline import Pipeline
 
 log = structlog.get_logger("flexkit.checkpoint")
 
-__all__ = ["LATER_PARTS", "compare_fingerprints", "pipeline_fingerprint", "speed_only_keys"]
+__all__ = ["LATER_PARTS", "compare_fingerprints", "differences", "fingerprint_hints", "pipeline_fingerprint",
+           "speed_only_keys"]
 
 #: Parts of the fingerprint that older checkpoints lack (``(parent key or None, key)``): not compared then.
 LATER_PARTS: tuple[tuple[str | None, str], ...] = ((None, "feedback"), ("sample", "refill"))
@@ -220,3 +220,36 @@ def compare_fingerprints(theirs: Any, mine: dict[str, Any], pipe: Pipeline, wher
                 log.warning("taskset file moved since the checkpoint; same content, resuming", taskset=new["name"],
                             index=i, checkpoint_path=_path_of(old), path=_path_of(new))
     return diffs
+
+
+def differences(old: Any, new: Any, path: str = "") -> list[str]:
+    """Readable differences between two fingerprints (``tasksets[1].size: 100 in the checkpoint, 120 now``)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key in sorted(set(old) | set(new)):
+            out += differences(old.get(key), new.get(key), f"{path}.{key}" if path else key)
+        return out
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [d for i, (a, b) in enumerate(zip(old, new, strict=True)) for d in differences(a, b, f"{path}[{i}]")]
+    if old != new:
+        return [f"{path or 'pipeline'}: {old!r} in the checkpoint, {new!r} now"]
+    return []
+
+
+def fingerprint_hints(diffs: Sequence[str]) -> list[str]:
+    """What to do about fingerprint differences that users make on purpose (weights, edited taskset files)."""
+    hints = []
+    if any(".weight:" in d for d in diffs):
+        hints.append("taskset weights cannot change within a run (each epoch's plan is drawn from them): put the "
+                     "checkpoint's weights back to resume, or start a new run with the new weights")
+    if any(".content:" in d for d in diffs):
+        hints.append("a taskset's rows changed since the checkpoint, so its selector's state (kept per task index) "
+                     "would describe other tasks: restore the taskset the run started with, or start a new run")
+    if any(d.startswith("sample.refill") for d in diffs):
+        hints.append("[sample.refill] (dynamic sampling) cannot be added, removed or changed within a run (the "
+                     "checkpointed steps were drawn and trained with the checkpoint's setting): put it back as it "
+                     "was to resume, or start a new run")
+    if any(d.startswith("feedback") for d in diffs):
+        hints.append("the [feedback] table cannot change within a run (the selectors' state was learnt from its "
+                     "values): put it back as it was to resume, or start a new run")
+    return hints

@@ -25,16 +25,20 @@ from flexkit.errors import (
     TasksetError,
     format_key_path,
 )
-from flexkit.fingerprint import compare_fingerprints, pipeline_fingerprint
+from flexkit.fingerprint import compare_fingerprints, fingerprint_hints, pipeline_fingerprint
+from flexkit.pipeline_state import EXTRA_KEY, PIPELINE_KEY, checkpoint_problems, component_of, refusing_component
 from flexkit.plugins import PluginHost, get_plugins
-from flexkit.protocols import FeedbackOperator, Stateful
+from flexkit.protocols import FeedbackOperator
 from flexkit.sample.actuator import Mix
 from flexkit.sample.stage import SampleStage
 from flexkit.sample.stage_checks import check_refill_stage
 from flexkit.scheduler import AFTER_FEEDBACK, TasksetEntry, TasksetScheduler
 from flexkit.selectors.base import FEATURE_KEYS, feature_keys_of
-from flexkit.state_checks import component_of, fingerprint_hints, pipeline_state_problems
+from flexkit.state_problems import add_problem
 from flexkit.tasksets import lazy_features
+
+#: The keys of :meth:`Pipeline.state_dict`: the scheduler's state, and the sample stage's.
+_SCHEDULER, _SAMPLE = "scheduler", "sample"
 
 
 @attrs.define
@@ -114,26 +118,42 @@ class Pipeline:
 
     def state_dict(self) -> dict[str, Any]:
         """The whole pipeline state (scheduler with every selector, RNGs included)."""
-        state: dict[str, Any] = {"scheduler": self.scheduler.state_dict()}
+        state: dict[str, Any] = {_SCHEDULER: self.scheduler.state_dict()}
         if self._sample_stage is not None:
-            state["sample"] = self._sample_stage.state_dict()
+            state[_SAMPLE] = self._sample_stage.state_dict()
         return state
+
+    def state_children(self) -> list[tuple[KeyPath, TasksetScheduler | SampleStage]]:
+        """The owners of :meth:`state_dict`'s parts with their keys: the scheduler, and the sample stage if any."""
+        children: list[tuple[KeyPath, TasksetScheduler | SampleStage]] = [((_SCHEDULER,), self.scheduler)]
+        if self._sample_stage is not None:
+            children.append(((_SAMPLE,), self._sample_stage))
+        return children
+
+    def check_state(self, state: Any, path: KeyPath, problems: list[str]) -> None:
+        """Append the problems of a loaded :meth:`state_dict` (at key path ``path``) to ``problems``, changing
+        nothing: each owner of a part checks it (:meth:`state_children`)."""
+        if not isinstance(state, Mapping):
+            add_problem(problems, path, f"expected a table, got {type(state).__name__}")
+            return
+        for (key,), owner in self.state_children():
+            owner.check_state(state.get(key), (*path, key), problems)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`'s output, all or nothing: when a part fails to load, the whole pipeline is
         left as it was and the error is raised."""
         if self._sample_stage is None:
-            self.scheduler.load_state_dict(state["scheduler"])  # all or nothing by itself
+            self.scheduler.load_state_dict(state[_SCHEDULER])  # all or nothing by itself
             return
-        if not isinstance(state.get("sample"), Mapping):
+        if not isinstance(state.get(_SAMPLE), Mapping):
             raise StateMismatchError("the state has no 'sample' part, but this pipeline has a [sample] stage")
         before = self.state_dict()
-        self.scheduler.load_state_dict(state["scheduler"])
+        self.scheduler.load_state_dict(state[_SCHEDULER])
         try:
-            self._sample_stage.load_state_dict(state["sample"])
+            self._sample_stage.load_state_dict(state[_SAMPLE])
         except BaseException:
-            self._sample_stage.load_state_dict(before["sample"])
-            self.scheduler.load_state_dict(before["scheduler"])
+            self._sample_stage.load_state_dict(before[_SAMPLE])
+            self.scheduler.load_state_dict(before[_SCHEDULER])
             raise
 
     def save_checkpoint(self, directory: str | os.PathLike[str], *, extra: Mapping[str, Any] | None = None) -> Path:
@@ -144,7 +164,7 @@ class Pipeline:
         Every value is checked to load back equal before anything is written; one that cannot raises
         :class:`~flexkit.errors.CheckpointError` naming the component (selector, scorer, actuator, trainer) and
         the key path inside its state."""
-        state = {"pipeline": self.state_dict(), "extra": dict(extra or {})}
+        state = {PIPELINE_KEY: self.state_dict(), EXTRA_KEY: dict(extra or {})}
         try:
             return save_state(directory, state, meta={"fingerprint": self.fingerprint()})
         except StateError as exc:
@@ -159,48 +179,26 @@ class Pipeline:
         Checks, before anything changes: the checksums, the fingerprint (a checkpoint of a different pipeline,
         of edited taskset files or of other weights is refused, saying what differs; a moved taskset file with
         the same content and a changed ``speed_only`` parameter are accepted, :mod:`flexkit.fingerprint`), and
-        the scheduler's and sample stage's state (step, weights, mix, pending batch; each component checks its
-        own state as it loads). Any failure raises :class:`~flexkit.errors.CheckpointError` and leaves the
-        pipeline as it was."""
+        the state: each owner checks its own part (:meth:`check_state`: step, weights, mix, pending batch, ...)
+        and every problem is reported at once; each component checks its own state as it loads. Any failure
+        raises :class:`~flexkit.errors.CheckpointError` and leaves the pipeline as it was."""
         state, meta = load_state(directory)
-        if not isinstance(meta, Mapping) or not isinstance(state, Mapping) or "pipeline" not in state:
+        if not isinstance(meta, Mapping) or not isinstance(state, Mapping) or PIPELINE_KEY not in state:
             raise CheckpointError(f"checkpoint in {directory} is not a flexkit pipeline checkpoint")
         diffs = compare_fingerprints(meta.get("fingerprint"), self.fingerprint(), self, str(directory))
         if diffs:
             raise CheckpointError(f"checkpoint in {directory} is from a different pipeline: "
                                   + "; ".join(diffs + fingerprint_hints(diffs)))
-        problems = pipeline_state_problems(self, state["pipeline"])
-        extra = state.get("extra", {})
-        if not isinstance(extra, Mapping):
-            problems.append(f"extra: expected a table, got {type(extra).__name__}")
+        problems = checkpoint_problems(self, state)
         if problems:
             raise CheckpointError(f"checkpoint in {directory} holds an invalid state: " + "; ".join(problems))
         try:
-            self.load_state_dict(state["pipeline"])
+            self.load_state_dict(state[PIPELINE_KEY])
         except Exception as exc:  # a component refusing its state: whatever it raises, named
-            component = self._blame(state["pipeline"])
+            component = refusing_component(self, state[PIPELINE_KEY])
             raise CheckpointError(f"checkpoint in {directory} does not fit this pipeline: {component}: "
                                   f"{type(exc).__name__}: {exc}") from None
-        return dict(extra)
-
-    def _blame(self, state: Mapping[str, Any]) -> str:
-        """The component whose part of ``state`` fails to load (tried one by one, each restored after)."""
-        parts: list[tuple[KeyPath, Stateful, Any]] = [
-            (("pipeline", "scheduler", "selectors", i), entry.selector, state["scheduler"]["selectors"][i])
-            for i, entry in enumerate(self.scheduler.entries)
-        ]
-        if self._sample_stage is not None:
-            parts += [(("pipeline", "sample", "scorer"), self._sample_stage.scorer, state["sample"]["scorer"]),
-                      (("pipeline", "sample", "actuator"), self._sample_stage.actuator, state["sample"]["actuator"])]
-        for path, component, part in parts:
-            before = component.state_dict()
-            try:
-                component.load_state_dict(part)
-            except Exception:
-                return component_of(self, path)[0]
-            finally:
-                component.load_state_dict(before)
-        return component_of(self, ("pipeline", "scheduler"))[0]
+        return dict(state.get(EXTRA_KEY, {}))
 
     def describe(self) -> list[str]:
         """Human-readable lines summarising the pipeline (used by ``flexkit validate``)."""

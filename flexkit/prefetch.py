@@ -4,18 +4,22 @@
 lock: a job starts (:meth:`Prefetcher.start`) and is awaited (:meth:`Prefetcher.wait`) with that lock held, and
 the thread takes the lock to select, so a selection never overlaps a read, a feedback or a state snapshot.
 Errors met in the thread are kept on the job and raised by the read that needs the batch
-(:meth:`~flexkit.scheduler.TasksetScheduler.read`), never by feedback or ``state_dict``.
+(:meth:`~flexkit.scheduler.TasksetScheduler.read`), never by feedback or ``state_dict``. The pending batch's
+selection is the ``pending`` slice of the scheduler's state, written, checked and restored here.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import attrs
 import numpy as np
+
+from flexkit.errors import KeyPath
+from flexkit.state_problems import add_problem, short
 
 #: ``prefetch`` mode: select the next batch in the background right after the first feedback following a read.
 AFTER_FEEDBACK = "after_feedback"
@@ -98,6 +102,46 @@ class Prefetcher:
             self.pending = job
             raise take_error(job)
         return job
+
+    def state_dict(self) -> dict[str, Any] | None:
+        """The pending batch's step and selection (``{"step", "indices"}``), or None when nothing is pending or its
+        selection failed; called with the lock held, after :meth:`wait`."""
+        job = self.pending
+        if job is None or job.picked is None:
+            return None
+        return {"step": job.step, "indices": [p.copy() for p in job.picked]}
+
+    def load_state_dict(self, state: Mapping[str, Any] | None, read: Callable[[list[np.ndarray]], list[Any]]) -> None:
+        """Make :meth:`state_dict`'s output the pending batch, its rows read with ``read`` (the lock held)."""
+        self.pending = None
+        if state is not None:
+            picked = [np.asarray(p, dtype=np.int64) for p in state["indices"]]
+            self.pending = PendingBatch(step=int(state["step"]), picked=picked, tasks=read(picked), done=True)
+
+    @staticmethod
+    def check_state(state: Any, path: KeyPath, problems: list[str], *, step: int | None,
+                    tasksets: Sequence[tuple[str, int]]) -> None:
+        """Append the problems of a loaded :meth:`state_dict` (at ``path``) to ``problems``: a table or null, of
+        batch ``step`` (when known), with one list of task indices per taskset (``(name, size)``, by id)."""
+        if state is None:
+            return
+        if not isinstance(state, Mapping):
+            add_problem(problems, path, f"expected a table or null, got {type(state).__name__}")
+            return
+        if step is not None and state.get("step") != step:
+            add_problem(problems, (*path, "step"), f"the prefetched batch must be step {step}'s, got "
+                                                   f"{short(state.get('step'))}")
+        indices = state.get("indices")
+        if not isinstance(indices, list) or len(indices) != len(tasksets):
+            add_problem(problems, (*path, "indices"), f"expected one index list per taskset, got {short(indices)}")
+            return
+        for i, ((name, size), part) in enumerate(zip(tasksets, indices, strict=True)):
+            arr = np.asarray(part) if isinstance(part, (list, np.ndarray)) else None
+            ok = arr is not None and arr.ndim == 1 and (arr.size == 0 or (
+                np.issubdtype(arr.dtype, np.integer) and int(arr.min()) >= 0 and int(arr.max()) < size))
+            if not ok:
+                add_problem(problems, (*path, "indices", i), f"expected task indices of taskset {name!r} (0 to "
+                                                             f"{size - 1}), got {short(part)}")
 
     def close(self) -> None:
         """Stop the background thread (a pending batch stays pending)."""

@@ -29,9 +29,11 @@ import structlog
 from flexkit.checkpoint import STATE_FILE
 from flexkit.errors import CheckpointError, FlexkitError
 from flexkit.pipeline import Pipeline
+from flexkit.pipeline_state import EXTRA_KEY, TRAINER_KEY
 from flexkit.protocols import TrainerLike
+from flexkit.run_counters import RUNNER_KEY, RunCounters
 from flexkit.schema_line import copy_pipeline_file
-from flexkit.state_checks import is_count
+from flexkit.state_problems import add_problem, is_count
 
 log = structlog.get_logger("flexkit.runner")
 
@@ -46,14 +48,18 @@ __all__ = ["CHECKPOINT_DIR", "INITIAL_STEP", "METRICS_FILE", "Resumed", "read_me
 
 @attrs.define
 class Resumed:
-    """Where a run continues: the next step, the evaluations so far, the last metrics record, and whether the
-    run had already finished (all steps done, or ``[run] max_rollouts`` spent)."""
+    """Where a run continues: its counters and evaluations (``counters.step`` is the next step), the last
+    metrics record, and whether the run had already finished (all steps done, or ``[run] max_rollouts``
+    spent)."""
 
-    start: int = 0
-    first_eval: dict[str, float] | None = None
-    last_eval: dict[str, float] = attrs.field(factory=dict)
+    counters: RunCounters = attrs.field(factory=RunCounters)
     last_record: dict[str, Any] = attrs.field(factory=dict)
     finished: bool = False
+
+    @property
+    def start(self) -> int:
+        """The step the run continues from."""
+        return self.counters.step
 
 
 def _reason(exc: OSError) -> str:
@@ -131,42 +137,22 @@ def _is_step(value: Any) -> bool:
     return is_count(value) or (type(value) is int and value == INITIAL_STEP)
 
 
-def _is_eval(value: Any) -> bool:
-    return value is None or (isinstance(value, Mapping) and all(
-        isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in value.items()))
-
-
-def _runner_state(
-    pipe: Pipeline, extra: Mapping[str, Any], ckpt: Path, counters: Mapping[str, int]
-) -> dict[str, Any]:
-    """The checkpoint's ``extra["runner"]`` after checking it and the trainer state's presence."""
-    problems = []
-    if not isinstance(extra.get("trainer"), Mapping):
-        problems.append("extra.trainer: missing, or not a table")
-    runner = extra.get("runner")
-    if not isinstance(runner, Mapping):
-        problems.append("extra.runner: missing, or not a table")
-        runner = {}
-    step = runner.get("step")
-    if not is_count(step):
-        problems.append(f"extra.runner.step: expected a step number >= 0, got {step!r}")
-    for key in ("first_eval", "last_eval"):
-        if not _is_eval(runner.get(key)):
-            problems.append(f"extra.runner.{key}: expected null or a table of numbers, got {runner.get(key)!r}")
-    for key in counters:
-        if runner.get(key) is not None and not is_count(runner[key]):
-            problems.append(f"extra.runner.{key}: expected a count >= 0, got {runner[key]!r}")
+def _runner_state(pipe: Pipeline, extra: Mapping[str, Any], ckpt: Path) -> Mapping[str, Any]:
+    """The checkpoint's run counters (``extra.runner``) after checking them and the trainer state's presence."""
+    problems: list[str] = []
+    if not isinstance(extra.get(TRAINER_KEY), Mapping):
+        add_problem(problems, (EXTRA_KEY, TRAINER_KEY), "missing, or not a table")
     refill = pipe.config.sample is not None and pipe.config.sample.refill is not None
-    if is_count(step) and not refill and step != pipe.scheduler.step:  # one read per step without refill
-        problems.append(f"extra.runner.step: {step}, but the scheduler has handed out {pipe.scheduler.step} batches")
+    batches = None if refill else pipe.scheduler.step  # one read per step without refill
+    RunCounters.check_state(extra.get(RUNNER_KEY), (EXTRA_KEY, RUNNER_KEY), problems, batches=batches)
     if problems:
         raise CheckpointError(f"checkpoint in {ckpt} holds an invalid state: " + "; ".join(problems))
-    return dict(runner)
+    return extra[RUNNER_KEY]  # type: ignore[no-any-return]  # checked: a table
 
 
-def resume_run_folder(pipe: Pipeline, trainer: TrainerLike, run_dir: Path, counters: dict[str, int]) -> Resumed:
-    """Load ``run_dir``'s checkpoint into ``pipe`` and ``trainer``, restore ``counters``, the evaluations and
-    the last record, and cut ``metrics.jsonl`` back to the checkpoint's step."""
+def resume_run_folder(pipe: Pipeline, trainer: TrainerLike, run_dir: Path) -> Resumed:
+    """Load ``run_dir``'s checkpoint into ``pipe`` and ``trainer``, restore the run's counters and evaluations
+    and the last record, and cut ``metrics.jsonl`` back to the checkpoint's step."""
     cfg = pipe.config
     ckpt = run_dir / CHECKPOINT_DIR
     if not run_dir.is_dir():
@@ -176,14 +162,14 @@ def resume_run_folder(pipe: Pipeline, trainer: TrainerLike, run_dir: Path, count
             f"{run_dir} has no checkpoint yet: the run stopped before its first one ([run] checkpoint_every = "
             f"{cfg.run.checkpoint_every}); start it again without --resume (--out {run_dir} reuses the folder)")
     extra = pipe.load_checkpoint(ckpt)
-    runner = _runner_state(pipe, extra, ckpt, counters)
+    runner = _runner_state(pipe, extra, ckpt)
     try:
-        trainer.load_state_dict(extra["trainer"])
+        trainer.load_state_dict(extra[TRAINER_KEY])
     except Exception as exc:  # the trainer refusing its state: whatever it raises, named
         kind = cfg.trainer.type if cfg.trainer is not None else "?"
         raise CheckpointError(f"checkpoint in {ckpt}: the state of trainer {kind!r} does not fit: "
                               f"{type(exc).__name__}: {exc}") from None
-    start, total = int(runner["step"]), pipe.scheduler.total_steps
+    start, total = RunCounters.step_of(runner), pipe.scheduler.total_steps
     if start > total:
         raise FlexkitError(
             f"the checkpoint in {ckpt} is at step {start}, past the {total} steps this pipeline now runs "
@@ -195,13 +181,7 @@ def resume_run_folder(pipe: Pipeline, trainer: TrainerLike, run_dir: Path, count
         log.warning("the metrics file lacks records before the checkpoint's step", path=str(metrics_path),
                     step=start, records=len(steps))
     last_record = dict(steps[-1]) if steps else {}
-    for key in counters:  # checkpoints from before the counters existed: the last kept record's totals
-        counters[key] = int(runner.get(key, last_record.get(key) or 0) or 0)
-    first_eval = runner.get("first_eval")
-    last_eval = runner.get("last_eval")
-    if last_eval is None:  # checkpoints from before last_eval was saved: the last evaluation record's
-        evals = [r for _line, r in kept if "eval_accuracy" in r]
-        last_eval = {k: v for k, v in evals[-1].items() if k.startswith("eval_")} if evals else first_eval
+    counters = RunCounters.from_state(runner, [record for _line, record in kept])
     tmp = metrics_path.with_name(metrics_path.name + ".tmp")
     try:
         tmp.write_text("".join(line + "\n" for line, _record in kept), encoding="utf-8")
@@ -209,6 +189,5 @@ def resume_run_folder(pipe: Pipeline, trainer: TrainerLike, run_dir: Path, count
     except OSError as exc:
         raise FlexkitError(f"cannot rewrite {metrics_path}: {_reason(exc)}; nothing else was changed") from None
     budget = cfg.run.max_rollouts
-    finished = start >= total or (budget is not None and counters["rollouts"] >= budget)
-    return Resumed(start=start, first_eval=dict(first_eval) if first_eval is not None else None,
-                   last_eval=dict(last_eval or {}), last_record=last_record, finished=finished)
+    finished = start >= total or (budget is not None and counters.rollouts >= budget)
+    return Resumed(counters=counters, last_record=last_record, finished=finished)

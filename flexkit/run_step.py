@@ -16,6 +16,7 @@ from flexkit.dynamic_sampling import count_tokens, fill_batch
 from flexkit.feedback import SELECTOR_METRIC, snapshot_experiences
 from flexkit.pipeline import Pipeline
 from flexkit.protocols import TrainerLike
+from flexkit.run_counters import RunCounters
 from flexkit.run_estimates import EstimateSnapshot, level_mix
 from flexkit.sample.actuator import Keep, Mix
 from flexkit.sample.stage import SampleStage
@@ -40,24 +41,23 @@ class _StepOutcome:
 
 
 def train_step(pipe: Pipeline, trainer: TrainerLike, stage: SampleStage | None, step: int,
-               counters: dict[str, int]) -> tuple[dict[str, Any], list[Any], list[Mapping[str, Any]]]:
+               counters: RunCounters) -> tuple[dict[str, Any], list[Any], list[Mapping[str, Any]]]:
     """One step (plain, or with dynamic sampling under ``[sample.refill]``) as a metrics record, the tasks it
-    drew and its feedback payloads (one per round); adds the responses and tokens generated to the cumulative
+    drew and its feedback payloads (one per round); adds the responses and tokens generated to the run's
     ``counters``."""
     sample = pipe.config.sample
     if sample is not None and sample.refill is not None:
         outcome = _refill_step(pipe, trainer, step)
     else:
         outcome = _plain_step(pipe, trainer, stage, step)
-    counters["rollouts"] += outcome.responses
-    counters["generated_tokens"] += outcome.tokens
+    counters.add(outcome.responses, outcome.tokens)
     mix: dict[str, int] = {}
     for task in outcome.tasks:
         mix[task.taskset] = mix.get(task.taskset, 0) + 1
     values = [v for fb in outcome.feedback for part in fb.get(SELECTOR_METRIC, {}).values() for v in part["values"]]
     record: dict[str, Any] = {"step": step, **outcome.rollout_metrics, **outcome.update, "taskset_mix": mix,
                               "pass_rate_mean": float(np.mean(values)) if values else None,
-                              "rollouts": counters["rollouts"], "generated_tokens": counters["generated_tokens"],
+                              **counters.totals(),
                               "kept_groups": outcome.kept_groups, "filter_rounds": outcome.filter_rounds}
     if stage is not None:
         record.update(stage.metrics())

@@ -24,6 +24,8 @@ from flexkit.checkpoint import load_state
 from flexkit.errors import CheckpointError, ConfigError, ConfigIssue, FlexkitError, TasksetError
 from flexkit.log import say
 from flexkit.pipeline import Pipeline
+from flexkit.pipeline_state import EXTRA_KEY, TRAINER_KEY
+from flexkit.run_counters import RUNNER_KEY, RunCounters
 from flexkit.run_estimates import EstimateSnapshot
 from flexkit.run_folder import (
     CHECKPOINT_DIR,
@@ -62,7 +64,7 @@ def _committed_step(run_dir: Path, saved: dict[str, int]) -> int | None:
         return saved.get("step")
     try:
         state, _meta = load_state(run_dir / CHECKPOINT_DIR)
-        return int(state["extra"]["runner"]["step"])
+        return RunCounters.step_of(state[EXTRA_KEY][RUNNER_KEY])
     except (CheckpointError, KeyError, TypeError, ValueError):
         return saved.get("step")
 
@@ -136,20 +138,18 @@ def run_pipeline(
         trainer.set_progress(bar.phase)
     trainer.setup(pipe)
     metrics_path = run_dir / METRICS_FILE
-    counters = {"rollouts": 0, "generated_tokens": 0}
     if resume:
-        resumed = resume_run_folder(pipe, trainer, run_dir, counters)
-        _say_resumed(run_dir, resumed, sched.total_steps, counters["rollouts"])
+        resumed = resume_run_folder(pipe, trainer, run_dir)
+        _say_resumed(run_dir, resumed, sched.total_steps, resumed.counters.rollouts)
     else:
         start_run_folder(pipe, run_dir)
         resumed = Resumed()
-    start, first_eval, last_eval = resumed.start, resumed.first_eval, resumed.last_eval
+    counters, start = resumed.counters, resumed.start
     last: dict[str, Any] = {}
     saved = {"step": start} if resume else {}  # the step of the last committed checkpoint
     try:
         if not resumed.finished:
-            last, last_eval, first_eval = _loop(pipe, trainer, run_dir, metrics_path, start, first_eval, last_eval,
-                                                counters, bar, saved, trackers)
+            last = _loop(pipe, trainer, run_dir, metrics_path, counters, bar, saved, trackers)
     except KeyboardInterrupt:
         raise RunInterrupted(run_dir, _committed_step(run_dir, saved)) from None
     except BrokenPipeError:
@@ -164,7 +164,8 @@ def run_pipeline(
     last = last or resumed.last_record
     steps = int(last["step"]) + 1 if last else start
     budget = cfg.run.max_rollouts
-    return RunResult(run_dir=run_dir, steps=steps, first_eval=dict(first_eval or {}), last_eval=last_eval,
+    return RunResult(run_dir=run_dir, steps=steps, first_eval=dict(counters.first_eval or {}),
+                     last_eval=counters.last_eval,
                      last_metrics=last, stop_reason=stop_reason(steps, sched.total_steps, last.get("rollouts"), budget),
                      total_steps=sched.total_steps, max_rollouts=budget)
 
@@ -186,53 +187,50 @@ def _loop(
     trainer: Any,
     run_dir: Path,
     metrics_path: Path,
-    start: int,
-    first_eval: dict[str, float] | None,
-    last_eval: dict[str, float],
-    counters: dict[str, int],
+    counters: RunCounters,
     bar: ProgressDisplay,
     saved: dict[str, int],
     trackers: Any = None,
-) -> tuple[dict[str, Any], dict[str, float], dict[str, float] | None]:
-    """The step loop of :func:`run_pipeline`; returns the last record and the first and last evaluations, and
-    keeps the step of the last checkpoint it committed in ``saved["step"]``."""
+) -> dict[str, Any]:
+    """The step loop of :func:`run_pipeline` from step ``counters.step`` on; returns the last record, keeps the
+    run's counters and evaluations in ``counters`` and the step of the last checkpoint it committed in
+    ``saved["step"]``."""
     cfg, sched = pipe.config, pipe.scheduler
     total = sched.total_steps
     eval_every, ckpt_every = cfg.run.eval_every, cfg.run.checkpoint_every
     last: dict[str, Any] = {}
     stage = pipe.sample_stage if pipe.has_sample_stage else None
     with metrics_path.open("a", encoding="utf-8") as out:
-        if start == 0 and eval_every:
-            first_eval = trainer_metrics(trainer, trainer.evaluate(step=0), "evaluate")
-            last_eval = dict(first_eval)
-            out.write(json.dumps({"step": INITIAL_STEP, **counters, **first_eval}) + "\n")
+        if counters.step == 0 and eval_every:
+            counters.first_eval = trainer_metrics(trainer, trainer.evaluate(step=0), "evaluate")
+            counters.last_eval = dict(counters.first_eval)
+            out.write(json.dumps({"step": INITIAL_STEP, **counters.totals(), **counters.first_eval}) + "\n")
             out.flush()
             if trackers is not None:
-                trackers.log_eval(first_eval, step=0)
+                trackers.log_eval(counters.first_eval, step=0)
         budget = cfg.run.max_rollouts
         snapshot = EstimateSnapshot.take(sched)  # what the selectors believe before the step
-        for step in range(start, total):
-            spent = counters["rollouts"]
+        for step in range(counters.step, total):
+            spent = counters.rollouts
             record, tasks, feedback = train_step(pipe, trainer, stage, step, counters)
+            counters.step = step + 1
             snapshot = record_selection(record, tasks, snapshot, sched)
-            done = step + 1 == total or (budget is not None and counters["rollouts"] >= budget)
+            done = step + 1 == total or (budget is not None and counters.rollouts >= budget)
             if eval_every and ((step + 1) % eval_every == 0 or done):
-                last_eval = trainer_metrics(trainer, trainer.evaluate(step=step + 1), "evaluate")
-                record.update(last_eval)
+                counters.last_eval = trainer_metrics(trainer, trainer.evaluate(step=step + 1), "evaluate")
+                record.update(counters.last_eval)
             out.write(json.dumps(record) + "\n")
             out.flush()
             last = record
             if trackers is not None:
-                trackers.log_step(pipe, record, feedback, counters["rollouts"] - spent, step=step + 1)
-            bar.update(step, record, last_eval.get("eval_accuracy"))
+                trackers.log_step(pipe, record, feedback, counters.rollouts - spent, step=step + 1)
+            bar.update(step, record, counters.last_eval.get("eval_accuracy"))
             if (ckpt_every and (step + 1) % ckpt_every == 0) or done:
                 saved["pending"] = step + 1  # a Ctrl-C from here on may land before or after the commit
-                pipe.save_checkpoint(run_dir / CHECKPOINT_DIR, extra={
-                    "trainer": trainer.state_dict(),
-                    "runner": {"step": step + 1, "first_eval": first_eval, "last_eval": last_eval, **counters},
-                })
+                pipe.save_checkpoint(run_dir / CHECKPOINT_DIR, extra={TRAINER_KEY: trainer.state_dict(),
+                                                                     RUNNER_KEY: counters.state_dict()})
                 saved["step"] = step + 1
                 del saved["pending"]
             if done:
                 break
-    return last, last_eval, first_eval
+    return last

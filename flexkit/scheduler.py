@@ -31,19 +31,18 @@ import numpy as np
 
 from flexkit.batch_plan import epoch_counts, mix_counts
 from flexkit.contracts import check_selection, describe_component
-from flexkit.errors import ConfigError, SampleError, StateMismatchError
+from flexkit.errors import ConfigError, SampleError
 from flexkit.feedback import SELECTOR_METRIC
 from flexkit.feedback_apply import apply_feedback
 from flexkit.feedback_check import check_feedback_payload, taskset_id
 from flexkit.observers import notify
-from flexkit.prefetch import AFTER_FEEDBACK, PendingBatch, Prefetcher, RowsFailed, take_error
+from flexkit.prefetch import AFTER_FEEDBACK, Prefetcher, RowsFailed, take_error
+from flexkit.scheduler_state import STATE_VERSION, SchedulerState
 from flexkit.selectors.base import OutOfRange
+from flexkit.taskset_mix import TasksetMix
 
-__all__ = ["AFTER_FEEDBACK", "Task", "TasksetEntry", "TasksetScheduler", "apply_feedback", "epoch_counts",
-           "mix_counts"]
-
-#: Version of :meth:`TasksetScheduler.state_dict`'s layout.
-STATE_VERSION = 1
+__all__ = ["AFTER_FEEDBACK", "STATE_VERSION", "Task", "TasksetEntry", "TasksetScheduler", "apply_feedback",
+           "epoch_counts", "mix_counts"]
 
 
 @attrs.frozen(kw_only=True)
@@ -71,8 +70,9 @@ class TasksetEntry:
         return len(self.taskset)
 
 
-class TasksetScheduler:
-    """Draws each batch from one or more tasksets; routes feedback to their selectors.
+class TasksetScheduler(SchedulerState):
+    """Draws each batch from one or more tasksets; routes feedback to their selectors. Its state methods
+    (``state_dict``, ``check_state``, ``load_state_dict``) are :class:`~flexkit.scheduler_state.SchedulerState`'s.
 
     Args:
         entries: the tasksets with their selectors (taskset id = position in this list).
@@ -132,8 +132,7 @@ class TasksetScheduler:
         self._lock = threading.RLock()  # guards step, the pending batch, the mix and every selector
         self._prefetch = Prefetcher(self._lock, self._produce)
         self._order_cache: tuple[int, np.ndarray] | None = None
-        self._mix: list[float] | None = None
-        self._mix_from = 0
+        self._mix = TasksetMix()
 
     def _check_weighted_batches(self) -> None:
         """Refuse weights that can ask a taskset for more distinct tasks in one batch than it has (an epoch order
@@ -178,8 +177,9 @@ class TasksetScheduler:
 
     def batch_plan(self, step: int) -> np.ndarray:
         """How many tasks each taskset contributes to batch ``step``."""
-        if self._mix is not None and step >= self._mix_from:
-            return mix_counts(self._mix, self.batch_size, self.sizes, self._mix_rng(step))
+        mix = self._mix.proportions
+        if mix is not None and step >= self._mix.start:
+            return mix_counts(mix, self.batch_size, self.sizes, self._mix_rng(step))
         epoch, offset = divmod(step, self.steps_per_epoch)
         window = self.epoch_order(epoch)[offset * self.batch_size : (offset + 1) * self.batch_size]
         return np.bincount(window, minlength=len(self.entries))
@@ -187,7 +187,7 @@ class TasksetScheduler:
     @property
     def mix(self) -> list[float] | None:
         """The taskset proportions set by :meth:`set_mix` (None: the epoch plan by sizes or weights)."""
-        return None if self._mix is None else list(self._mix)
+        return None if self._mix.proportions is None else list(self._mix.proportions)
 
     def set_mix(self, proportions: Mapping[Any, float] | Sequence[float]) -> None:
         """Draw batches from now on in these taskset proportions (keys: taskset ids or names).
@@ -211,8 +211,8 @@ class TasksetScheduler:
                 arr = arr / arr.max()
         with self._lock:
             self._prefetch.wait()  # a running prefetch selects under the plan it started with, never this one
-            self._mix = (arr / arr.sum()).tolist()
-            self._mix_from = self.step + (1 if self._prefetch.pending is not None else 0)
+            self._mix = TasksetMix(tuple((arr / arr.sum()).tolist()),
+                                   self.step + (1 if self._prefetch.pending is not None else 0))
 
     def _mix_rng(self, step: int) -> np.random.Generator:
         return np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(2, step)))
@@ -365,63 +365,3 @@ class TasksetScheduler:
             self._start_prefetch("feedback")
             step = self.step
         notify(self.hooks, "flexkit_on_feedback", step=step, metrics=payload)
-
-    # -- state ------------------------------------------------------------------------------------------
-
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue exactly: step, every selector's full state, and a prefetched batch.
-
-        Safe from any thread while another reads and feeds back: it waits for a running prefetch. A prefetch
-        whose selection failed leaves no pending batch; one whose rows could not be read keeps its selection.
-        """
-        with self._lock:
-            self._prefetch.wait()
-            job = self._prefetch.pending
-            pending = None
-            if job is not None and job.picked is not None:
-                pending = {"step": job.step, "indices": [p.copy() for p in job.picked]}
-            return {
-                "version": STATE_VERSION,
-                "step": self.step,
-                "tasksets": [{"name": e.name, "size": e.size} for e in self.entries],
-                "weights": self._weights,
-                "mix": self._mix,
-                "mix_from": self._mix_from,
-                "selectors": [e.selector.state_dict() for e in self.entries],
-                "pending": pending,
-            }
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict`'s output; refuses a state from a different taskset list."""
-        if state.get("version") != STATE_VERSION:
-            raise StateMismatchError(f"scheduler state version {state.get('version')!r} is not {STATE_VERSION}")
-        mine = [{"name": e.name, "size": e.size} for e in self.entries]
-        theirs = [{"name": t["name"], "size": int(t["size"])} for t in state["tasksets"]]
-        if mine != theirs:
-            raise StateMismatchError(f"scheduler state is for tasksets {theirs}, but this pipeline has {mine}")
-        with self._lock:
-            self._prefetch.wait()
-            before = self.state_dict()
-            try:
-                self._load(state)
-            except Exception:
-                self._load(before)  # all or nothing: a state that fails part-way leaves the scheduler as it was
-                raise
-
-    def _load(self, state: Mapping[str, Any]) -> None:
-        with self._lock:
-            self._prefetch.pending = None
-            self.step = int(state["step"])
-            weights = state.get("weights")
-            self._weights = None if weights is None else [float(w) for w in weights]
-            mix = state.get("mix")
-            self._mix = None if mix is None else [float(w) for w in mix]
-            self._mix_from = int(state.get("mix_from", 0))
-            self._order_cache = None
-            for entry, sel_state in zip(self.entries, state["selectors"], strict=True):
-                entry.selector.load_state_dict(sel_state)
-            pending = state.get("pending")
-            if pending is not None:
-                picked = [np.asarray(p, dtype=np.int64) for p in pending["indices"]]
-                self._prefetch.pending = PendingBatch(step=int(pending["step"]), picked=picked,
-                                                      tasks=self._materialise(picked), done=True)

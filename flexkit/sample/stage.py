@@ -5,8 +5,9 @@ Whoever drives the step asks :meth:`SampleStage.should_run` at each point of it 
 and runs the stage where the scorer's ``timing`` matches.
 For select / reweight, :meth:`SampleStage.token_weights` gives the (B, T) per-token loss weights (already
 multiplied into the batch's existing ``rollout_is_weights``); for mix, :attr:`SampleStage.proportions` gives
-the latest taskset proportions for the scheduler. The latest scores, action, kept fraction and mean weight are
-kept for logging (:meth:`SampleStage.metrics`).
+the latest action's taskset proportions, which the pipeline hands to the scheduler (the mix in force is the
+scheduler's, and only the scheduler checkpoints it). The latest scores, action, kept fraction, mean weight and
+proportions are kept for logging (:meth:`SampleStage.metrics`); the stage's state is its scorer's and actuator's.
 """
 
 from __future__ import annotations
@@ -16,15 +17,21 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 
+from flexkit.errors import KeyPath
 from flexkit.protocols import ActuatorLike, ScorerLike
 from flexkit.sample.actuator import Action, Actuator, Keep, Mix, Weights
 from flexkit.sample.batch import BatchAdapter, RolloutBatch
 from flexkit.sample.output_checks import check_action_output, check_score_output
 from flexkit.sample.scorer import check_compatible, timing_index
 from flexkit.sample.weights import combine, to_token_weights
+from flexkit.state_problems import add_problem, is_count, is_number, short
 
 if TYPE_CHECKING:
     import torch
+
+
+#: The key of the latest mix proportions in sample stage states written before flexkit stored the mix once.
+_OLD_PROPORTIONS = "proportions"
 
 
 def _calls_as_actuator(actuator: ActuatorLike) -> TypeGuard[Actuator]:
@@ -77,7 +84,6 @@ class SampleStage:
         self.kept_fraction: float | None = None
         #: Mean weight of the latest select / reweight run (over samples; over response tokens for token weights).
         self.mean_weight: float | None = None
-        self._proportions: dict[int, float] | None = None
         self._num_tasksets: int | None = None  # known once bound
         self._ran_for: tuple[int, int] | None = None
         self._token_weights: tuple[tuple[int, int], torch.Tensor] | None = None
@@ -134,7 +140,6 @@ class SampleStage:
     def _log(self, action: Action, batch: RolloutBatch) -> None:
         b = batch.batch_size
         if isinstance(action, Mix):
-            self._proportions = dict(action.proportions)
             self.kept_fraction = self.mean_weight = None
         elif isinstance(action, Keep):
             self.kept_fraction = len(action.indices) / b if b else 0.0
@@ -186,8 +191,10 @@ class SampleStage:
 
     @property
     def proportions(self) -> dict[int, float] | None:
-        """The latest mix proportions (taskset id → share, summing to 1), or ``None`` before any mix."""
-        return None if self._proportions is None else dict(self._proportions)
+        """The latest mix action's proportions (taskset id → share, summing to 1), or ``None`` before this stage
+        ran a mix (a stage restored from a checkpoint too: the mix in force is the scheduler's,
+        ``TasksetScheduler.mix``)."""
+        return dict(self.last_action.proportions) if isinstance(self.last_action, Mix) else None
 
     @property
     def kept_indices(self) -> np.ndarray | None:
@@ -206,25 +213,45 @@ class SampleStage:
             out["sample/kept_fraction"] = self.kept_fraction
         if self.mean_weight is not None:
             out["sample/mean_weight"] = self.mean_weight
-        for tid, p in (self._proportions or {}).items():
+        for tid, p in (self.proportions or {}).items():
             out[f"sample/proportion/{tid}"] = p
         return out
 
     # -- state ------------------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """Plain-data state: the scorer's, the actuator's and the latest proportions."""
-        return {
-            "scorer": self.scorer.state_dict(),
-            "actuator": self.actuator.state_dict(),
-            "proportions": None if self._proportions is None else [[k, v] for k, v in self._proportions.items()],
-        }
+        """Plain-data state: the scorer's and the actuator's."""
+        return {key: part.state_dict() for (key,), part in self.state_children()}
+
+    def state_children(self) -> list[tuple[KeyPath, ScorerLike | ActuatorLike]]:
+        """The scorer and the actuator, with the key path of their state inside :meth:`state_dict`'s."""
+        return [(("scorer",), self.scorer), (("actuator",), self.actuator)]
+
+    def check_state(self, state: Any, path: KeyPath, problems: list[str]) -> None:
+        """Append the problems of a loaded :meth:`state_dict` (at key path ``path``) to ``problems``, changing
+        nothing: a table for the scorer and one for the actuator (each checks its own when it loads it).
+
+        A state written before flexkit stored the mix once also holds the latest mix action's proportions
+        (``proportions``: ``[taskset id, share]`` pairs, a copy of the scheduler's mix); their shape is checked
+        as it was, and :meth:`load_state_dict` ignores them."""
+        if not isinstance(state, Mapping):
+            add_problem(problems, path, "missing, or not a table (the pipeline has a [sample] stage)")
+            return
+        for (key,), _part in self.state_children():
+            if not isinstance(state.get(key), Mapping):
+                add_problem(problems, (*path, key), "missing, or not a table")
+        props, n = state.get(_OLD_PROPORTIONS), self._num_tasksets
+        if props is not None and (not isinstance(props, list) or not all(
+                isinstance(p, list) and len(p) == 2 and is_count(p[0]) and (n is None or p[0] < n)
+                and is_number(p[1]) and p[1] >= 0 for p in props)):
+            add_problem(problems, (*path, _OLD_PROPORTIONS), f"expected [taskset id, proportion >= 0] pairs, got "
+                                                             f"{short(props)}")
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict` output."""
-        self.scorer.load_state_dict(state.get("scorer", {}))
-        self.actuator.load_state_dict(state.get("actuator", {}))
-        props = state.get("proportions")
-        self._proportions = None if props is None else {int(k): float(v) for k, v in props}
+        """Restore :meth:`state_dict` output. The ``proportions`` of a state written before flexkit stored the mix
+        once are ignored: the mix in force is the scheduler's (restored from its own state), and
+        :attr:`proportions` is the latest action's of this stage, set again by its next run."""
+        for (key,), part in self.state_children():
+            part.load_state_dict(state.get(key, {}))
         self._ran_for = None
         self._token_weights = None

@@ -226,3 +226,24 @@ def test_regression_malformed_values_are_refused_at_load_with_their_key_path(
     edit(state)
     save_state(tmp_path / "ckpt", state, meta=meta)
     _assert_refused(fresh, tmp_path / "ckpt", match)
+
+
+def test_every_owner_reports_its_problems_in_one_error(saved: Path, tmp_path: Path, fresh: Pipeline) -> None:
+    """Each owner checks its own slice (scheduler, mix, prefetched batch, sample stage, extra) and the load
+    lists every problem at once, in one :class:`CheckpointError`, with the pipeline left as it was."""
+    state, meta = load_state(saved / "ckpt")
+    state = copy.deepcopy(state)
+    sched = state["pipeline"]["scheduler"]
+    sched["step"], sched["mix"], sched["pending"] = -1, [0.5, 0.5], "soon"
+    state["pipeline"]["sample"]["scorer"] = None
+    state["extra"] = [1]
+    save_state(tmp_path / "ckpt", state, meta=meta)
+    message = _assert_refused(fresh, tmp_path / "ckpt")
+    assert "holds an invalid state: " in message
+    assert message.split("holds an invalid state: ", 1)[1].split("; ") == [
+        "pipeline.scheduler.step: expected a step number >= 0, got -1",
+        "pipeline.scheduler.mix: expected 3 finite proportions >= 0, got [0.5, 0.5]",
+        "pipeline.scheduler.pending: expected a table or null, got str",
+        "pipeline.sample.scorer: missing, or not a table",
+        "extra: expected a table, got list",
+    ]

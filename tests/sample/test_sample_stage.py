@@ -135,10 +135,32 @@ def test_state_round_trip() -> None:
     state = json.loads(json.dumps(a.state_dict()))
     b = make()
     b.load_state_dict(state)
-    assert b.state_dict() == a.state_dict() and b.proportions == a.proportions
+    assert b.state_dict() == a.state_dict()
+    assert b.proportions is None  # the latest action's, for logging: the mix in force is the scheduler's
     assert a.run(_batch(), step=3).proportions == b.run(_batch(), step=3).proportions
+    assert b.proportions == a.proportions
     sel = _select_stage()
-    assert sel.state_dict() == {"scorer": {}, "actuator": {}, "proportions": None}
+    assert sel.state_dict() == {"scorer": {}, "actuator": {}}
+
+
+def test_regression_the_mix_is_not_checkpointed_by_the_stage_and_an_old_copy_is_ignored() -> None:
+    """Regression: the stage checkpointed the latest proportions beside the scheduler's mix (two copies, both
+    validated, one ulp apart). The stage keeps none now; a state written before (with ``proportions``) loads,
+    its copy checked for shape and ignored."""
+    a = SampleStage(RewardScorer(), RewardGapMixer(RewardGapConfig(window=2)), mechanism="mix", estimator="gae")
+    a.bind(["a", "b"])
+    a.run(_batch(), step=0)
+    assert "proportions" not in a.state_dict()
+    old = {**a.state_dict(), "proportions": [[0, 0.25], [1, 0.75]]}
+    problems: list[str] = []
+    a.check_state(old, ("pipeline", "sample"), problems)
+    assert problems == []
+    a.load_state_dict(old)
+    assert a.state_dict() == {k: v for k, v in old.items() if k != "proportions"}
+    a.check_state({**old, "proportions": [[2, 0.5]]}, ("pipeline", "sample"), problems)
+    a.check_state({"scorer": {}}, ("s",), problems)
+    assert problems == ["pipeline.sample.proportions: expected [taskset id, proportion >= 0] pairs, got [[2, 0.5]]",
+                        "s.actuator: missing, or not a table"]
 
 
 def test_mix_stage_drives_the_scheduler_proportions() -> None:

@@ -1,0 +1,78 @@
+"""Checkpoints written before each piece of state got one owner still load and resume exactly.
+
+``data/main_mix_run`` is a run folder written by flexkit at commit dc57cc5 (before the mix was stored once): a
+mix stage (``reward_gap``) over two simulated tasksets (``frontier``, ``shuffle``) with ``prefetch = true``,
+stopped at step 11 with its checkpoint at step 9. That checkpoint holds the mix twice, as the scheduler's
+``mix`` and as the sample stage's ``proportions`` (one ulp apart), beside a prefetched batch and ``mix_from =
+10``. ``data/main_mix_uninterrupted.jsonl`` is the metrics of the same pipeline run by that flexkit without a
+stop. It was made with ``flexkit.testing.crash_run(load_pipeline(".../pipeline.toml"), run_dir, 11)`` and
+``flexkit run .../pipeline.toml``; doing so now writes today's layout.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from flexkit.checkpoint import load_state, save_state
+from flexkit.cli import main
+from flexkit.pipeline import load_pipeline
+from tests.checkpoint.test_kill_checkpoint import canonical
+
+DATA = Path(__file__).parent / "data"
+RUN = DATA / "main_mix_run"
+UNINTERRUPTED = (DATA / "main_mix_uninterrupted.jsonl").read_bytes()
+
+
+def _copy(tmp_path: Path) -> Path:
+    run_dir = tmp_path / "run"
+    shutil.copytree(RUN, run_dir)
+    return run_dir
+
+
+def _resume(run_dir: Path) -> None:
+    assert main(["run", str(run_dir / "pipeline.toml"), "--resume", str(run_dir), "--quiet"]) == 0
+
+
+def test_regression_a_checkpoint_with_the_mix_twice_resumes_to_the_uninterrupted_run(tmp_path: Path) -> None:
+    """The old checkpoint resumes to exactly the metrics the old flexkit wrote without a stop, and its last
+    checkpoint is the one today's flexkit writes without a stop (the mix kept once, by the scheduler)."""
+    run_dir = _copy(tmp_path)
+    state, _meta = load_state(run_dir / "checkpoint")
+    old_sched, old_sample = state["pipeline"]["scheduler"], state["pipeline"]["sample"]
+    assert old_sched["mix"] is not None and old_sample["proportions"] is not None  # the old layout
+    assert old_sched["mix_from"] == 10 and old_sched["pending"] is not None
+    _resume(run_dir)
+    assert (run_dir / "metrics.jsonl").read_bytes() == UNINTERRUPTED
+    fresh = tmp_path / "fresh"
+    assert main(["run", str(RUN / "pipeline.toml"), "--out", str(fresh), "--quiet"]) == 0
+    assert (fresh / "metrics.jsonl").read_bytes() == UNINTERRUPTED
+    resumed, expected = load_state(run_dir / "checkpoint")[0], load_state(fresh / "checkpoint")[0]
+    assert canonical(resumed) == canonical(expected)
+    assert "proportions" not in resumed["pipeline"]["sample"]
+
+
+def test_the_old_copy_of_the_mix_is_ignored_and_the_scheduler_keeps_its_own(tmp_path: Path) -> None:
+    run_dir = _copy(tmp_path)
+    state, _meta = load_state(run_dir / "checkpoint")
+    pipe = load_pipeline(run_dir / "pipeline.toml")
+    pipe.load_checkpoint(run_dir / "checkpoint")
+    old = state["pipeline"]
+    assert pipe.scheduler.mix == old["scheduler"]["mix"]
+    assert pipe.scheduler.mix != [p for _tid, p in old["sample"]["proportions"]]  # the two copies differed
+    assert pipe.sample_stage.proportions is None  # the latest action's, set again by the stage's next run
+    del old["sample"]["proportions"]
+    assert canonical(pipe.state_dict()) == canonical(old)
+    pipe.scheduler.close()
+
+
+def test_a_checkpoint_without_the_counters_or_the_last_evaluation_resumes_from_the_metrics(tmp_path: Path) -> None:
+    """Checkpoints written before the run counters and ``last_eval`` were saved take them from the metrics
+    records kept before the checkpoint's step, and resume to the same end."""
+    run_dir = _copy(tmp_path)
+    state, meta = load_state(run_dir / "checkpoint")
+    for key in ("rollouts", "generated_tokens", "last_eval"):
+        del state["extra"]["runner"][key]
+    save_state(run_dir / "checkpoint", state, meta=meta)
+    _resume(run_dir)
+    assert (run_dir / "metrics.jsonl").read_bytes() == UNINTERRUPTED
