@@ -115,7 +115,7 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/integrations/torch.py::FlexkitSampler.locate: TypeError, ValueError": _DATA,
     "flexkit/integrations/torch.py::_as_numpy: TypeError, ValueError": _DATA,
     "flexkit/observers.py::notify: Exception": "an observer's failure is logged with its type, not raised",
-    "flexkit/pipeline.py::Pipeline._blame: Exception": "probing which component refuses its part of a state",
+    "flexkit/pipeline_state.py::refusing_component: Exception": "probing which component refuses its part of a state",
     "flexkit/pipeline.py::Pipeline.load_checkpoint: Exception": _NAMED + " (a CheckpointError)",
     "flexkit/pipeline.py::Pipeline.load_state_dict: BaseException": _CLEANUP,
     "flexkit/plot.py::_natural: ValueError": _DATA,
@@ -140,7 +140,7 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/sample/output_checks.py::check_score_output: TypeError, ValueError":
         _DATA + " (the scores a scorer returned, a SampleError naming it)",
     "flexkit/scheduler.py::TasksetScheduler._produce: Exception": "carried with the selection and raised as it is",
-    "flexkit/scheduler.py::TasksetScheduler.load_state_dict: Exception": _CLEANUP,
+    "flexkit/scheduler_state.py::SchedulerState.load_state_dict: Exception": _CLEANUP,
     "flexkit/schema_line.py::retarget_schema_line: ValueError": "os.path.relpath across drives",
     "flexkit/selectors/_grouping.py::_any_column: Exception":
         "a taskset refusing a non-numeric column: read as labels, else raised as it is",
