@@ -36,7 +36,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "plugins": ("hookspecs.py", "plugins.py", "plugin_components.py", "plugin_import.py", "builtins.py",
                 "builtin_table.py", "contracts.py", "protocols.py", "configurable.py"),
     "config": ("config/",),
-    "base": ("errors.py", "log.py", "_files.py", "_lazy.py", "_version.py", "trainer.py", "estimators.py"),
+    "base": ("errors.py", "log.py", "_files.py", "_lazy.py", "_version.py", "trainer.py", "estimators.py",
+             "metric_names.py"),
 }
 
 #: The layers each layer may import besides its own and the base. Not transitive: each allowed pair is written.
