@@ -12,7 +12,8 @@ Every state a crash (even a SIGKILL) can leave a run folder in continues from th
 
 The first record of ``metrics.jsonl`` (with ``[run] eval_every``) is the evaluation before any training, with
 ``"step": -1`` (:data:`INITIAL_STEP`): a record's evaluation is taken after ``step + 1`` steps, so this one
-after none. ``--resume`` keeps it like every record before the checkpoint.
+after none. ``--resume`` keeps it like every record before the checkpoint. :func:`read_metrics` reads records
+under the current names (:mod:`flexkit.metric_names`), those of run folders written before them included.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import structlog
 
 from flexkit.checkpoint import STATE_FILE
 from flexkit.errors import CheckpointError, FlexkitError
+from flexkit.metric_names import EVAL_ACCURACY, RUN_GENERATED_TOKENS, RUN_ROLLOUTS, evaluation_of, upgrade_record
 from flexkit.pipeline import Pipeline
 from flexkit.protocols import TrainerLike
 from flexkit.schema_line import copy_pipeline_file
@@ -39,6 +41,8 @@ CHECKPOINT_DIR = "checkpoint"
 METRICS_FILE = "metrics.jsonl"
 #: The ``step`` of the metrics record holding the evaluation before the first training step.
 INITIAL_STEP = -1
+#: The record names of the run's counters (the checkpoint's names: ``rollouts``, ``generated_tokens``).
+_COUNTER_NAMES = {"rollouts": RUN_ROLLOUTS, "generated_tokens": RUN_GENERATED_TOKENS}
 
 __all__ = ["CHECKPOINT_DIR", "INITIAL_STEP", "METRICS_FILE", "Resumed", "read_metrics", "resume_run_folder",
            "start_run_folder"]
@@ -89,7 +93,8 @@ def start_run_folder(pipe: Pipeline, run_dir: Path) -> None:
 
 
 def read_metrics(path: Path) -> list[tuple[str, dict[str, Any]]]:
-    """The records of a ``metrics.jsonl`` file as ``(line, record)`` pairs (none when the file is missing).
+    """The records of a ``metrics.jsonl`` file as ``(line, record)`` pairs (none when the file is missing), each
+    record under the current names (:func:`~flexkit.metric_names.upgrade_record`; the line as written).
 
     A last line that is not a JSON object (a write cut short by a crash or a full disk) is dropped with a
     warning; a damaged line before it raises :class:`~flexkit.errors.FlexkitError` with its line number.
@@ -122,7 +127,7 @@ def read_metrics(path: Path) -> list[tuple[str, dict[str, Any]]]:
             raise FlexkitError(f"{path} line {number} is damaged ({why}); the checkpoint is not affected: repair "
                                "or remove that line, or move the file away to resume with metrics from the "
                                "checkpoint's step only")
-        out.append((text, record))
+        out.append((text, upgrade_record(record)))
     return out
 
 
@@ -196,12 +201,12 @@ def resume_run_folder(pipe: Pipeline, trainer: TrainerLike, run_dir: Path, count
                     step=start, records=len(steps))
     last_record = dict(steps[-1]) if steps else {}
     for key in counters:  # checkpoints from before the counters existed: the last kept record's totals
-        counters[key] = int(runner.get(key, last_record.get(key) or 0) or 0)
+        counters[key] = int(runner.get(key, last_record.get(_COUNTER_NAMES.get(key, key)) or 0) or 0)
     first_eval = runner.get("first_eval")
     last_eval = runner.get("last_eval")
     if last_eval is None:  # checkpoints from before last_eval was saved: the last evaluation record's
-        evals = [r for _line, r in kept if "eval_accuracy" in r]
-        last_eval = {k: v for k, v in evals[-1].items() if k.startswith("eval_")} if evals else first_eval
+        evals = [r for _line, r in kept if EVAL_ACCURACY in r]
+        last_eval = evaluation_of(evals[-1]) if evals else first_eval
     tmp = metrics_path.with_name(metrics_path.name + ".tmp")
     try:
         tmp.write_text("".join(line + "\n" for line, _record in kept), encoding="utf-8")
