@@ -13,7 +13,9 @@ a cap on generation rounds. :func:`fill_batch` is that loop for any trainer:
 
 The result lists each round's rollout and the rows kept from it. With ``surplus = "drop"`` (DAPO's choice) the
 groups kept beyond the filter's target in the last round are dropped, so the update sees exactly the target;
-with ``"keep"`` they are trained on too. Every response generated is counted (:attr:`FilledBatch.responses`,
+with ``"keep"`` they are trained on too. The step's counts are one
+:class:`~flexkit.sample.refill_count.RefillCount`, :attr:`FilledBatch.count`: rounds, groups drawn, kept by the
+filter and trained on, surplus dropped, and every response generated (:attr:`FilledBatch.responses`,
 :attr:`FilledBatch.generated_tokens`): that is the cost the field compares selection methods by.
 
 ``flexkit run`` calls this when the pipeline has a ``[sample.refill]`` table; a verl or TRL user calls it from
@@ -30,6 +32,7 @@ import numpy as np
 
 from flexkit.errors import ConfigError, SampleError
 from flexkit.sample.batch import TOKEN_FIELDS, RolloutBatch
+from flexkit.sample.refill_count import RefillCount
 from flexkit.sample.stage_checks import check_refill_stage
 from flexkit.trainer import Rollout
 
@@ -60,30 +63,36 @@ class Round:
 
 @attrs.frozen(kw_only=True, eq=False)
 class FilledBatch:
-    """What :func:`fill_batch` produced for one training step."""
+    """What :func:`fill_batch` produced for one training step: its rounds and their :attr:`count`."""
 
     rounds: tuple[Round, ...]
-    target_groups: int
+    #: The step's refill accounting (the properties below read it).
+    count: RefillCount
+
+    @property
+    def target_groups(self) -> int:
+        """Groups the filter wanted kept this step."""
+        return self.count.target_groups
 
     @property
     def filter_rounds(self) -> int:
         """Generation rounds this step took (1: no refill was needed)."""
-        return len(self.rounds)
+        return self.count.rounds
 
     @property
     def kept_groups(self) -> int:
         """Groups the update trains on (after the surplus rule)."""
-        return sum(r.kept_groups for r in self.rounds)
+        return self.count.groups_kept
 
     @property
     def responses(self) -> int:
         """Responses generated this step, kept or not."""
-        return sum(r.responses for r in self.rounds)
+        return self.count.responses
 
     @property
     def generated_tokens(self) -> int:
         """Response tokens generated this step (``response_mask`` summed), kept or not."""
-        return sum(r.tokens for r in self.rounds)
+        return self.count.tokens
 
     @property
     def tasks(self) -> list[Any]:
@@ -135,8 +144,7 @@ def fill_batch(pipe: Pipeline, rollout: RolloutFn, *, step: int, surplus: str | 
                           "before the previous round's feedback reaches the selectors; remove the key (the "
                           "default selects each round right after that feedback) or set it to false")
     rounds: list[Round] = []
-    needed: int | None = None
-    target = 0
+    count = RefillCount.start(step)
     while True:
         tasks = sched.read(beyond_end=True)
         result = rollout(tasks)
@@ -150,24 +158,28 @@ def fill_batch(pipe: Pipeline, rollout: RolloutFn, *, step: int, surplus: str | 
         if target_groups is None:
             raise SampleError(f"{type(pipe.sample_stage.actuator).__name__} returned {type(action).__name__}, "
                               "not a GroupKeep with target_groups: it cannot drive a refill")
-        target = int(target_groups)
-        if needed is None:
-            needed = target
-        kept, kept_groups, groups = _kept_rows(batch, action.indices, None if surplus == "keep" else needed)
-        needed = max(0, needed - kept_groups)
+        if not rounds:
+            count = RefillCount.start(step, int(target_groups))
+        limit = None if surplus == "keep" else count.groups_needed  # the rest is surplus
+        kept, kept_groups, passed, groups = _kept_rows(batch, action.indices, limit)
+        tokens = count_tokens(batch)
+        count = count.add_round(groups=groups, passed=passed, kept=kept_groups, responses=batch.batch_size,
+                                responses_kept=len(kept), tokens=tokens)
         rounds.append(Round(tasks=tuple(tasks), rollout=result, batch=batch, feedback=feedback, kept=kept,
-                            kept_groups=kept_groups, groups=groups, responses=batch.batch_size,
-                            tokens=count_tokens(batch)))
+                            kept_groups=kept_groups, groups=groups, responses=batch.batch_size, tokens=tokens))
         if not action.refill:
             break
-    return FilledBatch(rounds=tuple(rounds), target_groups=target)
+    return FilledBatch(rounds=tuple(rounds), count=count)
 
 
-def _kept_rows(batch: RolloutBatch, indices: np.ndarray, limit: int | None) -> tuple[np.ndarray, int, int]:
-    """The kept rows, truncated to the first ``limit`` kept groups (in order of first row); with group counts."""
+def _kept_rows(batch: RolloutBatch, indices: np.ndarray,
+               limit: int | None) -> tuple[np.ndarray, int, int, int]:
+    """The kept rows, truncated to the first ``limit`` kept groups (in order of first row); with the groups kept
+    after and before the truncation and the batch's groups."""
     gid, groups = batch.group_index()
     rows = np.asarray(indices, dtype=np.int64)
     kept_gids = np.unique(gid[rows]) if len(rows) else np.empty(0, dtype=np.int64)
+    passed = len(kept_gids)
     if limit is not None and len(kept_gids) > limit:
         first_row = np.full(groups, len(gid), dtype=np.int64)
         np.minimum.at(first_row, gid[rows], rows)
@@ -176,7 +188,7 @@ def _kept_rows(batch: RolloutBatch, indices: np.ndarray, limit: int | None) -> t
         chosen[order[:limit]] = True
         rows = rows[chosen[gid[rows]]]
         kept_gids = order[:limit]
-    return rows, len(kept_gids), groups
+    return rows, len(kept_gids), passed, groups
 
 
 def concat_rows(batches: Sequence[RolloutBatch], rows: Sequence[np.ndarray]) -> RolloutBatch:

@@ -1,24 +1,11 @@
 """flexkit's per-step metrics for a host trainer's logger (verl's step metrics, TRL's ``log``, Trinity-RFT's monitor).
 
 Every name starts with :data:`PREFIX` (``flexkit/``), so the metrics group together in W&B, TensorBoard or any
-tracker a host trainer feeds. The scheme, documented once for every adapter:
-
-============================================  ==========================================================================
-name                                          value
-============================================  ==========================================================================
-``flexkit/step``                              batches the scheduler has handed out
-``flexkit/epoch``                             the scheduler's current epoch
-``flexkit/mix/<taskset>``                     share of the latest batch drawn from each taskset (pipelines with several)
-``flexkit/sample/<name>``                     the sample stage's own metrics: ``kept_fraction``, ``mean_weight``,
-                                              ``proportion/<id>``, and the actuator's (``kept_groups``, ...)
-``flexkit/feedback/tasks``                    tasks in this step's feedback
-``flexkit/feedback/pass_rate_{mean,std,min,max}``  pass rates fed back this step (the selected tasks' outcomes)
-``flexkit/feedback/zero_fraction``,           share of fed-back tasks that were never / always solved (no learning
-``flexkit/feedback/one_fraction``             signal for group-relative methods)
-``flexkit/selector/<taskset>/<key>``          the selector's ``summary()`` (a plugin selector may define one), and
-                                              ``predicted_pass_rate_mean`` for selectors that keep estimates
-``flexkit/rollouts``                          responses generated this step (given by the adapter)
-============================================  ==========================================================================
+tracker a host trainer feeds. The names are those of ``flexkit run``'s records, defined once in
+:mod:`flexkit.metric_names` and listed in docs/metrics.md: the scheduler's step, epoch and mix, the sample stage's
+metrics (``flexkit/sample/...``, with the step's refill count when the caller gives one), the fed-back pass
+rates (``flexkit/feedback/...``), the selectors' summaries (``flexkit/selector/<taskset>/<key>``) and the responses
+generated this step (``flexkit/rollouts``).
 
 :func:`pipeline_metrics` computes them from a :class:`~flexkit.Pipeline` (or a bare scheduler); it reads only
 what is already there and changes nothing, so calling it is safe at any point between steps.
@@ -33,19 +20,32 @@ from typing import Any
 import numpy as np
 
 from flexkit.feedback import SELECTOR_METRIC
+from flexkit.metric_names import (
+    EPOCH,
+    FEEDBACK_ONE_FRACTION,
+    FEEDBACK_PASS_RATE_MAX,
+    FEEDBACK_PASS_RATE_MEAN,
+    FEEDBACK_PASS_RATE_MIN,
+    FEEDBACK_PASS_RATE_STD,
+    FEEDBACK_TASKS,
+    FEEDBACK_ZERO_FRACTION,
+    PREFIX,
+    ROLLOUTS,
+    SCHEDULER_STEP,
+    mix_share,
+    selector_metric,
+)
 from flexkit.run_estimates import predicted_pass_rates
+from flexkit.sample.refill_count import RefillCount
 
 __all__ = ["ESTIMATE_MEAN_LIMIT", "PREFIX", "feedback_metrics", "pipeline_metrics", "selector_metrics"]
-
-#: The prefix of every flexkit metric name.
-PREFIX = "flexkit/"
 
 #: Largest taskset whose mean predicted pass rate is computed each step (it costs one pass over the estimates).
 ESTIMATE_MEAN_LIMIT = 1_000_000
 
 
-def pipeline_metrics(source: Any, *, feedback: Mapping[str, Any] | None = None,
-                     rollouts: int | None = None) -> dict[str, float]:
+def pipeline_metrics(source: Any, *, feedback: Mapping[str, Any] | None = None, rollouts: int | None = None,
+                     refill: RefillCount | None = None) -> dict[str, float]:
     """flexkit's metrics after a step, named ``flexkit/...`` (see the module docstring).
 
     Args:
@@ -53,18 +53,24 @@ def pipeline_metrics(source: Any, *, feedback: Mapping[str, Any] | None = None,
         feedback: this step's feedback payload (what :meth:`Pipeline.feedback` returns, or the dict given to
             ``scheduler.feedback``: ``{SELECTOR_METRIC: {taskset: {"indices", "values"}}}``).
         rollouts: responses generated this step, when the adapter knows it.
+        refill: the step's count when it ran :func:`~flexkit.fill_batch` (``filled.count``): its kept groups
+            (after the surplus rule), rounds and kept fraction replace the sample stage's latest round's, as in
+            ``flexkit run``'s records, and its responses are ``flexkit/rollouts`` unless ``rollouts`` is given.
     """
     scheduler = getattr(source, "scheduler", source)
-    out: dict[str, float] = {f"{PREFIX}step": float(scheduler.step), f"{PREFIX}epoch": float(scheduler.epoch)}
+    out: dict[str, float] = {SCHEDULER_STEP: float(scheduler.step), EPOCH: float(scheduler.epoch)}
     out.update(_mix_metrics(scheduler))
     stage = getattr(source, "sample_stage", None) if getattr(source, "has_sample_stage", False) else None
     if stage is not None:
-        out.update({f"{PREFIX}{k}": float(v) for k, v in stage.metrics().items()})
+        out.update({k: float(v) for k, v in stage.metrics().items()})
+    if refill is not None:
+        out.update({k: float(v) for k, v in refill.metrics().items()})
+        rollouts = refill.responses if rollouts is None else rollouts
     if feedback is not None:
         out.update(feedback_metrics(feedback))
     out.update(selector_metrics(scheduler))
     if rollouts is not None:
-        out[f"{PREFIX}rollouts"] = float(rollouts)
+        out[ROLLOUTS] = float(rollouts)
     return out
 
 
@@ -75,7 +81,7 @@ def _mix_metrics(scheduler: Any) -> dict[str, float]:
         return {}
     counts = np.asarray(scheduler.batch_plan(scheduler.step - 1), dtype=np.float64)
     total = counts.sum()
-    return {f"{PREFIX}mix/{name}": float(c / total) for name, c in zip(names, counts, strict=True)} if total else {}
+    return {mix_share(name): float(c / total) for name, c in zip(names, counts, strict=True)} if total else {}
 
 
 def feedback_metrics(feedback: Mapping[str, Any]) -> dict[str, float]:
@@ -93,11 +99,10 @@ def feedback_metrics(feedback: Mapping[str, Any]) -> dict[str, float]:
     rates = rates[np.isfinite(rates)]
     if not rates.size:
         return {}
-    p = f"{PREFIX}feedback/"
-    return {f"{p}tasks": float(rates.size), f"{p}pass_rate_mean": float(rates.mean()),
-            f"{p}pass_rate_std": float(rates.std()), f"{p}pass_rate_min": float(rates.min()),
-            f"{p}pass_rate_max": float(rates.max()), f"{p}zero_fraction": float((rates <= 0).mean()),
-            f"{p}one_fraction": float((rates >= 1).mean())}
+    return {FEEDBACK_TASKS: float(rates.size), FEEDBACK_PASS_RATE_MEAN: float(rates.mean()),
+            FEEDBACK_PASS_RATE_STD: float(rates.std()), FEEDBACK_PASS_RATE_MIN: float(rates.min()),
+            FEEDBACK_PASS_RATE_MAX: float(rates.max()), FEEDBACK_ZERO_FRACTION: float((rates <= 0).mean()),
+            FEEDBACK_ONE_FRACTION: float((rates >= 1).mean())}
 
 
 def selector_metrics(scheduler: Any) -> dict[str, float]:
@@ -115,16 +120,15 @@ def selector_metrics(scheduler: Any) -> dict[str, float]:
 
 
 def _one_selector(entry: Any) -> dict[str, float]:
-    prefix = f"{PREFIX}selector/{entry.name}/"
     selector = entry.selector
     out: dict[str, float] = {}
     summary = getattr(selector, "summary", None)
     if callable(summary):
         for key, value in dict(summary()).items():
             if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
-                out[f"{prefix}{key}"] = float(value)
+                out[selector_metric(entry.name, key)] = float(value)
     if getattr(selector, "learns_from_feedback", False) and entry.size <= ESTIMATE_MEAN_LIMIT:
         estimates = predicted_pass_rates(selector, entry.size)
         if estimates is not None:
-            out[f"{prefix}predicted_pass_rate_mean"] = float(estimates.mean())
+            out[selector_metric(entry.name, "predicted_pass_rate_mean")] = float(estimates.mean())
     return out

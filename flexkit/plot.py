@@ -6,16 +6,18 @@ Written into ``RUN_DIR/plots/`` (or ``--out``):
 * ``overview.png`` — one panel of each below, for a first look;
 * ``accuracy.png`` — held-out accuracy, overall and per level, against steps and against rollouts (responses
   generated), from the evaluation records (the ``"step": -1`` record is the evaluation before training);
-* ``mix.png`` — the share of each taskset and of each level among the drawn tasks over time (``taskset_mix``,
-  ``level_mix``; a moving average over a few steps);
+* ``mix.png`` — the share of each taskset and of each level among the drawn tasks over time
+  (``flexkit/taskset_mix``, ``flexkit/level_mix``; a moving average over a few steps);
 * ``pass_rates.png`` — the distribution of the selectors' predicted pass rates of the drawn tasks against the
-  whole pool's, early, midway and late in the run (``predicted_pass_rate``; the selector's ``target_reward``
-  as a dashed line when it has one). Selectors that keep no estimate (``random``, ``shuffle``) get a note;
+  whole pool's, early, midway and late in the run (``flexkit/predicted_pass_rate``; the selector's
+  ``target_reward`` as a dashed line when it has one). Selectors that keep no estimate (``random``, ``shuffle``)
+  get a note;
 * ``filtering.png`` — the fraction of responses kept by the sample stage and the filter rounds per step
-  (``kept_fraction``, ``filter_rounds``).
+  (``flexkit/sample/kept_fraction``, ``flexkit/sample/filter_rounds``).
 
-Values a plot cannot draw (a string where a number belongs, a malformed count table or histogram) are left out,
-with a note naming the key (:func:`flexkit.plot_records.drawable_records`); the rest is drawn.
+The records are read under the current names (:mod:`flexkit.metric_names`; older run folders included). Values a
+plot cannot draw (a string where a number belongs, a malformed count table or histogram) are left out, with a
+note naming the key (:func:`flexkit.plot_records.drawable_records`); the rest is drawn.
 """
 
 from __future__ import annotations
@@ -31,6 +33,15 @@ import numpy as np
 import structlog
 
 from flexkit.errors import ConfigError, FlexkitError
+from flexkit.metric_names import (
+    EVAL_ACCURACY,
+    FILTER_ROUNDS,
+    KEPT_FRACTION,
+    LEVEL_MIX,
+    PREDICTED_PASS_RATE,
+    RUN_ROLLOUTS,
+    TASKSET_MIX,
+)
 from flexkit.plot_records import drawable_records
 from flexkit.run_folder import METRICS_FILE, read_metrics
 
@@ -98,9 +109,9 @@ class _Run:
 
     def __init__(self, run_dir: Path, records: Sequence[dict[str, Any]]) -> None:
         self.steps_records = [r for r in records if r["step"] >= 0]
-        self.evals = [r for r in records if isinstance(r.get("eval_accuracy"), (int, float))]
+        self.evals = [r for r in records if isinstance(r.get(EVAL_ACCURACY), (int, float))]
         self.steps = len(self.steps_records)
-        self.rollouts = int(self.steps_records[-1].get("rollouts") or 0) if self.steps_records else 0
+        self.rollouts = int(self.steps_records[-1].get(RUN_ROLLOUTS) or 0) if self.steps_records else 0
         self.targets = _targets(run_dir)
 
     def series(self, key: str) -> tuple[np.ndarray, np.ndarray]:
@@ -118,12 +129,12 @@ class _Run:
         return np.array([r["step"] + 1 for r in rows], dtype=float), names, shares
 
     def histograms(self, part: slice) -> tuple[np.ndarray, np.ndarray, str] | None:
-        """Summed ``predicted_pass_rate`` histograms (selected, pool) of the steps in ``part`` of the run."""
-        rows = [r for r in self.steps_records if isinstance(r.get("predicted_pass_rate"), dict)][part]
+        """Summed ``flexkit/predicted_pass_rate`` histograms (selected, pool) of the steps in ``part`` of the run."""
+        rows = [r for r in self.steps_records if isinstance(r.get(PREDICTED_PASS_RATE), dict)][part]
         if not rows:
             return None
-        selected = np.sum([r["predicted_pass_rate"]["selected"] for r in rows], axis=0).astype(float)
-        pool = np.sum([r["predicted_pass_rate"]["pool"] for r in rows], axis=0).astype(float)
+        selected = np.sum([r[PREDICTED_PASS_RATE]["selected"] for r in rows], axis=0).astype(float)
+        pool = np.sum([r[PREDICTED_PASS_RATE]["pool"] for r in rows], axis=0).astype(float)
         return selected, pool, f"steps {rows[0]['step'] + 1}–{rows[-1]['step'] + 1}"
 
 
@@ -166,17 +177,18 @@ def _smooth(values: np.ndarray, window: int) -> np.ndarray:
 
 def _accuracy(ax: Any, run: _Run, x_key: str, xlabel: str) -> None:
     title = f"held-out accuracy vs {xlabel.split(' ')[0]}"
-    points = [r for r in run.evals if x_key == "steps" or isinstance(r.get("rollouts"), (int, float))]
+    points = [r for r in run.evals if x_key == "steps" or isinstance(r.get(RUN_ROLLOUTS), (int, float))]
     if not points:
         _note(ax, title, "no evaluations: set [run] eval_every > 0")
         return
-    xs = np.array([r["step"] + 1 if x_key == "steps" else r["rollouts"] for r in points], dtype=float)
-    levels = sorted({k.split("/", 1)[1] for r in points for k in r if k.startswith("eval_accuracy/")}, key=_natural)
+    xs = np.array([r["step"] + 1 if x_key == "steps" else r[RUN_ROLLOUTS] for r in points], dtype=float)
+    prefix = EVAL_ACCURACY + "/"
+    levels = sorted({k.removeprefix(prefix) for r in points for k in r if k.startswith(prefix)}, key=_natural)
     colors = _colors(len(levels))
     for level, color in zip(levels, colors, strict=True):
-        ys = [r.get(f"eval_accuracy/{level}", np.nan) for r in points]
+        ys = [r.get(prefix + level, np.nan) for r in points]
         ax.plot(xs, ys, marker=".", color=color, linewidth=1.3, label=f"level {level}")
-    ax.plot(xs, [r["eval_accuracy"] for r in points], color="black", linewidth=2.2, label="all")
+    ax.plot(xs, [r[EVAL_ACCURACY] for r in points], color="black", linewidth=2.2, label="all")
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("accuracy")
@@ -218,11 +230,11 @@ def _stacked_mix(ax: Any, run: _Run, key: str, title: str, label: str, missing: 
 
 
 def _taskset_mix(ax: Any, run: _Run) -> None:
-    _stacked_mix(ax, run, "taskset_mix", "taskset mix", "", "no taskset_mix in the metrics")
+    _stacked_mix(ax, run, TASKSET_MIX, "taskset mix", "", f"no {TASKSET_MIX} in the metrics")
 
 
 def _level_mix(ax: Any, run: _Run) -> None:
-    _stacked_mix(ax, run, "level_mix", "level mix", "level ",
+    _stacked_mix(ax, run, LEVEL_MIX, "level mix", "level ",
                  "the drawn tasks' rows carry no integer 'level'")
 
 
@@ -249,7 +261,7 @@ def _pass_rates(ax: Any, run: _Run, part: slice, when: str) -> None:
 
 
 def _thirds(run: _Run) -> list[slice]:
-    n = sum(1 for r in run.steps_records if isinstance(r.get("predicted_pass_rate"), dict))
+    n = sum(1 for r in run.steps_records if isinstance(r.get(PREDICTED_PASS_RATE), dict))
     third = max(1, n // 3)
     return [slice(0, third), slice(third, 2 * third), slice(max(0, n - third), n)]
 
@@ -286,10 +298,10 @@ def _line(ax: Any, run: _Run, key: str, title: str, ylabel: str, missing: str, *
 
 
 def _kept_fraction(ax: Any, run: _Run) -> None:
-    _line(ax, run, "kept_fraction", "kept fraction (sample stage)", "kept responses / generated",
+    _line(ax, run, KEPT_FRACTION, "kept fraction (sample stage)", "kept responses / generated",
           "no sample stage: every response is trained on", ylim=(-0.02, 1.02))
 
 
 def _filter_rounds(ax: Any, run: _Run) -> None:
-    _line(ax, run, "filter_rounds", "filter rounds per step", "rollout rounds",
-          "no filter_rounds in the metrics")
+    _line(ax, run, FILTER_ROUNDS, "filter rounds per step", "rollout rounds",
+          f"no {FILTER_ROUNDS} in the metrics")

@@ -14,13 +14,23 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from flexkit.metric_names import (
+    EVAL_ACCURACY,
+    FILTER_ROUNDS,
+    KEPT_FRACTION,
+    LEVEL_MIX,
+    PREDICTED_PASS_RATE,
+    RUN_ROLLOUTS,
+    TASKSET_MIX,
+)
+
 __all__ = ["NUMBER_KEYS", "TABLE_KEYS", "drawable_records"]
 
-#: Keys drawn as one number per record (besides ``eval_accuracy/<level>``).
-NUMBER_KEYS: tuple[str, ...] = ("eval_accuracy", "rollouts", "kept_fraction", "filter_rounds")
+#: Keys drawn as one number per record (besides ``flexkit/eval/accuracy/<level>``).
+NUMBER_KEYS: tuple[str, ...] = (EVAL_ACCURACY, RUN_ROLLOUTS, KEPT_FRACTION, FILTER_ROUNDS)
 #: Keys drawn as a table of counts per record (name -> count).
-TABLE_KEYS: tuple[str, ...] = ("taskset_mix", "level_mix")
-_HISTOGRAMS = "predicted_pass_rate"
+TABLE_KEYS: tuple[str, ...] = (TASKSET_MIX, LEVEL_MIX)
+_HISTOGRAMS = PREDICTED_PASS_RATE
 
 
 def _finite(value: Any) -> bool:
@@ -62,7 +72,7 @@ def _short(value: Any) -> str:
 
 
 def drawable_records(records: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-    """``records`` without the values a plot cannot draw, and one note per key that lost any (``taskset_mix:
+    """``records`` without the values a plot cannot draw, and one note per key that lost any (``flexkit/taskset_mix:
     left out of 2 records (not a table of counts, e.g. [1, 2])``). Keys no plot draws are kept as they are."""
     out: list[dict[str, Any]] = []
     dropped: dict[str, tuple[int, str, Any]] = {}
@@ -77,7 +87,7 @@ def drawable_records(records: Sequence[Mapping[str, Any]]) -> tuple[list[dict[st
 
     for original in records:
         record = dict(original)
-        for key in [k for k in record if k in NUMBER_KEYS or k.startswith("eval_accuracy/")]:
+        for key in [k for k in record if k in NUMBER_KEYS or k.startswith(EVAL_ACCURACY + "/")]:
             check(record, key, _number_problem)
         for key in [k for k in TABLE_KEYS if k in record]:
             check(record, key, _table_problem)

@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from flexkit.errors import KeyPath
+from flexkit.metric_names import EVAL_ACCURACY, RUN_GENERATED_TOKENS, RUN_ROLLOUTS, evaluation_of
 from flexkit.state_problems import add_problem, is_count
 
 __all__ = ["RUNNER_KEY", "RunCounters"]
@@ -25,6 +26,8 @@ __all__ = ["RUNNER_KEY", "RunCounters"]
 RUNNER_KEY = "runner"
 
 _TOTALS = ("rollouts", "generated_tokens")
+#: The metrics records' names of the totals (the checkpoint's are :data:`_TOTALS`).
+_RECORD_NAMES = {"rollouts": RUN_ROLLOUTS, "generated_tokens": RUN_GENERATED_TOKENS}
 
 
 def _is_eval(value: Any) -> bool:
@@ -50,8 +53,12 @@ class RunCounters:
         self.generated_tokens += tokens
 
     def totals(self) -> dict[str, int]:
-        """The cumulative totals, as the metrics records hold them: ``rollouts``, ``generated_tokens``."""
+        """The cumulative totals under their checkpoint names: ``rollouts``, ``generated_tokens``."""
         return {"rollouts": self.rollouts, "generated_tokens": self.generated_tokens}
+
+    def record_totals(self) -> dict[str, int]:
+        """The cumulative totals under the metrics records' names (``flexkit/run/rollouts``, ...)."""
+        return {_RECORD_NAMES[key]: value for key, value in self.totals().items()}
 
     def state_dict(self) -> dict[str, Any]:
         """The checkpointed state (``extra.runner``)."""
@@ -81,14 +88,15 @@ class RunCounters:
     def from_state(cls, state: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> RunCounters:
         """The counters of a checked :meth:`state_dict`. ``records`` are the run's metrics records before its step
         (the evaluation before training has step -1): a checkpoint written before the counters were saved takes
-        the last step record's totals, one written before ``last_eval`` was the last evaluation record's."""
+        the last step record's totals, one written before ``last_eval`` was the last evaluation record's. The
+        records are under the current names (:func:`~flexkit.metric_names.upgrade_record`)."""
         steps = [r for r in records if r["step"] >= 0]
         last_record = steps[-1] if steps else {}
-        totals = {key: int(state.get(key, last_record.get(key) or 0) or 0) for key in _TOTALS}
+        totals = {key: int(state.get(key, last_record.get(_RECORD_NAMES[key]) or 0) or 0) for key in _TOTALS}
         first_eval, last_eval = state.get("first_eval"), state.get("last_eval")
         if last_eval is None:
-            evals = [r for r in records if "eval_accuracy" in r]
-            last_eval = {k: v for k, v in evals[-1].items() if k.startswith("eval_")} if evals else first_eval
+            evals = [r for r in records if EVAL_ACCURACY in r]
+            last_eval = evaluation_of(evals[-1]) if evals else first_eval
         return cls(step=int(state["step"]), first_eval=dict(first_eval) if first_eval is not None else None,
                    last_eval=dict(last_eval or {}), **totals)
 

@@ -12,7 +12,8 @@ Every state a crash (even a SIGKILL) can leave a run folder in continues from th
 
 The first record of ``metrics.jsonl`` (with ``[run] eval_every``) is the evaluation before any training, with
 ``"step": -1`` (:data:`INITIAL_STEP`): a record's evaluation is taken after ``step + 1`` steps, so this one
-after none. ``--resume`` keeps it like every record before the checkpoint.
+after none. ``--resume`` keeps it like every record before the checkpoint. :func:`read_metrics` reads records
+under the current names (:mod:`flexkit.metric_names`), those of run folders written before them included.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import structlog
 
 from flexkit.checkpoint import STATE_FILE
 from flexkit.errors import CheckpointError, FlexkitError
+from flexkit.metric_names import upgrade_record
 from flexkit.pipeline import Pipeline
 from flexkit.pipeline_state import EXTRA_KEY, TRAINER_KEY
 from flexkit.protocols import TrainerLike
@@ -95,7 +97,8 @@ def start_run_folder(pipe: Pipeline, run_dir: Path) -> None:
 
 
 def read_metrics(path: Path) -> list[tuple[str, dict[str, Any]]]:
-    """The records of a ``metrics.jsonl`` file as ``(line, record)`` pairs (none when the file is missing).
+    """The records of a ``metrics.jsonl`` file as ``(line, record)`` pairs (none when the file is missing), each
+    record under the current names (:func:`~flexkit.metric_names.upgrade_record`; the line as written).
 
     A last line that is not a JSON object (a write cut short by a crash or a full disk) is dropped with a
     warning; a damaged line before it raises :class:`~flexkit.errors.FlexkitError` with its line number.
@@ -128,7 +131,7 @@ def read_metrics(path: Path) -> list[tuple[str, dict[str, Any]]]:
             raise FlexkitError(f"{path} line {number} is damaged ({why}); the checkpoint is not affected: repair "
                                "or remove that line, or move the file away to resume with metrics from the "
                                "checkpoint's step only")
-        out.append((text, record))
+        out.append((text, upgrade_record(record)))
     return out
 
 

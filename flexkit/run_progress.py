@@ -7,6 +7,8 @@ import time
 from collections.abc import Mapping
 from typing import IO, Any
 
+from flexkit.metric_names import RUN_ROLLOUTS
+
 __all__ = ["ProgressDisplay"]
 
 
@@ -50,7 +52,7 @@ class ProgressDisplay:
             return
         done = step + 1
         elapsed = time.monotonic() - self.started
-        rollouts = metrics.get("rollouts")
+        rollouts = metrics.get(RUN_ROLLOUTS)
         fraction = done / self.total
         over_budget = self.budget is not None and rollouts is not None and rollouts >= self.budget
         if self.budget is not None and rollouts is not None:  # [run] max_rollouts may end the run first

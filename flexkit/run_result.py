@@ -8,6 +8,8 @@ from typing import Any
 
 import attrs
 
+from flexkit.metric_names import RUN_GENERATED_TOKENS, RUN_ROLLOUTS
+
 __all__ = ["ROLLOUT_BUDGET", "STEP_LIMIT", "RunResult", "stop_reason", "summary_lines"]
 
 
@@ -50,9 +52,10 @@ def summary_lines(result: RunResult) -> list[str]:
         if before is None or after is None:
             continue
         lines.append(f"{label:<22}{before:>8.3f}{after:>8.3f}{after - before:>+8.3f}")
-    spent = result.last_metrics.get("rollouts")
+    spent = result.last_metrics.get(RUN_ROLLOUTS)
     if spent is not None:
-        lines += ["", f"rollouts generated: {spent:,} ({result.last_metrics.get('generated_tokens', 0):,} tokens)"]
+        tokens = result.last_metrics.get(RUN_GENERATED_TOKENS, 0)
+        lines += ["", f"rollouts generated: {spent:,} ({tokens:,} tokens)"]
     if result.stop_reason == ROLLOUT_BUDGET:
         lines.append(f"stopped: rollout budget spent ([run] max_rollouts = {result.max_rollouts:,}) after step "
                      f"{result.steps} of {result.total_steps}")

@@ -14,11 +14,20 @@ import numpy as np
 
 from flexkit.dynamic_sampling import count_tokens, fill_batch
 from flexkit.feedback import SELECTOR_METRIC, snapshot_experiences
+from flexkit.metric_names import (
+    FEEDBACK_PASS_RATE_MEAN,
+    LEVEL_MIX,
+    PREDICTED_PASS_RATE,
+    STEP,
+    TASKSET_MIX,
+)
 from flexkit.pipeline import Pipeline
 from flexkit.protocols import TrainerLike
 from flexkit.run_counters import RunCounters
 from flexkit.run_estimates import EstimateSnapshot, level_mix
 from flexkit.sample.actuator import Keep, Mix
+from flexkit.sample.actuators.group_filter import GroupKeep
+from flexkit.sample.refill_count import RefillCount
 from flexkit.sample.stage import SampleStage
 from flexkit.trainer_output import trainer_metrics
 
@@ -33,49 +42,45 @@ class _StepOutcome:
     feedback: list[Mapping[str, Any]]
     rollout_metrics: dict[str, float]
     update: Mapping[str, float]
-    responses: int
-    tokens: int
-    kept_groups: int
-    filter_rounds: int
-    kept_fraction: float | None
+    #: What the step generated and kept: its rounds, groups, responses and tokens.
+    count: RefillCount
 
 
-def train_step(pipe: Pipeline, trainer: TrainerLike, stage: SampleStage | None, step: int,
-               counters: RunCounters) -> tuple[dict[str, Any], list[Any], list[Mapping[str, Any]]]:
+def train_step(pipe: Pipeline, trainer: TrainerLike, stage: SampleStage | None, step: int, counters: RunCounters
+               ) -> tuple[dict[str, Any], list[Any], list[Mapping[str, Any]], RefillCount]:
     """One step (plain, or with dynamic sampling under ``[sample.refill]``) as a metrics record, the tasks it
-    drew and its feedback payloads (one per round); adds the responses and tokens generated to the run's
-    ``counters``."""
+    drew, its feedback payloads (one per round) and its count (:class:`RefillCount`, whose metrics the record
+    holds); adds the responses and tokens generated to the run's ``counters``."""
     sample = pipe.config.sample
     if sample is not None and sample.refill is not None:
         outcome = _refill_step(pipe, trainer, step)
     else:
         outcome = _plain_step(pipe, trainer, stage, step)
-    counters.add(outcome.responses, outcome.tokens)
+    counters.add(outcome.count.responses, outcome.count.tokens)
     mix: dict[str, int] = {}
     for task in outcome.tasks:
         mix[task.taskset] = mix.get(task.taskset, 0) + 1
     values = [v for fb in outcome.feedback for part in fb.get(SELECTOR_METRIC, {}).values() for v in part["values"]]
-    record: dict[str, Any] = {"step": step, **outcome.rollout_metrics, **outcome.update, "taskset_mix": mix,
-                              "pass_rate_mean": float(np.mean(values)) if values else None,
-                              **counters.totals(),
-                              "kept_groups": outcome.kept_groups, "filter_rounds": outcome.filter_rounds}
+    record: dict[str, Any] = {STEP: step, **outcome.rollout_metrics, **outcome.update, TASKSET_MIX: mix,
+                              FEEDBACK_PASS_RATE_MEAN: float(np.mean(values)) if values else None,
+                              **counters.record_totals()}
     if stage is not None:
         record.update(stage.metrics())
-    if outcome.kept_fraction is not None:
-        record["kept_fraction"] = outcome.kept_fraction
-    return record, outcome.tasks, outcome.feedback
+    record.update(outcome.count.metrics())  # the step's counts, not the sample stage's latest round's
+    return record, outcome.tasks, outcome.feedback, outcome.count
 
 
 def record_selection(record: dict[str, Any], tasks: list[Any], before: EstimateSnapshot,
                      sched: Any) -> EstimateSnapshot:
-    """Add the ``level_mix`` of the step's drawn ``tasks`` and the ``predicted_pass_rate`` histograms (theirs and
-    the pool's, from the estimates ``before`` the step) to ``record``; return the snapshot for the next step."""
+    """Add the ``flexkit/level_mix`` of the step's drawn ``tasks`` and the ``flexkit/predicted_pass_rate``
+    histograms (theirs and the pool's, from the estimates ``before`` the step) to ``record``; return the snapshot
+    for the next step."""
     levels = level_mix(tasks)
     if levels is not None:
-        record["level_mix"] = levels
+        record[LEVEL_MIX] = levels
     histograms = before.record(tasks)
     if histograms is not None:
-        record["predicted_pass_rate"] = histograms
+        record[PREDICTED_PASS_RATE] = histograms
     return EstimateSnapshot.take(sched)
 
 
@@ -107,12 +112,9 @@ def _plain_step(pipe: Pipeline, trainer: TrainerLike, stage: SampleStage | None,
         update = trainer.update(batch, weights, step=step)
     finally:
         feedback = pending.result()  # waits even when the update failed, so no feedback outlives the step
-    kept_fraction = stage.kept_fraction if stage is not None else None
     return _StepOutcome(tasks=tasks, feedback=[feedback], rollout_metrics=rollout_metrics,
                         update=trainer_metrics(trainer, update, "update"),
-                        responses=batch.batch_size, tokens=count_tokens(batch),
-                        kept_groups=_kept_groups(batch, stage.last_action if stage is not None else None),
-                        filter_rounds=1, kept_fraction=kept_fraction)
+                        count=_plain_count(batch, stage.last_action if stage is not None else None, step))
 
 
 @functools.cache
@@ -129,7 +131,6 @@ def _refill_step(pipe: Pipeline, trainer: TrainerLike, step: int) -> _StepOutcom
     if batch.batch_size:  # nothing kept after every round: no update this step
         trainer.compute_advantages(batch, step=step)
         update = trainer_metrics(trainer, trainer.update(batch, None, step=step), "update")
-    responses = filled.responses
     metrics: dict[str, float] = {}
     rounds = [(trainer_metrics(trainer, r.rollout.metrics, "rollout"), r.responses) for r in filled.rounds]
     for key in {k for m, _n in rounds for k in m}:  # response-weighted mean over rounds
@@ -137,15 +138,21 @@ def _refill_step(pipe: Pipeline, trainer: TrainerLike, step: int) -> _StepOutcom
         if parts:
             metrics[key] = sum(v * n for v, n in parts) / max(1, sum(n for _, n in parts))
     return _StepOutcome(tasks=filled.tasks, feedback=[r.feedback for r in filled.rounds],
-                        rollout_metrics=dict(sorted(metrics.items())), update=update, responses=responses,
-                        tokens=filled.generated_tokens, kept_groups=filled.kept_groups,
-                        filter_rounds=filled.filter_rounds,
-                        kept_fraction=batch.batch_size / responses if responses else 0.0)
+                        rollout_metrics=dict(sorted(metrics.items())), update=update, count=filled.count)
 
 
-def _kept_groups(batch: Any, action: Any) -> int:
-    """Groups of ``batch`` the update trains on: those with a kept sample under a select action, else all."""
+def _plain_count(batch: Any, action: Any, step: int) -> RefillCount:
+    """A one-round step's count: the groups a group filter kept (its own count), the groups with a kept sample
+    under another select action, else every group; the kept responses of a select action."""
+    responses, tokens = batch.batch_size, count_tokens(batch)
+    if isinstance(action, GroupKeep):
+        return RefillCount.start(step).add_round(groups=action.total_groups, passed=action.kept_groups,
+                                                 responses=responses, responses_kept=len(action.indices),
+                                                 tokens=tokens)
     gid, groups = batch.group_index() if "uid" in batch else (np.arange(batch.batch_size), batch.batch_size)
     if isinstance(action, Keep):
-        return len(np.unique(gid[action.indices]))
-    return int(groups)
+        return RefillCount.start(step).add_round(groups=int(groups), passed=len(np.unique(gid[action.indices])),
+                                                 responses=responses, responses_kept=len(action.indices),
+                                                 tokens=tokens)
+    return RefillCount(step=step).add_round(groups=int(groups), passed=int(groups), responses=responses,
+                                            tokens=tokens)

@@ -1,10 +1,11 @@
 """``flexkit run``: drive a pipeline and its ``[trainer]`` backend end to end, with metrics and checkpoints.
 
 A run folder holds ``pipeline.toml`` (a copy of the file), ``resolved.json`` (the validated config with every
-default filled in), ``metrics.jsonl`` (one object per step, flushed every step; evaluation records carry
-``eval_accuracy``; with ``[run] eval_every`` the first record, ``"step": -1``, holds the evaluation before any
-training: :data:`INITIAL_STEP`) and ``checkpoint/`` (the latest checkpoint, written atomically every ``[run]
-checkpoint_every`` steps and at the end). ``--resume`` continues from the checkpoint and truncates the metrics
+default filled in), ``metrics.jsonl`` (one object per step, flushed every step, named as in
+:mod:`flexkit.metric_names`; evaluation records carry ``flexkit/eval/accuracy``; with ``[run] eval_every`` the
+first record, ``"step": -1``, holds the evaluation before any training: :data:`INITIAL_STEP`) and
+``checkpoint/`` (the latest checkpoint, written atomically every ``[run] checkpoint_every`` steps and at the
+end). ``--resume`` continues from the checkpoint and truncates the metrics
 to it, so a resumed run ends with exactly the metrics of an uninterrupted one.
 """
 
@@ -23,6 +24,7 @@ import structlog
 from flexkit.checkpoint import load_state
 from flexkit.errors import CheckpointError, ConfigError, ConfigIssue, FlexkitError, TasksetError
 from flexkit.log import say
+from flexkit.metric_names import RUN_ROLLOUTS, STEP, record_evaluation
 from flexkit.pipeline import Pipeline
 from flexkit.pipeline_state import EXTRA_KEY, TRAINER_KEY
 from flexkit.run_counters import RUNNER_KEY, RunCounters
@@ -166,7 +168,8 @@ def run_pipeline(
     budget = cfg.run.max_rollouts
     return RunResult(run_dir=run_dir, steps=steps, first_eval=dict(counters.first_eval or {}),
                      last_eval=counters.last_eval,
-                     last_metrics=last, stop_reason=stop_reason(steps, sched.total_steps, last.get("rollouts"), budget),
+                     last_metrics=last, stop_reason=stop_reason(steps, sched.total_steps, last.get(RUN_ROLLOUTS),
+                                                                budget),
                      total_steps=sched.total_steps, max_rollouts=budget)
 
 
@@ -204,7 +207,8 @@ def _loop(
         if counters.step == 0 and eval_every:
             counters.first_eval = trainer_metrics(trainer, trainer.evaluate(step=0), "evaluate")
             counters.last_eval = dict(counters.first_eval)
-            out.write(json.dumps({"step": INITIAL_STEP, **counters.totals(), **counters.first_eval}) + "\n")
+            out.write(json.dumps({STEP: INITIAL_STEP, **counters.record_totals(),
+                                  **record_evaluation(counters.first_eval)}) + "\n")
             out.flush()
             if trackers is not None:
                 trackers.log_eval(counters.first_eval, step=0)
@@ -212,18 +216,18 @@ def _loop(
         snapshot = EstimateSnapshot.take(sched)  # what the selectors believe before the step
         for step in range(counters.step, total):
             spent = counters.rollouts
-            record, tasks, feedback = train_step(pipe, trainer, stage, step, counters)
+            record, tasks, feedback, count = train_step(pipe, trainer, stage, step, counters)
             counters.step = step + 1
             snapshot = record_selection(record, tasks, snapshot, sched)
             done = step + 1 == total or (budget is not None and counters.rollouts >= budget)
             if eval_every and ((step + 1) % eval_every == 0 or done):
                 counters.last_eval = trainer_metrics(trainer, trainer.evaluate(step=step + 1), "evaluate")
-                record.update(counters.last_eval)
+                record.update(record_evaluation(counters.last_eval))
             out.write(json.dumps(record) + "\n")
             out.flush()
             last = record
             if trackers is not None:
-                trackers.log_step(pipe, record, feedback, counters.rollouts - spent, step=step + 1)
+                trackers.log_step(pipe, record, feedback, counters.rollouts - spent, step=step + 1, refill=count)
             bar.update(step, record, counters.last_eval.get("eval_accuracy"))
             if (ckpt_every and (step + 1) % ckpt_every == 0) or done:
                 saved["pending"] = step + 1  # a Ctrl-C from here on may land before or after the commit

@@ -2,10 +2,11 @@
 
 The run folder stays the source of truth (``metrics.jsonl``); a tracker gets, after every recorded step, the
 same ``flexkit/...`` metrics the host integrations log (:func:`flexkit.host_metrics.pipeline_metrics`: mix,
-sample stage, feedback pass rates, selector summaries, ``flexkit/rollouts`` for the step), plus the run's own
-``flexkit/run/reward_mean`` and, on evaluation steps, ``flexkit/eval/accuracy`` and
-``flexkit/eval/accuracy/<level>``. The x axis is the training step (1-based: the step's record ``step + 1``,
-so the evaluation before training is at 0).
+sample stage, feedback pass rates, selector summaries, ``flexkit/rollouts`` for the step), the numbers of the
+step's record under the same names (the step's refill counts, ``flexkit/run/rollouts``, and on evaluation steps
+``flexkit/eval/accuracy`` and ``flexkit/eval/accuracy/<level>``), and ``flexkit/run/reward_mean``: the names of
+:mod:`flexkit.metric_names`. The x axis is the training step (1-based: the step's record ``step + 1``, so the
+evaluation before training is at 0).
 
 * TensorBoard (``--tensorboard``; ``pip install "flexkit-rft[tensorboard]"``): event files in
   ``RUN_DIR/tensorboard/`` through ``torch.utils.tensorboard`` (``tensorboard --logdir RUN_DIR/tensorboard``).
@@ -22,7 +23,9 @@ from typing import Any
 
 from flexkit.errors import FlexkitError
 from flexkit.feedback import SELECTOR_METRIC
-from flexkit.host_metrics import PREFIX, pipeline_metrics
+from flexkit.host_metrics import pipeline_metrics
+from flexkit.metric_names import PREFIX, REWARD_MEAN, record_evaluation
+from flexkit.sample.refill_count import RefillCount
 
 __all__ = ["Trackers", "merge_feedback", "run_metrics"]
 
@@ -39,20 +42,29 @@ def merge_feedback(payloads: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def run_metrics(pipe: Any, record: Mapping[str, Any], feedback: Sequence[Mapping[str, Any]],
-                rollouts: int | None) -> dict[str, float]:
-    """The ``flexkit/...`` metrics of one step's metrics ``record`` (see the module docstring)."""
-    out = pipeline_metrics(pipe, feedback=merge_feedback(feedback), rollouts=rollouts)
+                rollouts: int | None, refill: RefillCount | None = None) -> dict[str, float]:
+    """The ``flexkit/...`` metrics of one step's metrics ``record`` (see the module docstring), with the step's
+    count (``refill``) as :func:`~flexkit.host_metrics.pipeline_metrics` takes it."""
+    out = pipeline_metrics(pipe, feedback=merge_feedback(feedback), rollouts=rollouts, refill=refill)
     reward = record.get("reward_mean")
     if isinstance(reward, (int, float)) and math.isfinite(reward):
-        out[f"{PREFIX}run/reward_mean"] = float(reward)
-    out.update(eval_metrics(record))
+        out[REWARD_MEAN] = float(reward)
+    for key, value in _numbers(record).items():
+        out.setdefault(key, value)
     return out
 
 
-def eval_metrics(record: Mapping[str, Any]) -> dict[str, float]:
-    """``flexkit/eval/accuracy[/<level>]`` of a record's evaluation (empty without one)."""
-    return {f"{PREFIX}eval/{key.removeprefix('eval_')}": float(value) for key, value in record.items()
-            if key.startswith("eval_accuracy") and isinstance(value, (int, float))}
+def eval_metrics(evaluation: Mapping[str, Any]) -> dict[str, float]:
+    """``flexkit/eval/accuracy[/<level>]`` of a trainer's evaluation (``eval_accuracy[/<level>]``; empty
+    without one)."""
+    return {key: value for key, value in _numbers(record_evaluation(evaluation)).items()
+            if key.startswith(f"{PREFIX}eval/")}
+
+
+def _numbers(record: Mapping[str, Any]) -> dict[str, float]:
+    """The ``flexkit/...`` numbers of a record (tables and ``None`` left out)."""
+    return {key: float(value) for key, value in record.items()
+            if key.startswith(PREFIX) and isinstance(value, (int, float)) and not isinstance(value, bool)}
 
 
 class Trackers:
@@ -102,14 +114,14 @@ class Trackers:
         if self._wandb is not None:
             self._wandb.log(dict(metrics), step=step)
 
-    def log_eval(self, record: Mapping[str, Any], step: int) -> None:
-        """Log the evaluation in a metrics ``record`` (the one before training: ``step`` 0)."""
-        self.log(eval_metrics(record), step=step)
+    def log_eval(self, evaluation: Mapping[str, Any], step: int) -> None:
+        """Log a trainer's ``evaluation`` (the one before training: ``step`` 0)."""
+        self.log(eval_metrics(evaluation), step=step)
 
     def log_step(self, pipe: Any, record: Mapping[str, Any], feedback: Sequence[Mapping[str, Any]],
-                 rollouts: int | None, step: int) -> None:
+                 rollouts: int | None, step: int, refill: RefillCount | None = None) -> None:
         """Log one training step's ``flexkit/...`` metrics (:func:`run_metrics`) at ``step`` steps done."""
-        self.log(run_metrics(pipe, record, feedback, rollouts), step=step)
+        self.log(run_metrics(pipe, record, feedback, rollouts, refill), step=step)
 
     def close(self) -> None:
         """Flush and close every tracker."""

@@ -4,9 +4,10 @@ A trainer's ``rollout(...).metrics``, ``update(...)`` and ``evaluate(...)`` retu
 numbers. :func:`trainer_metrics` converts numpy scalars and 0-d arrays or tensors to Python numbers, and refuses
 with a :class:`~flexkit.errors.ComponentError` naming the trainer anything that is not a number (a list, a
 string, a tensor of several values), a name that is not a string, and a name the runner writes itself
-(:data:`RESERVED_KEYS`, and for rollout and update metrics the ``sample/`` and ``eval_accuracy`` names of the
-sample stage and of the evaluation). A trainer metric named ``step`` would otherwise replace the record's step,
-and ``--resume`` would cut ``metrics.jsonl`` at the wrong line.
+(:data:`RESERVED_KEYS`, every ``flexkit/`` name of :mod:`flexkit.metric_names`, and for rollout and update
+metrics the ``sample/`` and ``eval_accuracy`` names of the sample stage and of the evaluation). A trainer metric
+named ``step`` would otherwise replace the record's step, and ``--resume`` would cut ``metrics.jsonl`` at the
+wrong line.
 """
 
 from __future__ import annotations
@@ -18,17 +19,16 @@ import numpy as np
 
 from flexkit.contracts import describe_component
 from flexkit.errors import ComponentError
+from flexkit.metric_names import LEGACY_NAMES, PREFIX, STEP, TRAINER_EVAL_ACCURACY
 from flexkit.protocols import TrainerLike
 
 __all__ = ["RESERVED_KEYS", "RESERVED_PREFIXES", "trainer_metrics"]
 
-#: Keys of a metrics record that the runner writes itself: no trainer metric may carry one of these names.
-RESERVED_KEYS: frozenset[str] = frozenset({
-    "step", "rollouts", "generated_tokens", "taskset_mix", "pass_rate_mean", "kept_groups", "filter_rounds",
-    "kept_fraction", "level_mix", "predicted_pass_rate",
-})
+#: Keys no trainer metric may carry: the record's ``step``, and the names records had before
+#: :mod:`flexkit.metric_names` (readers of older run folders still interpret them).
+RESERVED_KEYS: frozenset[str] = frozenset({STEP, *LEGACY_NAMES})
 #: Name prefixes that only the sample stage (``sample/``) and ``evaluate`` (``eval_accuracy``) write.
-RESERVED_PREFIXES: tuple[str, ...] = ("sample/", "eval_accuracy")
+RESERVED_PREFIXES: tuple[str, ...] = ("sample/", TRAINER_EVAL_ACCURACY)
 
 
 def _number(value: Any) -> Any:
@@ -72,7 +72,8 @@ def trainer_metrics(trainer: TrainerLike, metrics: Any, source: str) -> dict[str
         if not isinstance(key, str):
             raise ComponentError(f"{_who(trainer)}: {source} returned a metric named {_short(key)}; metric names "
                                  "must be strings")
-        if key in RESERVED_KEYS or (source != "evaluate" and key.startswith(RESERVED_PREFIXES)):
+        if key in RESERVED_KEYS or key.startswith(PREFIX) or (source != "evaluate"
+                                                               and key.startswith(RESERVED_PREFIXES)):
             raise ComponentError(f"{_who(trainer)}: {source} returned a metric named {key!r}, a name the runner "
                                  f"writes itself in metrics.jsonl; rename it (e.g. 'trainer/{key}')")
         number = _number(value)

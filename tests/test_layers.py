@@ -37,7 +37,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
                 "builtin_table.py", "contracts.py", "protocols.py", "configurable.py"),
     "config": ("config/",),
     "base": ("errors.py", "log.py", "_files.py", "_lazy.py", "_version.py", "trainer.py", "estimators.py",
-             "state_problems.py"),
+             "state_problems.py", "metric_names.py"),
 }
 
 #: The layers each layer may import besides its own and the base. Not transitive: each allowed pair is written.

@@ -1,5 +1,6 @@
 """What ``flexkit compare`` reads from a finished run's ``metrics.jsonl``: its evaluation curves (overall and per
-level) and what it spent (steps, optimizer steps, trained samples, rollouts)."""
+level) and what it spent (steps, optimizer steps, trained samples, rollouts). Records are read under the current
+names (:mod:`flexkit.metric_names`), so a run folder written before them reads the same."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ from typing import Any
 
 import attrs
 
+from flexkit.metric_names import EVAL_ACCURACY, KEPT_FRACTION, RUN_ROLLOUTS, TRAINER_EVAL_ACCURACY, record_evaluation
+
 __all__ = ["RunRecords", "read_run_records"]
 
-#: The record key prefix of per-level held-out accuracy.
-LEVEL_PREFIX = "eval_accuracy/"
+#: The key prefix of per-level held-out accuracy in the comparison's results (the trainer's names, as in its
+#: ``final`` evaluation); records hold them as ``flexkit/eval/accuracy/<level>``.
+LEVEL_PREFIX = TRAINER_EVAL_ACCURACY + "/"
+_RECORD_LEVEL_PREFIX = EVAL_ACCURACY + "/"
 
 
 @attrs.define
@@ -29,25 +34,27 @@ class RunRecords:
 def read_run_records(run_dir: Path, first: dict[str, float], rollouts_per_step: int) -> RunRecords:
     """Read ``run_dir/metrics.jsonl``.
 
-    Curves: ``(steps done, eval_accuracy)`` and ``(rollouts so far, eval_accuracy)`` of every evaluation
-    record; steps done is ``step + 1``, so the ``"step": -1`` record is the evaluation before training (step 0).
-    A run folder from before that record existed gets ``first`` (the runner's first evaluation) as its step-0
-    point. Rollouts are the run's own cumulative count (``steps × rollouts_per_step`` for records without one).
+    Curves: ``(steps done, accuracy)`` and ``(rollouts so far, accuracy)`` of every evaluation record
+    (``flexkit/eval/accuracy``); steps done is ``step + 1``, so the ``"step": -1`` record is the evaluation before
+    training (step 0). A run folder from before that record existed gets ``first`` (the runner's first
+    evaluation, as the trainer returned it) as its step-0 point. Rollouts are the run's own cumulative count
+    (``flexkit/run/rollouts``; ``steps × rollouts_per_step`` for records without one). Level curves are keyed
+    ``eval_accuracy/<level>``, as the final evaluation.
 
-    Counts, from the training records (``step >= 0``): a step trains on ``kept_fraction`` × the responses it
-    generated (all of them without a ``kept_fraction``: no filter), rounded; it is an optimizer step when that is
+    Counts, from the training records (``step >= 0``): a step trains on ``flexkit/sample/kept_fraction`` × the
+    responses it generated (all of them without one: no filter), rounded; it is an optimizer step when that is
     more than zero (a dynamic-sampling step that kept nothing makes no update).
     """
     from flexkit.run_folder import INITIAL_STEP, METRICS_FILE, read_metrics
 
     records = [record for _line, record in read_metrics(run_dir / METRICS_FILE)]
     out = RunRecords()
-    if "eval_accuracy" in first and not any(r["step"] == INITIAL_STEP for r in records):
-        _add_eval(out, 0, 0, first)
+    if TRAINER_EVAL_ACCURACY in first and not any(r["step"] == INITIAL_STEP for r in records):
+        _add_eval(out, 0, 0, record_evaluation(first))
     previous = 0
     for record in records:
         step = int(record["step"])
-        rollouts = record.get("rollouts")
+        rollouts = record.get(RUN_ROLLOUTS)
         spent = int(rollouts) if rollouts is not None else (step + 1) * rollouts_per_step
         if step >= 0:
             trained = _trained(record, spent - previous)
@@ -55,24 +62,25 @@ def read_run_records(run_dir: Path, first: dict[str, float], rollouts_per_step: 
             out.trained_samples += trained
             out.optimizer_steps += trained > 0
             previous = spent
-        if record.get("eval_accuracy") is not None:
+        if record.get(EVAL_ACCURACY) is not None:
             _add_eval(out, step + 1, spent, record)
     return out
 
 
 def _trained(record: dict[str, Any], responses: int) -> int:
     """Samples of a step's ``responses`` that entered the loss."""
-    kept = record.get("kept_fraction")
+    kept = record.get(KEPT_FRACTION)
     if kept is None:
         return responses
     return round(float(kept) * responses)
 
 
 def _add_eval(out: RunRecords, steps: int, rollouts: int, record: dict[str, Any]) -> None:
-    """Add one evaluation (overall and per level) to the curves."""
-    acc = float(record["eval_accuracy"])
+    """Add one evaluation of a record (overall and per level) to the curves."""
+    acc = float(record[EVAL_ACCURACY])
     out.curve.append((steps, acc))
     out.rollout_curve.append((rollouts, acc))
     for key, value in record.items():
-        if key.startswith(LEVEL_PREFIX) and isinstance(value, (int, float)) and not isinstance(value, bool):
-            out.level_curves.setdefault(key, []).append((rollouts, float(value)))
+        if key.startswith(_RECORD_LEVEL_PREFIX) and isinstance(value, (int, float)) and not isinstance(value, bool):
+            level = LEVEL_PREFIX + key.removeprefix(_RECORD_LEVEL_PREFIX)
+            out.level_curves.setdefault(level, []).append((rollouts, float(value)))

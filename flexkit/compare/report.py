@@ -181,7 +181,8 @@ def render_markdown(results: Sequence[SettingResult], info: ReportInfo, *, plot:
         f"- rollout budgets: {', '.join(f'{b:,}' for b in budgets)} (--budget)",
         f"- cells: mean ± half-width of the 95% Student-t interval over seeds, from {MIN_INTERVAL_VALUES} "
         f"values on; with fewer, the mean (and n=2 for two values: no interval is shown)",
-        "- rollouts: responses generated, refills included, counted by the run (`rollouts` in metrics.jsonl); "
+        "- rollouts: responses generated, refills included, counted by the run "
+        "(`flexkit/run/rollouts` in metrics.jsonl); "
         f"rollouts / steps to {'each target' if several else 'target'}: at the first evaluation at or above it "
         f"(resolution: `[run] eval_every`); accuracy at {'each budget' if several else 'budget'}: the last "
         "evaluation at or before it (a run that stopped before it counts as not reached); \"not reached (k/n)\": "

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 import numpy as np
 
 from flexkit.errors import KeyPath
+from flexkit.metric_names import KEPT_FRACTION, MEAN_WEIGHT, proportion, sample_metric
 from flexkit.protocols import ActuatorLike, ScorerLike
 from flexkit.sample.actuator import Action, Actuator, Keep, Mix, Weights
 from flexkit.sample.batch import BatchAdapter, RolloutBatch
@@ -202,19 +203,19 @@ class SampleStage:
         return self.last_action.indices if isinstance(self.last_action, Keep) else None
 
     def metrics(self) -> dict[str, float]:
-        """Scalars for logging: ``sample/kept_fraction``, ``sample/mean_weight``, ``sample/proportion/<id>``,
-        and the actuator's own (e.g. ``kept_groups``, ``groups_needed`` of the group filters) as
-        ``sample/<name>``."""
+        """Scalars for logging (:mod:`flexkit.metric_names`): ``flexkit/sample/kept_fraction``,
+        ``flexkit/sample/mean_weight``, ``flexkit/sample/proportion/<id>``, and the actuator's own (e.g.
+        ``kept_groups``, ``groups_needed`` of the group filters) as ``flexkit/sample/<name>``."""
         out: dict[str, float] = {}
         own = getattr(self.actuator, "metrics", None)
         if callable(own):
-            out.update({k if k.startswith("sample/") else f"sample/{k}": float(v) for k, v in own().items()})
+            out.update({sample_metric(k): float(v) for k, v in own().items()})
         if self.kept_fraction is not None:
-            out["sample/kept_fraction"] = self.kept_fraction
+            out[KEPT_FRACTION] = self.kept_fraction
         if self.mean_weight is not None:
-            out["sample/mean_weight"] = self.mean_weight
+            out[MEAN_WEIGHT] = self.mean_weight
         for tid, p in (self.proportions or {}).items():
-            out[f"sample/proportion/{tid}"] = p
+            out[proportion(tid)] = p
         return out
 
     # -- state ------------------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ def test_plot_of_a_run_without_evaluations_estimates_or_sample_stage(tmp_path: P
         'type = "difficulty_based"\nfeature_keys = ["weak_pass_rate", "strong_pass_rate"]\ntarget_reward = 0.5\n'
         "tau = 0.2", 'type = "random"') + '[trainer]\ntype = "simulator"\n'
     run_pipeline(load_pipeline(write(tmp_path, text)), run_dir=tmp_path / "run", progress=None)
-    assert "predicted_pass_rate" not in read_metrics(tmp_path / "run")[0]
+    assert "flexkit/predicted_pass_rate" not in read_metrics(tmp_path / "run")[0]
     written = plot_run(tmp_path / "run", tmp_path / "pngs", dpi=40, files=("overview.png",))
     assert written == [tmp_path / "pngs" / "overview.png"] and written[0].read_bytes().startswith(PNG)
 
@@ -51,13 +51,13 @@ def test_the_series_the_plots_draw(run_dir: Path) -> None:
     run = _Run(run_dir, records)
     assert run.steps == 30 and run.targets == [0.5]
     assert [r["step"] for r in run.evals] == [-1, 9, 19, 29]  # the evaluation before training comes first
-    xs, names, shares = run.mix("taskset_mix")
+    xs, names, shares = run.mix("flexkit/taskset_mix")
     assert names == ["easy", "hard"] and len(xs) == 30 and np.allclose(shares.sum(axis=0), 1)
-    _xs, levels, _shares = run.mix("level_mix")
+    _xs, levels, _shares = run.mix("flexkit/level_mix")
     assert levels == ["1", "2", "3", "4"]
     selected, pool, steps = run.histograms(slice(0, 10))
     assert pool.sum() == 300 * 10 and steps == "steps 1–10"
-    assert selected.sum() == sum(r["taskset_mix"].get("hard", 0) for r in records[1:11])
+    assert selected.sum() == sum(r["flexkit/taskset_mix"].get("hard", 0) for r in records[1:11])
     assert np.allclose(_smooth(np.array([1.0, 3.0, 5.0, 7.0]), 2), [1.0, 2.0, 4.0, 6.0])
 
 

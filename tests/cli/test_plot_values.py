@@ -21,15 +21,16 @@ from tests.cli.test_runner import PIPELINE, write
 PNG = b"\x89PNG\r\n\x1a\n"
 
 BAD = {
-    "eval_accuracy": "high",
-    "eval_accuracy/2": [0.5],
-    "rollouts": {"n": 3},
-    "kept_fraction": True,
-    "filter_rounds": 10 ** 400,
-    "taskset_mix": [1, 2],
-    "level_mix": {"1": "three"},
-    "predicted_pass_rate": {"selected": [1, 2], "pool": [1, 2, 3]},
+    "flexkit/eval/accuracy": "high",
+    "flexkit/eval/accuracy/2": [0.5],
+    "flexkit/run/rollouts": {"n": 3},
+    "flexkit/sample/kept_fraction": True,
+    "flexkit/sample/filter_rounds": 10 ** 400,
+    "flexkit/taskset_mix": [1, 2],
+    "flexkit/level_mix": {"1": "three"},
+    "flexkit/predicted_pass_rate": {"selected": [1, 2], "pool": [1, 2, 3]},
 }
+HISTOGRAMS = "flexkit/predicted_pass_rate"
 
 
 @pytest.fixture(scope="module")
@@ -76,22 +77,22 @@ def test_a_run_whose_every_value_is_damaged_still_plots(run_dir: Path, tmp_path:
         record.update(BAD)
     (damaged / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     assert main(["plot", str(damaged), "--dpi", "30"]) == 0
-    assert "rollouts: left out of 21 records" in capsys.readouterr().err
+    assert "flexkit/run/rollouts: left out of 21 records" in capsys.readouterr().err
 
 
 def test_histograms_must_keep_the_first_length() -> None:
     good = {"selected": [1, 0], "pool": [3, 4]}
-    records, notes = drawable_records([{"step": 0, "predicted_pass_rate": good},
-                                       {"step": 1, "predicted_pass_rate": {"selected": [1], "pool": [2]}}])
-    assert records[0]["predicted_pass_rate"] == good and "predicted_pass_rate" not in records[1]
-    assert notes == ["predicted_pass_rate: left out of 1 record (histograms of different lengths, e.g. "
+    records, notes = drawable_records([{"step": 0, HISTOGRAMS: good},
+                                       {"step": 1, HISTOGRAMS: {"selected": [1], "pool": [2]}}])
+    assert records[0][HISTOGRAMS] == good and HISTOGRAMS not in records[1]
+    assert notes == [f"{HISTOGRAMS}: left out of 1 record (histograms of different lengths, e.g. "
                      "{'selected': [1], 'pool': [2]})"]
 
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=3),
                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner,
                                                                                  max_size=3), max_leaves=8)
-KEYS = st.sampled_from([*NUMBER_KEYS, *TABLE_KEYS, "eval_accuracy/1", "predicted_pass_rate", "loss"])
+KEYS = st.sampled_from([*NUMBER_KEYS, *TABLE_KEYS, "flexkit/eval/accuracy/1", HISTOGRAMS, "loss"])
 
 
 @settings(max_examples=300, deadline=None)
@@ -103,12 +104,12 @@ def test_what_is_kept_is_drawable(records: list[dict]) -> None:
     length = None
     for before, after in zip(records, kept, strict=True):
         for key, value in after.items():
-            if key in NUMBER_KEYS or key.startswith("eval_accuracy/"):
+            if key in NUMBER_KEYS or key.startswith("flexkit/eval/accuracy/"):
                 assert isinstance(value, (int, float)) and not isinstance(value, bool)
                 assert abs(float(value)) < float("inf")
             elif key in TABLE_KEYS:
                 assert all(isinstance(v, (int, float)) and v >= 0 for v in value.values())
-            elif key == "predicted_pass_rate":
+            elif key == HISTOGRAMS:
                 assert len(value["selected"]) == len(value["pool"]) == (length or len(value["pool"]))
                 length = len(value["pool"])
         for key in set(before) - set(after):

@@ -131,7 +131,7 @@ def test_regression_a_resumed_progress_display_shows_the_last_evaluation(tmp_pat
     """Regression: after ``--resume`` the progress line showed the run's first evaluation until the next one."""
     path, run_dir = write(tmp_path), tmp_path / "run"
     _crash_at(path, run_dir, 45)  # checkpoint at 40; evaluations after steps 10, 20, 30, 40
-    expected = next(m for m in read_metrics(run_dir) if m["step"] == 39)["eval_accuracy"]
+    expected = next(m for m in read_metrics(run_dir) if m["step"] == 39)["flexkit/eval/accuracy"]
     shown = io.StringIO()
     run_pipeline(load_pipeline(path), run_dir=run_dir, resume=True, progress=shown)
     first_line = shown.getvalue().splitlines()[0]

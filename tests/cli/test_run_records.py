@@ -39,7 +39,8 @@ def flexkit_register_trainers(register):
 def test_the_first_record_is_the_evaluation_before_training(tmp_path: Path) -> None:
     result = run_pipeline(load_pipeline(write(tmp_path)), run_dir=tmp_path / "run", progress=None)
     first, *steps = read_metrics(tmp_path / "run")
-    assert first == {"step": -1, "rollouts": 0, "generated_tokens": 0, **result.first_eval}
+    assert first == {"step": -1, "flexkit/run/rollouts": 0, "flexkit/run/generated_tokens": 0,
+                     **{f"flexkit/eval/{k.removeprefix('eval_')}": v for k, v in result.first_eval.items()}}
     assert [m["step"] for m in steps] == list(range(60))
 
 
@@ -53,12 +54,12 @@ def test_steps_record_the_level_mix_and_the_predicted_pass_rates(tmp_path: Path)
     run_pipeline(load_pipeline(write(tmp_path)), run_dir=tmp_path / "run", progress=None)
     steps = read_metrics(tmp_path / "run")[1:]
     for m in steps:
-        assert sum(m["level_mix"].values()) == 16 and set(m["level_mix"]) <= {"1", "2", "3", "4"}
-        histograms = m["predicted_pass_rate"]  # taskset "hard" has a difficulty_based selector; "easy" none
+        assert sum(m["flexkit/level_mix"].values()) == 16 and set(m["flexkit/level_mix"]) <= {"1", "2", "3", "4"}
+        histograms = m["flexkit/predicted_pass_rate"]  # taskset "hard": a difficulty_based selector; "easy" none
         assert len(histograms["pool"]) == len(histograms["selected"]) == PASS_RATE_BINS
         assert sum(histograms["pool"]) == 300
-        assert sum(histograms["selected"]) == m["taskset_mix"].get("hard", 0)
-    assert any(m["taskset_mix"].get("hard") for m in steps)
+        assert sum(histograms["selected"]) == m["flexkit/taskset_mix"].get("hard", 0)
+    assert any(m["flexkit/taskset_mix"].get("hard") for m in steps)
 
 
 def test_a_trainer_reports_progress_on_the_display(tmp_path: Path) -> None:

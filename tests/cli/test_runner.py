@@ -76,12 +76,14 @@ def test_run_writes_folder_metrics_and_checkpoint(tmp_path: Path) -> None:
     assert resolved["trainer"]["config"]["group_size"] == 4 and resolved["run"]["eval_every"] == 10
     metrics = read_metrics(run_dir)
     assert [m["step"] for m in metrics] == list(range(-1, 60))
-    assert metrics[0] == {"step": -1, "rollouts": 0, "generated_tokens": 0, **result.first_eval}  # before training
+    assert metrics[0] == {"step": -1, "flexkit/run/rollouts": 0, "flexkit/run/generated_tokens": 0,  # before training
+                          **{k.replace("eval_", "flexkit/eval/"): v for k, v in result.first_eval.items()}}
     first = metrics[1]
-    assert {"step", "reward_mean", "pass_rate_mean", "kept_fraction", "taskset_mix"} <= set(first)
-    evals = [m for m in metrics if "eval_accuracy" in m]
+    assert {"step", "reward_mean", "flexkit/feedback/pass_rate_mean", "flexkit/sample/kept_fraction",
+            "flexkit/taskset_mix"} <= set(first)
+    evals = [m for m in metrics if "flexkit/eval/accuracy" in m]
     assert [m["step"] for m in evals] == [-1, 9, 19, 29, 39, 49, 59]
-    assert {"eval_accuracy/1", "eval_accuracy/4"} <= set(evals[-1])
+    assert {"flexkit/eval/accuracy/1", "flexkit/eval/accuracy/4"} <= set(evals[-1])
     assert (run_dir / "checkpoint" / "state.json").exists()
     assert result.last_eval["eval_accuracy"] > result.first_eval["eval_accuracy"]
 
@@ -137,9 +139,10 @@ def test_group_filter_counts_reach_the_metrics(tmp_path: Path) -> None:
         'type = "group_solve_rate"', 'type = "group_reward_range"')
     run_pipeline(load_pipeline(write(tmp_path, text)), run_dir=tmp_path / "run", progress=None)
     metrics = step_records(tmp_path / "run")
-    assert all({"sample/kept_groups", "sample/groups_needed"} <= set(m) for m in metrics)
-    assert all(m["sample/kept_groups"] <= 16 for m in metrics)
-    assert any(m["sample/kept_groups"] < 16 for m in metrics)  # some all-equal groups were dropped
+    assert all({"flexkit/sample/kept_groups", "flexkit/sample/groups_needed"} <= set(m) for m in metrics)
+    assert all(m["flexkit/sample/kept_groups"] <= 16 for m in metrics)
+    assert any(m["flexkit/sample/kept_groups"] < 16 for m in metrics)  # some all-equal groups were dropped
+    assert all(m["flexkit/sample/kept_groups"] + m["flexkit/sample/groups_needed"] == 16 for m in metrics)
 
 
 def test_resume_before_the_first_checkpoint_says_to_start_again(tmp_path: Path) -> None:

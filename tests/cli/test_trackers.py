@@ -46,8 +46,14 @@ def test_tensorboard_gets_the_flexkit_metrics(tmp_path: Path, capsys: pytest.Cap
     assert [s for s, _v in scalars["flexkit/eval/accuracy"]] == [0, 3, 6]
     records = read_metrics(tracked)[1:]
     assert [v for _s, v in scalars["flexkit/rollouts"]] == [256.0] * 6  # this step's responses
-    assert scalars["flexkit/feedback/pass_rate_mean"][0][1] == pytest.approx(records[0]["pass_rate_mean"])
+    mean = "flexkit/feedback/pass_rate_mean"
+    assert scalars[mean][0][1] == pytest.approx(records[0][mean])
     assert scalars["flexkit/run/reward_mean"][-1][1] == pytest.approx(records[-1]["reward_mean"])
+    # the record's numbers reach the trackers under the same names, with the same values
+    for name in ("flexkit/run/rollouts", "flexkit/sample/kept_groups", "flexkit/sample/filter_rounds"):
+        assert [v for _s, v in scalars[name]] == pytest.approx([float(r[name]) for r in records])
+    assert [v for _s, v in scalars["flexkit/eval/accuracy"]] == pytest.approx(  # TensorBoard keeps float32
+        [r["flexkit/eval/accuracy"] for r in read_metrics(tracked) if "flexkit/eval/accuracy" in r], rel=1e-6)
 
 
 def test_a_missing_tracker_package_says_what_to_install(tmp_path: Path) -> None:

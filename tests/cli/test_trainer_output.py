@@ -90,7 +90,8 @@ def test_a_metric_that_is_not_a_number_is_refused_naming_the_trainer(tmp_path: P
     assert [r["step"] for r in read_metrics(tmp_path / "run")] == [-1]  # the step was not recorded
 
 
-@pytest.mark.parametrize("key", ["step", "rollouts", "taskset_mix", "sample/kept_fraction", "eval_accuracy"])
+@pytest.mark.parametrize("key", ["step", "rollouts", "taskset_mix", "sample/kept_fraction", "eval_accuracy",
+                                 "flexkit/run/rollouts", "flexkit/sample/kept_groups", "flexkit/eval/accuracy"])
 def test_regression_a_trainer_metric_cannot_overwrite_a_key_the_runner_writes(tmp_path: Path, key: str) -> None:
     """Regression: a trainer metric named ``step`` replaced the record's step, and ``--resume`` then cut
     ``metrics.jsonl`` at the wrong line and lost records."""
@@ -104,7 +105,7 @@ def test_trainer_metrics_checks_every_source() -> None:
 
     assert trainer_metrics(T(), {"eval_accuracy": np.float64(0.5)}, "evaluate") == {"eval_accuracy": 0.5}
     assert trainer_metrics(T(), None, "update") == {}
-    for key in RESERVED_KEYS:
+    for key in [*RESERVED_KEYS, "flexkit/eval/accuracy", "flexkit/anything"]:
         with pytest.raises(ComponentError, match="runner writes itself"):
             trainer_metrics(T(), {key: 1.0}, "evaluate")
     with pytest.raises(ComponentError, match="metric names must be strings"):
@@ -128,5 +129,5 @@ def test_regression_feedback_reads_the_rewards_not_the_advantages(tmp_path: Path
         return [{k: v for k, v in r.items() if "time" not in k} for r in read_metrics(tmp_path / run)]
 
     assert records("centring_run") == records("plain_run")
-    assert all(0.0 <= r["pass_rate_mean"] <= 1.0 for r in records("centring_run")[1:])
+    assert all(0.0 <= r["flexkit/feedback/pass_rate_mean"] <= 1.0 for r in records("centring_run")[1:])
     assert json.loads((tmp_path / "centring_run" / "metrics.jsonl").read_text().splitlines()[1])["step"] == 0

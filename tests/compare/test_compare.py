@@ -306,7 +306,7 @@ def test_rollouts_come_from_the_runs_own_counts(pipeline_file: Path, tmp_path: P
     for res in (plain, dapo):
         for run in res.runs:
             records = read_metrics(run.run_dir)
-            evaluated = [r["rollouts"] for r in records if r.get("eval_accuracy") is not None]
+            evaluated = [r["flexkit/run/rollouts"] for r in records if r.get("flexkit/eval/accuracy") is not None]
             assert [x for x, _ in run.rollout_curve] == evaluated and evaluated[0] == 0  # "step": -1 first
             expected = next((x for x, acc in run.rollout_curve if acc >= 0.3), None)
             assert run.rollouts_to_target == expected

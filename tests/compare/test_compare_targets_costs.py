@@ -103,9 +103,9 @@ def test_cost_per_run_is_read_from_the_records(several: Comparison) -> None:
     for run in dapo.runs:  # dynamic sampling: the kept groups' answers train; refills cost rollouts
         records = [r for r in read_metrics(run.run_dir) if r["step"] >= 0]
         assert run.steps == len(records) == 30
-        assert run.trained_samples == 4 * sum(r["kept_groups"] for r in records)  # group filter, G = 4
-        assert run.trained_samples < run.rollouts == records[-1]["rollouts"]
-        assert run.optimizer_steps == sum(r["kept_groups"] > 0 for r in records)
+        assert run.trained_samples == 4 * sum(r["flexkit/sample/kept_groups"] for r in records)  # G = 4
+        assert run.trained_samples < run.rollouts == records[-1]["flexkit/run/rollouts"]
+        assert run.optimizer_steps == sum(r["flexkit/sample/kept_groups"] > 0 for r in records)
     data = json.loads((several.out_dir / "results.json").read_text())
     for setting, res in zip(data["settings"], several.results, strict=True):
         for key in ("steps", "optimizer_steps", "trained_samples", "rollouts"):

@@ -65,8 +65,9 @@ def test_zero_variance_filter_keeps_mixed_groups_and_reports_the_refill() -> Non
     refill = stage.run(_groups([[0, 1], [1, 1], [1, 0]]), step=0)  # a refill batch at the same step
     assert (refill.kept_groups, refill.kept_so_far, refill.groups_needed, refill.rounds) == (2, 4, 0, 2)
     assert not refill.refill
-    assert stage.actuator.metrics() == {"sample/kept_groups": 2.0, "sample/groups_needed": 0.0,
-                                        "sample/filter_rounds": 2.0}
+    assert stage.actuator.count.groups_passed == 4 and stage.actuator.count.groups_drawn == 7
+    assert stage.actuator.metrics() == {"flexkit/sample/kept_groups": 4.0, "flexkit/sample/groups_needed": 0.0,
+                                        "flexkit/sample/filter_rounds": 2.0}  # the step's count, both calls
     nxt = stage.run(_groups([[1, 1], [0, 0]]), step=1)  # a new step starts a new count
     assert (nxt.kept_groups, nxt.groups_needed, nxt.rounds, nxt.refill) == (0, 2, 1, True)
 
@@ -223,9 +224,9 @@ def test_sample_algorithms_run_and_resume_in_a_pipeline(tmp_path: Path, sample: 
     full, resumed = crash_and_resume(_simulated(tmp_path, {"type": "random"}, sample, tasksets=2), tmp_path)
     assert full == resumed and full.count("\n") == 7  # 6 steps and the evaluation before training
     if sample["mechanism"] == "mix":
-        assert "sample/proportion/1" in full
+        assert "flexkit/sample/proportion/1" in full
     else:
-        assert "kept_fraction" in full
+        assert "flexkit/sample/kept_fraction" in full
 
 
 @pytest.mark.parametrize("name", ["mixing.toml", "dynamic_sampling.toml"])

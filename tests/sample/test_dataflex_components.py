@@ -386,4 +386,4 @@ def test_new_components_run_and_resume_in_a_pipeline(tmp_path: Path, sample: dic
     full, resumed = crash_and_resume(_simulated(sample), tmp_path)
     steps = [json.loads(line)["step"] for line in full.splitlines()]
     assert full == resumed and [s for s in steps if s >= 0] == list(range(6))
-    assert ("sample/proportion/1" if sample["mechanism"] == "mix" else "sample/") in full
+    assert ("flexkit/sample/proportion/1" if sample["mechanism"] == "mix" else "flexkit/sample/") in full

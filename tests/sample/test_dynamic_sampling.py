@@ -10,8 +10,17 @@ import numpy as np
 import pytest
 import torch
 
-from flexkit import ConfigError, pipeline_from_dict
+from flexkit import ConfigError, pipeline_from_dict, pipeline_metrics
 from flexkit.dynamic_sampling import concat_rows, fill_batch
+from flexkit.metric_names import (
+    EVAL_ACCURACY,
+    FILTER_ROUNDS,
+    KEPT_FRACTION,
+    KEPT_GROUPS,
+    ROLLOUTS,
+    RUN_GENERATED_TOKENS,
+    RUN_ROLLOUTS,
+)
 from flexkit.runner import run_pipeline
 from flexkit.sample.batch import RolloutBatch
 from flexkit.scheduler import AFTER_FEEDBACK
@@ -68,6 +77,11 @@ def test_refill_draws_rounds_until_the_kept_groups_fill_the_batch(tmp_path: Path
     assert filled.filter_rounds >= 3  # at most 4 mixed tasks in 12, at most 1.x per round
     assert filled.responses == filled.filter_rounds * 4 * G
     assert filled.generated_tokens == filled.responses  # one unmasked token per response
+    # the one count: the filter's own (its checkpointed state) agrees with the step's
+    count, own = filled.count, pipe.sample_stage.actuator.count
+    assert (count.rounds, count.groups_drawn, count.groups_passed) == (own.rounds, 4 * own.rounds, own.groups_passed)
+    assert count.groups_kept + count.surplus_dropped == count.groups_passed and count.groups_needed == 0
+    assert count.responses_kept == 4 * G and count.kept_fraction == 4 * G / filled.responses
     # every rolled-out group's feedback reached the selectors, kept or not
     assert [sorted(f.tolist()) for f in fed] == [sorted(t.index for t in r.tasks) for r in filled.rounds]
     batch = filled.batch
@@ -93,6 +107,10 @@ def test_surplus_of_the_last_round(tmp_path: Path, surplus: str, expected: int) 
     assert filled.filter_rounds == 1
     assert filled.kept_groups == expected
     assert filled.batch.batch_size == expected * G
+    assert (filled.count.groups_passed, filled.count.surplus_dropped) == (4, 4 - expected)
+    metrics = pipeline_metrics(pipe, refill=filled.count)  # a host loop reports the step's count, not the round's
+    assert metrics[KEPT_GROUPS] == expected and metrics[FILTER_ROUNDS] == 1 and metrics[ROLLOUTS] == 4 * G
+    assert metrics[KEPT_FRACTION] == expected / 4 and metrics["flexkit/sample/groups_needed"] == 0
 
 
 def test_refill_is_refused_where_it_cannot_work(tmp_path: Path) -> None:
@@ -159,20 +177,20 @@ SIMULATED = {
 def _records(run_dir: Path) -> list[dict[str, Any]]:
     """The step records (the first record, ``"step": -1``, is the evaluation before training)."""
     records = read_metrics(run_dir)
-    assert records[0]["step"] == -1 and records[0]["rollouts"] == 0 and "eval_accuracy" in records[0]
+    assert records[0]["step"] == -1 and records[0][RUN_ROLLOUTS] == 0 and EVAL_ACCURACY in records[0]
     return records[1:]
 
 
 def test_run_records_cumulative_rollouts_and_resumes_exactly_after_a_kill_mid_refill(tmp_path: Path) -> None:
     run_pipeline(pipeline_from_dict(SIMULATED, base_dir=tmp_path), run_dir=tmp_path / "whole", progress=None)
     whole = _records(tmp_path / "whole")
-    rounds = [r["filter_rounds"] for r in whole]
+    rounds = [r[FILTER_ROUNDS] for r in whole]
     assert max(rounds) >= 2, "the setting must need refills for this test to mean anything"
     # cumulative responses: every round's batch_size × group_size, kept or not
-    assert [r["rollouts"] for r in whole] == np.cumsum([16 * 4 * n for n in rounds]).tolist()
-    assert [r["generated_tokens"] for r in whole] == [r["rollouts"] for r in whole]  # one token per response
-    assert all(0 <= r["kept_groups"] <= 16 for r in whole)
-    assert all(r["kept_fraction"] == pytest.approx(r["kept_groups"] * 4 / (16 * 4 * n))
+    assert [r[RUN_ROLLOUTS] for r in whole] == np.cumsum([16 * 4 * n for n in rounds]).tolist()
+    assert [r[RUN_GENERATED_TOKENS] for r in whole] == [r[RUN_ROLLOUTS] for r in whole]  # one token per response
+    assert all(0 <= r[KEPT_GROUPS] <= 16 for r in whole)
+    assert all(r[KEPT_FRACTION] == pytest.approx(r[KEPT_GROUPS] * 4 / (16 * 4 * n))
                for r, n in zip(whole, rounds, strict=True))
 
     # crash at the second round of a step after the first checkpoint that needed a refill
@@ -189,18 +207,18 @@ def test_plain_runs_count_rollouts_too(tmp_path: Path) -> None:
     data = {k: v for k, v in SIMULATED.items() if k != "sample"}
     run_pipeline(pipeline_from_dict(data, base_dir=tmp_path), run_dir=tmp_path / "plain", progress=None)
     records = _records(tmp_path / "plain")
-    assert [r["rollouts"] for r in records] == [64 * (i + 1) for i in range(12)]
-    assert all(r["filter_rounds"] == 1 and r["kept_groups"] == 16 for r in records)
+    assert [r[RUN_ROLLOUTS] for r in records] == [64 * (i + 1) for i in range(12)]
+    assert all(r[FILTER_ROUNDS] == 1 and r[KEPT_GROUPS] == 16 for r in records)
 
 
 def test_max_rollouts_stops_the_run_with_a_last_evaluation_and_checkpoint(tmp_path: Path) -> None:
     data = {**SIMULATED, "run": {**SIMULATED["run"], "total_steps": 100, "max_rollouts": 1000}}
     result = run_pipeline(pipeline_from_dict(data, base_dir=tmp_path), run_dir=tmp_path / "budget", progress=None)
     records = _records(tmp_path / "budget")
-    assert records[-1]["rollouts"] >= 1000 > records[-2]["rollouts"]  # stopped after the step that spent it
-    assert result.steps == len(records) and records[-1]["eval_accuracy"] == result.last_eval["eval_accuracy"]
+    assert records[-1][RUN_ROLLOUTS] >= 1000 > records[-2][RUN_ROLLOUTS]  # stopped after the step that spent it
+    assert result.steps == len(records) and records[-1][EVAL_ACCURACY] == result.last_eval["eval_accuracy"]
     from flexkit.checkpoint import load_state
 
     state, _meta = load_state(tmp_path / "budget" / "checkpoint")
     assert state["extra"]["runner"]["step"] == len(records)
-    assert state["extra"]["runner"]["rollouts"] == records[-1]["rollouts"]
+    assert state["extra"]["runner"]["rollouts"] == records[-1][RUN_ROLLOUTS]

@@ -66,4 +66,4 @@ def test_a_scorer_at_a_timing_flexkit_run_reaches_runs(tmp_path: Path, timing: s
     pipe = _pipeline(tmp_path, timing)
     result = run_pipeline(pipe, run_dir=tmp_path / "run", progress=None)
     assert result.steps == 2
-    assert any(key.startswith("sample/") for key in result.last_metrics)  # the stage ran
+    assert any(key.startswith("flexkit/sample/mean_weight") for key in result.last_metrics)  # the stage ran

@@ -62,7 +62,7 @@ def test_select_stage_token_weights_and_logging() -> None:
     assert torch.equal(w, expected)
     assert stage.kept_indices.tolist() == [0, 1, 2, 3]
     assert stage.last_scores.tolist() == [0.25] * 4 + [1.0] * 4
-    assert stage.metrics() == {"sample/kept_fraction": 0.5, "sample/mean_weight": 0.5}
+    assert stage.metrics() == {"flexkit/sample/kept_fraction": 0.5, "flexkit/sample/mean_weight": 0.5}
     assert stage.proportions is None and stage.last_step == 3
 
 
@@ -93,7 +93,7 @@ def test_runs_once_per_batch_and_step() -> None:
     assert torch.equal(w1, batch["response_mask"].float())  # mix: no sample weights
     p = stage.proportions
     assert p is not None and p[0] > p[1]  # taskset 0 has the lower reward
-    assert stage.metrics()["sample/proportion/0"] == p[0]
+    assert stage.metrics()["flexkit/sample/proportion/0"] == p[0]
     stage.token_weights(batch, step=1)
     assert [e["step"] for e in stage.actuator.state_dict()["window"]] == [0, 1]
 

@@ -8,7 +8,8 @@ generation rounds. flexkit's actuator cannot roll out, so it reports what the tr
 Calls for the same step accumulate: the first call at a step opens a round count and a target (the
 configured ``target_groups``, or the first batch's number of groups); each further call at that step (a refill
 batch) adds its kept groups. ``groups_needed = max(0, target − kept so far)``; ``refill`` is true while groups
-are needed and fewer than ``max_rounds`` batches were filtered at this step.
+are needed and fewer than ``max_rounds`` batches were filtered at this step. That count is a
+:class:`~flexkit.sample.refill_count.RefillCount` (:attr:`GroupFilter.count`), also the filter's state.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ import numpy as np
 
 from flexkit.config import field
 from flexkit.errors import SampleError, StateMismatchError
+from flexkit.metric_names import FILTER_ROUNDS, GROUPS_NEEDED, KEPT_GROUPS
 from flexkit.sample.actuator import Actuator, Keep
 from flexkit.sample.batch import RolloutBatch
+from flexkit.sample.refill_count import RefillCount
 
 
 def target_groups_field() -> Any:
@@ -65,10 +68,8 @@ class GroupFilter(Actuator):
 
     def __init__(self, config: Any = None) -> None:
         super().__init__(config)
-        self._step: int | None = None
-        self._target = 0
-        self._kept = 0
-        self._rounds = 0
+        #: The current step's count: target, rounds, groups kept so far.
+        self.count = RefillCount()
         self.last: GroupKeep | None = None
 
     @abc.abstractmethod
@@ -78,38 +79,40 @@ class GroupFilter(Actuator):
     def act(self, scores: Any, batch: RolloutBatch, *, step: int) -> GroupKeep:
         """Keep the samples of the groups whose every member passes; update the step's refill accounting."""
         step = int(step)
-        if self._step is not None and step < self._step:
-            raise SampleError(f"steps must not go backwards: got step {step} after step {self._step}")
+        count = self.count
+        if count.step is not None and step < count.step:
+            raise SampleError(f"steps must not go backwards: got step {step} after step {count.step}")
         values = scores.detach().to("cpu").double().numpy().reshape(-1)
         gid, num_groups = batch.group_index()
         passes = self.keep_mask(values)
         members = np.bincount(gid, minlength=num_groups)
         group_kept = np.bincount(gid, weights=passes, minlength=num_groups) == members
         kept_groups = int(group_kept.sum())
-        if step != self._step:
-            self._step, self._kept, self._rounds = step, 0, 0
+        if step != count.step:
             target = self.config.target_groups
-            self._target = int(target) if target is not None else num_groups
-        self._kept += kept_groups
-        self._rounds += 1
-        needed = max(0, self._target - self._kept)
-        self.last = GroupKeep(np.flatnonzero(group_kept[gid]), kept_groups=kept_groups, total_groups=num_groups,
-                              kept_so_far=self._kept, groups_needed=needed, rounds=self._rounds,
-                              refill=needed > 0 and self._rounds < self.config.max_rounds,
-                              target_groups=self._target)
+            count = RefillCount.start(step, int(target) if target is not None else num_groups)
+        indices = np.flatnonzero(group_kept[gid])
+        count = self.count = count.add_round(groups=num_groups, passed=kept_groups, responses=len(values),
+                                             responses_kept=len(indices))
+        needed = count.groups_needed
+        self.last = GroupKeep(indices, kept_groups=kept_groups, total_groups=num_groups,
+                              kept_so_far=count.groups_passed, groups_needed=needed, rounds=count.rounds,
+                              refill=needed > 0 and count.rounds < self.config.max_rounds,
+                              target_groups=count.target_groups)
         return self.last
 
     def metrics(self) -> dict[str, float]:
-        """``sample/kept_groups``, ``sample/groups_needed``, ``sample/filter_rounds`` of the latest call."""
+        """The step's count so far (:attr:`count`): ``flexkit/sample/kept_groups`` (every call at this step),
+        ``flexkit/sample/groups_needed`` and ``flexkit/sample/filter_rounds``; empty before the first call."""
         if self.last is None:
             return {}
-        return {"sample/kept_groups": float(self.last.kept_groups),
-                "sample/groups_needed": float(self.last.groups_needed),
-                "sample/filter_rounds": float(self.last.rounds)}
+        return {KEPT_GROUPS: float(self.count.groups_passed),
+                GROUPS_NEEDED: float(self.count.groups_needed),
+                FILTER_ROUNDS: float(self.count.rounds)}
 
     def state_dict(self) -> dict[str, Any]:
         """The current step's refill accounting (step, target, kept groups so far, rounds)."""
-        return {"step": self._step, "target": self._target, "kept": self._kept, "rounds": self._rounds}
+        return self.count.state_dict()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` output."""
@@ -118,5 +121,4 @@ class GroupFilter(Actuator):
         values = [int(state[k]) for k in ("target", "kept", "rounds")]
         if min(values) < 0:
             raise StateMismatchError(f"saved group filter state holds negative counts: {values}")
-        self._step = None if state["step"] is None else int(state["step"])
-        self._target, self._kept, self._rounds = values
+        self.count = RefillCount.from_state(state)

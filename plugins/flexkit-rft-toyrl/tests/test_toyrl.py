@@ -199,7 +199,7 @@ def test_trainer_needs_operands_that_fit(tmp_path: Path) -> None:
 def _metrics(run_dir: Path) -> list[dict]:
     """The step records (the first record, ``"step": -1``, is the evaluation before training)."""
     records = read_metrics(run_dir)
-    assert records[0]["step"] == -1 and "eval_accuracy/3" in records[0]
+    assert records[0]["step"] == -1 and "flexkit/eval/accuracy/3" in records[0]
     return records[1:]
 
 
@@ -213,11 +213,12 @@ def test_resume_after_a_crash_reproduces_the_uninterrupted_run(tmp_path: Path) -
     assert _metrics(tmp_path / "broken") == _metrics(tmp_path / "full")
     assert resumed.last_eval == full.last_eval and resumed.first_eval == full.first_eval
     metrics = _metrics(tmp_path / "full")
-    assert {"reward_mean", "pass_rate_mean", "kept_fraction", "taskset_mix", "entropy"} <= set(metrics[0])
-    assert {"eval_accuracy/1", "eval_accuracy/3"} <= set(metrics[3])
-    assert all(sum(m["level_mix"].values()) == 8 for m in metrics)  # arithmetic rows carry their level
-    assert all(sum(m["predicted_pass_rate"]["selected"]) == 8 for m in metrics)  # difficulty_based's estimates
-    assert all(sum(m["predicted_pass_rate"]["pool"]) == 400 for m in metrics)
+    assert {"reward_mean", "flexkit/feedback/pass_rate_mean", "flexkit/sample/kept_fraction", "flexkit/taskset_mix",
+            "entropy"} <= set(metrics[0])
+    assert {"flexkit/eval/accuracy/1", "flexkit/eval/accuracy/3"} <= set(metrics[3])
+    assert all(sum(m["flexkit/level_mix"].values()) == 8 for m in metrics)  # arithmetic rows carry their level
+    assert all(sum(m["flexkit/predicted_pass_rate"]["selected"]) == 8 for m in metrics)  # difficulty_based's
+    assert all(sum(m["flexkit/predicted_pass_rate"]["pool"]) == 400 for m in metrics)
 
 
 def test_the_warm_start_reports_progress() -> None:
@@ -241,4 +242,4 @@ def test_quickstart_learns_on_the_frontier_and_counts_its_rollouts(tmp_path: Pat
     assert last["eval_accuracy/2"] - first["eval_accuracy/2"] >= 0.2  # the frontier level learns most
     assert last["eval_accuracy/3"] - first["eval_accuracy/3"] >= 0.1  # and the selector moves on to the next
     assert last["eval_accuracy/1"] > 0.9  # and the solved level is kept
-    assert 200_000 <= result.last_metrics["rollouts"] < 200_000 + 512  # stopped at the budget (no refills)
+    assert 200_000 <= result.last_metrics["flexkit/run/rollouts"] < 200_000 + 512  # stopped at the budget
