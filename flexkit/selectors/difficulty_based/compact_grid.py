@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from flexkit.selectors.difficulty_based.features import as64
-from flexkit.selectors.difficulty_based.index_structures import slab_rows
+from flexkit.selectors.difficulty_based.index_structures import slab_keys
 
 #: Tasks scanned per vectorised step while building.
 _SCAN_CHUNK = 1 << 20
@@ -117,12 +117,7 @@ class CompactGrid:
 
     def runs(self, cx: float, cy: float, lo: float, hi: float) -> CompactRuns:
         """The runs of positions to read for the slab ``lo ≤ cx·x + cy·y ≤ hi`` (``cx`` must be positive)."""
-        rows, x_lo, x_hi = slab_rows(cx, cy, lo, hi, self._y_lo, self._y_hi)
-        scale, top = float(1 << self.q_bits), (1 << self.q_bits) - 1
-        q_lo = (np.maximum(x_lo, 0.0) * scale).astype(np.int64)  # floor (x ≥ 0)
-        q_hi = (np.minimum(x_hi, 1.0) * scale).astype(np.int64)
-        np.minimum(q_lo, top, out=q_lo)
-        np.minimum(q_hi, top, out=q_hi)
+        rows, q_lo, q_hi = slab_keys(cx, cy, lo, hi, self._y_lo, self._y_hi, self.q_bits)
         base = rows << self.col_bits
         b_lo, b_hi = base + (q_lo >> self.fine_bits), base + (q_hi >> self.fine_bits)
         mask = (1 << self.fine_bits) - 1

@@ -45,6 +45,19 @@ def slab_rows(
     return rows, x_lo[rows], x_hi[rows]
 
 
+def slab_keys(
+    cx: float, cy: float, lo: float, hi: float, y_lo: np.ndarray, y_hi: np.ndarray, bits: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`slab_rows` with each row's bounds on ``x`` quantised to ``bits``-bit keys (inclusive, floor)."""
+    rows, x_lo, x_hi = slab_rows(cx, cy, lo, hi, y_lo, y_hi)
+    scale, top = float(1 << bits), (1 << bits) - 1
+    q_lo = (np.maximum(x_lo, 0.0) * scale).astype(np.int64)  # floor (x ≥ 0)
+    q_hi = (np.minimum(x_hi, 1.0) * scale).astype(np.int64)
+    np.minimum(q_lo, top, out=q_lo)
+    np.minimum(q_hi, top, out=q_hi)
+    return rows, q_lo, q_hi
+
+
 class SlabGrid:
     """Points ``(x_i, y_i)`` in [0, 1]² sorted by ``(row, x)``, with ``2^row_bits`` rows of equal height in
     ``y``; ``x`` is quantised to ``32 − row_bits`` bits so that a point's key is one uint32. A table of the
@@ -91,12 +104,7 @@ class SlabGrid:
     def runs(self, cx: float, cy: float, lo: float, hi: float) -> Runs:
         """The runs of positions to read for the slab ``lo ≤ cx·x + cy·y ≤ hi`` (``cx`` must be positive): per
         row that can hold a point of it, its buckets' positions and the row's key bounds (inclusive)."""
-        rows, x_lo, x_hi = slab_rows(cx, cy, lo, hi, self._y_lo, self._y_hi)
-        scale, top = float(1 << self.key_bits), (1 << self.key_bits) - 1
-        q_lo = (np.maximum(x_lo, 0.0) * scale).astype(np.int64)  # floor (x ≥ 0)
-        q_hi = (np.minimum(x_hi, 1.0) * scale).astype(np.int64)
-        np.minimum(q_lo, top, out=q_lo)
-        np.minimum(q_hi, top, out=q_hi)
+        rows, q_lo, q_hi = slab_keys(cx, cy, lo, hi, self._y_lo, self._y_hi, self.key_bits)
         row_base = rows << self._cols_log2
         start = self.starts[row_base + (q_lo >> self.col_shift)]
         stop = self.starts[row_base + (q_hi >> self.col_shift) + 1]
