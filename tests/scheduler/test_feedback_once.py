@@ -13,7 +13,7 @@ import pytest
 import flexkit.feedback_check
 import flexkit.selectors.base
 from flexkit import FeedbackError, Selector
-from flexkit.feedback import SELECTOR_METRIC
+from flexkit.feedback import SELECTOR_METRIC, PassRateCalculator
 from flexkit.scheduler import TasksetEntry, TasksetScheduler
 
 
@@ -90,3 +90,13 @@ def test_selector_feedback_still_checks_third_party_lists() -> None:
     with pytest.raises(FeedbackError, match="out of range"):
         selector.feedback(np.array([4]), np.array([0.5]))
     assert len(selector.got) == 1
+
+
+def test_the_built_in_operator_gives_one_array_shape_in_first_occurrence_order() -> None:
+    rows = [{"taskset_id": t, "index": i, "reward": r}
+            for t, i, r in [(1, 5, 1.0), (0, 3, 0.0), (1, 5, 0.0), (1, 2, 1), (0, 9, 1), (2, 0, 0.5)]]
+    metric = PassRateCalculator().process(rows)[1][SELECTOR_METRIC]
+    assert list(metric) == [1, 0, 2]
+    assert all(p["indices"].dtype == np.int64 and p["values"].dtype == np.float64 for p in metric.values())
+    assert {t: (p["indices"].tolist(), p["values"].tolist()) for t, p in metric.items()} == {
+        1: ([5, 2], [0.5, 1.0]), 0: ([3, 9], [0.0, 1.0]), 2: ([0], [0.5])}
