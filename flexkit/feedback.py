@@ -202,9 +202,13 @@ class PassRateCalculator(Configurable, FeedbackOperator):
 
         ``experiences`` is an iterable of experiences (:class:`Experience`, dicts, Trinity-style objects) or,
         cheaper for large batches, **columns**: a mapping with equal-length arrays ``reward``,
-        ``taskset_id`` and ``index`` (one entry per response). Tasks appear in order of first occurrence;
-        experiences are passed through unchanged.
+        ``taskset_id`` and ``index`` (one entry per response), or a :class:`~flexkit.sample.RolloutBatch`, read
+        as its :meth:`~flexkit.sample.RolloutBatch.feedback_columns`. Tasks appear in order of first
+        occurrence; experiences are passed through unchanged.
         """
+        if callable(getattr(experiences, "feedback_columns", None)):  # a RolloutBatch: its own columns
+            batch: Any = experiences
+            return batch, self.process(batch.feedback_columns())[1]
         if is_columnar(experiences):
             exps: Any = experiences
             tids, idxs, rewards = _columns(experiences)
