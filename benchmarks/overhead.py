@@ -89,6 +89,7 @@ def run(*, quick: bool = False, steps: int = 60, warmup: int = 10, sample: bool 
             tasks = pipe.scheduler.read()
             t1 = time.perf_counter()
             rollout = trainer.rollout(tasks, step=step)
+            experiences = rollout.feedback_experiences()  # taken before the stage and advantages, as flexkit run
             t2 = time.perf_counter()
             if sample:
                 pipe.apply_sample_stage(rollout.batch, step=step, timing="post_reward")
@@ -100,7 +101,7 @@ def run(*, quick: bool = False, steps: int = 60, warmup: int = 10, sample: bool 
                 pipe.apply_sample_stage(rollout.batch, step=step, timing="post_advantage")
                 weights = pipe.sample_stage.token_weights(rollout.batch, step=step)
             t5 = time.perf_counter()
-            pending = background.submit(_timed, pipe.feedback, rollout.experiences)
+            pending = background.submit(_timed, pipe.feedback, experiences)
             trainer.update(rollout.batch, weights, step=step)
             t6 = time.perf_counter()
             _result, feedback_s = pending.result()  # as flexkit run: the feedback runs alongside the update

@@ -203,7 +203,7 @@ def _pass_rates(trainer: TrainerLike, tasks: list[Task], samples: int) -> list[f
     position = {(t.taskset_id, t.index): i for i, t in enumerate(tasks)}
     while responses.min() < samples:
         before = responses.copy()
-        for tid, index, reward in task_triples(trainer.rollout(tasks, step=0).experiences):
+        for tid, index, reward in task_triples(trainer.rollout(tasks, step=0).feedback_experiences()):
             i = position[(int(tid), int(index))]
             total[i] += float(reward)
             responses[i] += 1

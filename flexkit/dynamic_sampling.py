@@ -152,7 +152,7 @@ def fill_batch(pipe: Pipeline, rollout: RolloutFn, *, step: int, surplus: str | 
             raise SampleError(f"the rollout function must return a flexkit.trainer.Rollout, got "
                               f"{type(result).__name__}")
         batch = result.batch if isinstance(result.batch, RolloutBatch) else RolloutBatch.from_dict(result.batch)
-        feedback = pipe.feedback(result.experiences)
+        feedback = pipe.feedback(result.experiences if result.experiences is not None else batch.feedback_columns())
         action = pipe.apply_sample_stage(batch, step=step)
         target_groups = getattr(action, "target_groups", None)
         if target_groups is None:

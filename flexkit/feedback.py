@@ -196,13 +196,19 @@ class PassRateCalculator(Configurable, FeedbackOperator):
     Config = PassRateConfig
 
     def process(self, experiences: Iterable[Any] | Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
-        """Return ``(experiences, {SELECTOR_METRIC: {taskset_id: {"indices": [...], "values": [...]}}})``.
+        """Return ``(experiences, {SELECTOR_METRIC: {taskset_id: {"indices": ..., "values": ...}}})``, each
+        taskset's ``indices`` an int64 array and ``values`` a float64 array (the scheduler validates them once and
+        hands them on as they are).
 
         ``experiences`` is an iterable of experiences (:class:`Experience`, dicts, Trinity-style objects) or,
         cheaper for large batches, **columns**: a mapping with equal-length arrays ``reward``,
-        ``taskset_id`` and ``index`` (one entry per response). Tasks appear in order of first occurrence;
-        experiences are passed through unchanged.
+        ``taskset_id`` and ``index`` (one entry per response), or a :class:`~flexkit.sample.RolloutBatch`, read
+        as its :meth:`~flexkit.sample.RolloutBatch.feedback_columns`. Tasks appear in order of first
+        occurrence; experiences are passed through unchanged.
         """
+        if callable(getattr(experiences, "feedback_columns", None)):  # a RolloutBatch: its own columns
+            batch: Any = experiences
+            return batch, self.process(batch.feedback_columns())[1]
         if is_columnar(experiences):
             exps: Any = experiences
             tids, idxs, rewards = _columns(experiences)
@@ -220,11 +226,21 @@ class PassRateCalculator(Configurable, FeedbackOperator):
         uniq, first, inverse = _unique_tasks(tids.astype(np.int64), idxs.astype(np.int64))
         sums = np.bincount(inverse, weights=rewards, minlength=len(uniq))
         counts = np.bincount(inverse, minlength=len(uniq))
-        means = sums / counts
-        metric: dict[int, dict[str, list[Any]]] = {}
-        for k in np.argsort(first, kind="stable"):
-            part = metric.setdefault(int(uniq[k, 0]), {"indices": [], "values": []})
-            part["indices"].append(int(uniq[k, 1]))
-            part["values"].append(float(means[k]))
-        return exps, {SELECTOR_METRIC: metric}
+        order = np.argsort(first, kind="stable")  # tasks in order of first occurrence
+        return exps, {SELECTOR_METRIC: _per_taskset(uniq[order, 0], uniq[order, 1], (sums / counts)[order])}
+
+
+def _per_taskset(tids: np.ndarray, idxs: np.ndarray, means: np.ndarray) -> dict[int, dict[str, np.ndarray]]:
+    """``{taskset_id: {"indices": int64 array, "values": float64 array}}`` from tasks in first-occurrence order:
+    tasksets in order of their first task, each one's tasks in the given order (the payload's one shape)."""
+    keys, first, which = np.unique(tids, return_index=True, return_inverse=True)
+    rank = np.empty(len(keys), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(keys))
+    task_rank = rank[which.reshape(-1)]
+    grouped = np.argsort(task_rank, kind="stable")
+    bounds = np.cumsum(np.bincount(task_rank, minlength=len(keys)))[:-1]
+    indices = np.split(idxs[grouped].astype(np.int64, copy=False), bounds)
+    values = np.split(means[grouped].astype(np.float64, copy=False), bounds)
+    return {int(tid): {"indices": i, "values": v}
+            for tid, i, v in zip(keys[np.argsort(first, kind="stable")].tolist(), indices, values, strict=True)}
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import numpy as np
 
 from flexkit.contracts import describe_component
 from flexkit.errors import ComponentError, FeedbackError, FlexkitError
 from flexkit.protocols import SelectorLike
+from flexkit.selectors.base import Selector
 
 if TYPE_CHECKING:
     from flexkit.scheduler import TasksetEntry
@@ -28,8 +29,10 @@ def apply_feedback(entries: Sequence[TasksetEntry], checked: Sequence[tuple[int,
     until its input is valid, and the input was validated, so it cannot fail part-way; any other selector's state
     is copied before its part, and those parts go first. When a selector raises, every copied state is restored and a
     :class:`~flexkit.errors.FeedbackError` (the selector refused its part) or
-    :class:`~flexkit.errors.ComponentError` (it failed) names it. Copying costs one copy of a plugin selector's
-    state per feedback; flexkit's own selectors declare atomic feedback and cost nothing.
+    :class:`~flexkit.errors.ComponentError` (it failed) names it. A selector keeping
+    :class:`~flexkit.selectors.base.Selector`'s ``feedback`` is not validated again (:func:`_give`). Copying
+    costs one copy of a plugin selector's state per feedback; flexkit's own selectors declare atomic feedback and
+    cost nothing.
     """
     parts = [part for part in checked if part[1].size]
     parts.sort(key=lambda part: _atomic_feedback(entries[part[0]].selector))  # copied ones first (stable)
@@ -40,10 +43,21 @@ def apply_feedback(entries: Sequence[TasksetEntry], checked: Sequence[tuple[int,
         try:
             if not _atomic_feedback(selector):
                 saved[tid] = copy.deepcopy(selector.state_dict())
-            selector.feedback(idx, vals)
+            _give(selector, idx, vals)
         except Exception as exc:
             _restore(entries, saved, applied, tid, exc)
         applied.append(tid)
+
+
+def _give(selector: SelectorLike, idx: np.ndarray, vals: np.ndarray) -> None:
+    """Hand one selector its validated part: straight to :meth:`Selector._feedback_validated` when its
+    ``feedback`` is the base class's (the payload was validated once, in
+    :func:`flexkit.feedback_check.check_feedback_payload`), else through its own ``feedback`` (a plugin selector,
+    or one that overrides it, sees the public call as before)."""
+    if getattr(getattr(selector, "feedback", None), "__func__", None) is Selector.feedback:
+        cast(Selector, selector)._feedback_validated(idx, vals)
+    else:
+        selector.feedback(idx, vals)
 
 
 def _restore(entries: Sequence[TasksetEntry], saved: Mapping[int, Any], applied: Sequence[int], failed: int,

@@ -156,5 +156,6 @@ def flexkit_on_select(step: int, tasks: Any) -> None:
 @hookspec
 def flexkit_on_feedback(step: int, metrics: Any) -> None:
     """Called after feedback reached the selectors, outside the scheduler's lock; ``metrics`` maps taskset id (or
-    name) to ``{"indices": [...], "values": [...]}`` as given; ``step`` is the number of batches handed out so far.
-    An exception is logged (:mod:`flexkit.observers`), never raised: the feedback stays applied."""
+    name) to ``{"indices": ..., "values": ...}`` as given (lists, or arrays from the built-in operator); ``step``
+    is the number of batches handed out so far. An exception is logged (:mod:`flexkit.observers`), never raised:
+    the feedback stays applied."""

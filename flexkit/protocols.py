@@ -172,6 +172,7 @@ class FeedbackOperator(Protocol):
     """
 
     def process(self, experiences: Iterable[Any] | Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
-        """``(experiences, {SELECTOR_METRIC: {taskset_id: {"indices": [...], "values": [...]}}})``: the
-        experiences (passed on to the trainer) and the feedback for the selectors."""
+        """``(experiences, {SELECTOR_METRIC: {taskset_id: {"indices": ..., "values": ...}}})``: the
+        experiences (passed on to the trainer) and the feedback for the selectors (lists or 1-D arrays; the
+        built-in operator gives int64 and float64 arrays)."""
         ...

@@ -97,7 +97,8 @@ def _plain_step(pipe: Pipeline, trainer: TrainerLike, stage: SampleStage | None,
     tasks = pipe.scheduler.read()
     rollout = trainer.rollout(tasks, step=step)
     rollout_metrics = trainer_metrics(trainer, rollout.metrics, "rollout")
-    experiences = snapshot_experiences(rollout.experiences)
+    experiences = (snapshot_experiences(rollout.experiences) if rollout.experiences is not None
+                   else rollout.feedback_experiences())  # the batch's own columns, copied
     batch = rollout.batch
     if stage is not None:
         pipe.apply_sample_stage(batch, step=step, timing="post_reward")

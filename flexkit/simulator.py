@@ -160,8 +160,7 @@ class SimulatorTrainer(Trainer):
             "taskset_id": taskset_ids,
             "index": indices,
         })
-        experiences = {"reward": rewards, "taskset_id": taskset_ids, "index": indices}  # columns: no per-row objects
-        return Rollout(batch=batch, experiences=experiences,
+        return Rollout(batch=batch,  # the feedback reads the batch's taskset_id, index and rewards
                        metrics={"reward_mean": float(rewards.mean()), "expected_success": float(p.mean())})
 
     def compute_advantages(self, batch: Any, *, step: int) -> None:

@@ -28,6 +28,7 @@ from typing import Any
 import attrs
 
 from flexkit.configurable import Configurable
+from flexkit.errors import FeedbackError
 
 
 @attrs.frozen(kw_only=True)
@@ -36,15 +37,31 @@ class Rollout:
 
     ``batch`` is a :class:`~flexkit.sample.RolloutBatch` (one row per response: rewards, ``response_mask``,
     ``uid`` group ids, ``taskset_id``, ``index``); ``experiences`` feed the feedback operator: one per response
-    (``reward``, ``taskset_id``, ``index``), or the same as columns (a mapping of three equal-length arrays);
-    ``metrics`` are logged as they are. ``payload`` is free for a host trainer's own batch object (e.g. verl's
+    (``reward``, ``taskset_id``, ``index``), or the same as columns (a mapping of three equal-length arrays), or
+    ``None`` (the default): the feedback reads the batch itself (:meth:`feedback_experiences`), so a trainer
+    whose batch holds ``taskset_id``, ``index`` and its rewards builds nothing twice; ``metrics`` are logged as
+    they are. ``payload`` is free for a host trainer's own batch object (e.g. verl's
     ``DataProto``), so that :func:`flexkit.dynamic_sampling.fill_batch` hands it back with the rows kept.
     """
 
     batch: Any
-    experiences: Sequence[Any] | Mapping[str, Any]
+    experiences: Sequence[Any] | Mapping[str, Any] | None = None
     metrics: Mapping[str, float] = attrs.field(factory=dict)
     payload: Any = None
+
+    def feedback_experiences(self) -> Sequence[Any] | Mapping[str, Any]:
+        """What the feedback operator reads: ``experiences`` when given, else the batch's own columns
+        (:meth:`~flexkit.sample.RolloutBatch.feedback_columns`: ``taskset_id``, ``index`` and each response's
+        reward, copied). Raises :class:`~flexkit.errors.FeedbackError` when there are no experiences and the
+        batch is not a ``RolloutBatch``."""
+        if self.experiences is not None:
+            return self.experiences
+        columns = getattr(self.batch, "feedback_columns", None)
+        if not callable(columns):
+            raise FeedbackError(f"a Rollout without experiences needs a RolloutBatch to feed back from, got "
+                                f"{type(self.batch).__name__}")
+        result: Mapping[str, Any] = columns()
+        return result
 
 
 #: ``callback(phase, done, total)``: progress of a trainer's long phase, e.g. ``("warm start", 120, 500)``.

@@ -12,9 +12,11 @@ import importlib
 import os
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 import structlog
 from hypothesis import settings
@@ -22,7 +24,8 @@ from hypothesis import settings
 from flexkit.plugins import clear_plugin_cache
 from flexkit.testing import Crash, CrashAt, crash_run, jsonl_pipeline, read_metrics
 
-__all__ = ["EXAMPLES", "ROOT", "Crash", "CrashAt", "crash_run", "fake_dist", "jsonl_pipeline", "read_metrics"]
+__all__ = ["EXAMPLES", "ROOT", "Crash", "CrashAt", "crash_run", "fake_dist", "jsonl_pipeline", "plain_feedback",
+           "read_metrics"]
 
 # CI (CI=true) runs the property tests derandomized, so a submission's result does not depend on the draw;
 # local runs keep exploring new examples.
@@ -73,3 +76,10 @@ def fake_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., 
     yield make
     for name in created:
         sys.modules.pop(name, None)
+
+
+def plain_feedback(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """A feedback payload with each taskset's ``indices`` and ``values`` as lists (the built-in operator gives
+    arrays), for comparing payloads with ``==``."""
+    return {key: {tid: {name: np.asarray(v).tolist() for name, v in part.items()} for tid, part in parts.items()}
+            for key, parts in metrics.items()}

@@ -169,12 +169,15 @@ class FlexkitSampler(torch.utils.data.Sampler[int]):
             raise FeedbackError(f"feedback needs one reward per index, got {np.shape(rewards)} rewards for "
                                 f"{len(indices)} indices")
         tids, local = self.locate(indices)
-        experiences = [{"taskset_id": int(t), "index": int(i), "reward": r}
-                       for t, i, r in zip(tids.tolist(), local.tolist(), rewards.tolist(), strict=True)]
+        columns = {"taskset_id": tids, "index": local, "reward": rewards}  # one set of arrays, no dict per rollout
         if self.pipeline is not None:
-            return self.pipeline.feedback(experiences)
+            if type(self.pipeline.feedback_operator) is PassRateCalculator:
+                return self.pipeline.feedback(columns)
+            return self.pipeline.feedback([{"taskset_id": int(t), "index": int(i), "reward": r}  # rows, as ever
+                                           for t, i, r in zip(tids.tolist(), local.tolist(), rewards.tolist(),
+                                                              strict=True)])
         metrics: dict[str, Any]
-        _exps, metrics = self._operator.process(experiences)  # the PassRateCalculator (there is no pipeline)
+        _exps, metrics = self._operator.process(columns)  # the PassRateCalculator (there is no pipeline)
         self.scheduler.feedback(metrics)
         return metrics
 

@@ -246,6 +246,13 @@ class RolloutBatch:
         self._cache[("group_index", key)] = result
         return result
 
+    def feedback_columns(self) -> dict[str, np.ndarray]:
+        """The feedback operator's columns of this batch, copied (later in-place writes leave them alone):
+        ``reward`` (float64, :meth:`sequence_rewards`), ``taskset_id`` and ``index`` (one per response)."""
+        self.require(["taskset_id", "index"], who="feedback")
+        rewards = self.sequence_rewards().detach().cpu().numpy().astype(np.float64)
+        return {"reward": rewards, "taskset_id": np.array(self["taskset_id"]), "index": np.array(self["index"])}
+
     def sequence_rewards(self, key: str | None = None) -> torch.Tensor:
         """(B,) outcome per sample: ``Σ_t scores[b, t] · response_mask[b, t]``. Cached.
 

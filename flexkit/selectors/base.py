@@ -141,8 +141,14 @@ class Selector(Configurable, abc.ABC):
         The payload is checked first (see :func:`validate_feedback`); when it is rejected nothing changes.
         """
         idx, vals = validate_feedback(indices, values, self.size, out_of_range=out_of_range)
-        if idx.size:
-            self._update(idx, vals)
+        self._feedback_validated(idx, vals)
+
+    def _feedback_validated(self, indices: np.ndarray, values: np.ndarray) -> None:
+        """Take feedback already validated by :func:`validate_feedback` (the scheduler's one check): int64
+        indices in range without duplicates, float64 values in [0, 1]. :meth:`feedback` after its check, and the
+        scheduler for a selector that keeps the base class's :meth:`feedback`, call it; not for other callers."""
+        if indices.size:
+            self._update(indices, values)
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly where this selector is (RNG state included)."""

@@ -20,6 +20,7 @@ from tests.cli.test_runner import PIPELINE, write
 from tests.fixtures import read_metrics
 
 PLUGIN = """\
+import attrs
 import numpy as np
 import torch
 
@@ -41,8 +42,9 @@ class Centring(SimulatorTrainer):
 
     def rollout(self, tasks, *, step):
         rollout = super().rollout(tasks, step=step)
-        self._rewards = rollout.experiences["reward"]
-        return rollout
+        experiences = rollout.batch.feedback_columns()  # experiences of its own, beside the batch
+        self._rewards = experiences["reward"]
+        return attrs.evolve(rollout, experiences=experiences)
 
     def compute_advantages(self, batch, *, step):
         super().compute_advantages(batch, step=step)

@@ -12,6 +12,7 @@ import torch
 from flexkit import ConfigError
 from flexkit.pipeline import load_pipeline, pipeline_from_dict
 from flexkit.sample import RolloutBatch
+from tests.fixtures import plain_feedback
 from tests.scheduler.test_scheduler import from_plain_state, write_taskset
 
 SELECT = {
@@ -155,7 +156,8 @@ def test_columnar_experiences_give_the_same_feedback_as_rows() -> None:
     rows = [{"reward": float(r), "taskset_id": int(t), "index": int(i)}
             for r, t, i in zip(rewards, tids, idxs, strict=True)]
     calc = PassRateCalculator()
-    assert calc.process({"reward": rewards, "taskset_id": tids, "index": idxs})[1] == calc.process(rows)[1]
+    from_columns = calc.process({"reward": rewards, "taskset_id": tids, "index": idxs})[1]
+    assert plain_feedback(from_columns) == plain_feedback(calc.process(rows)[1])
     assert calc.process({"reward": [], "taskset_id": [], "index": []})[1] == {"selector_metric": {}}
     with pytest.raises(FeedbackError, match="equal lengths"):
         calc.process({"reward": rewards, "taskset_id": tids[:-1], "index": idxs})

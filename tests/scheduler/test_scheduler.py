@@ -18,6 +18,7 @@ from flexkit.feedback import SELECTOR_METRIC
 from flexkit.pipeline import pipeline_from_dict
 from flexkit.scheduler import epoch_counts
 from flexkit.testing import write_jsonl_taskset as write_taskset
+from tests.fixtures import plain_feedback
 
 SELECTORS = [
     {"type": "sequential"},
@@ -161,7 +162,7 @@ def test_pipeline_feedback_runs_pass_rate_calculator(tmp_path: Path) -> None:
     pipe = make_pipeline(tmp_path, sizes=(10,), selectors=[{"type": "difficulty_based", "feature_keys": ["f0", "f1"]}])
     exps = [{"reward": r, "taskset_id": 0, "index": i} for i, r in [(2, 1.0), (2, 0.0), (5, 1.0)]]
     metrics = pipe.feedback(exps)
-    assert metrics[SELECTOR_METRIC] == {0: {"indices": [2, 5], "values": [0.5, 1.0]}}
+    assert plain_feedback(metrics)[SELECTOR_METRIC] == {0: {"indices": [2, 5], "values": [0.5, 1.0]}}
 
 
 def test_lifecycle_hooks_see_selection_and_feedback(tmp_path: Path) -> None:

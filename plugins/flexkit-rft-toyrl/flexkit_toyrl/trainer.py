@@ -204,11 +204,10 @@ class ToyRLTrainer(Trainer):
             "level": levels,
         })
         rewards = correct.numpy()
-        experiences = {"reward": rewards, "taskset_id": taskset_ids, "index": indices}  # columns: no per-row objects
         solved = rewards.reshape(n, g).mean(axis=1)
         metrics = {"reward_mean": float(rewards.mean()),
                    "zero_variance_groups": float(((solved == 0) | (solved == 1)).mean())}
-        return Rollout(batch=batch, experiences=experiences, metrics=metrics)
+        return Rollout(batch=batch, metrics=metrics)  # the feedback reads the batch's taskset_id, index and rewards
 
     def compute_advantages(self, batch: Any, *, step: int) -> None:
         """GRPO advantages ``(r − group mean) / (group std + 1e-6)``, on every answer token."""
