@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -59,9 +60,9 @@ def test_the_core_sdist_leaves_the_plugin_distributions_out() -> None:
 
 def test_ci_runs_the_built_wheels_after_the_test_command() -> None:
     run = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
-    command = run[-1]  # the README's test command, exactly: the suites, then the built wheels
+    command = run[-1]  # the README's test command, exactly: the suites, the built wheels, the other Pythons
     assert command.startswith("python3 -m venv .venv && ") and "pytest" in command
-    assert command.endswith(" && .ci/wheels")
+    assert command.endswith(" && .ci/wheels && .ci/pythons")
     assert command in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     wheels = ROOT / ".ci" / "wheels"
     assert os.access(wheels, os.X_OK)
@@ -97,3 +98,17 @@ def test_plugins_require_the_core_release_they_are_built_with() -> None:
         dependencies = tomllib.loads(path.read_text(encoding="utf-8"))["project"]["dependencies"]
         assert wanted in dependencies, f"{path}: {dependencies}"
         assert tomllib.loads(path.read_text(encoding="utf-8"))["project"]["version"] == flexkit.__version__, path
+
+
+def test_ci_runs_the_core_suite_on_the_oldest_and_newest_declared_python() -> None:
+    script = (ROOT / ".ci" / "pythons").read_text(encoding="utf-8")
+    assert os.access(ROOT / ".ci" / "pythons", os.X_OK)
+    assert "set -euo pipefail" in script and "unset PYTHONPATH" in script
+    declared = sorted(re.findall(r"Programming Language :: Python :: (3\.\d+)",
+                                 (ROOT / "pyproject.toml").read_text(encoding="utf-8")), key=lambda v: int(v[2:]))
+    listed = subprocess.run(["bash", "-c", "grep -o 'Programming Language :: Python :: 3\\.[0-9]*' pyproject.toml "
+                             "| sed 's/.*:: //' | sort -t. -k2 -n"], cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout.split()
+    assert (listed[0], listed[-1]) == (declared[0], declared[-1])  # the pipeline the script runs picks them
+    assert 'torch==2.13.0' in script and '"$clone[test]"' in script
+

@@ -104,10 +104,18 @@ def _top_modules(source: str) -> set[str]:
 
 
 def run_python(example: Example) -> None:
-    """Write the block if it names a file, skip it when an optional package is missing, then run it."""
+    """Write the block if it names a file, skip it when an optional package is missing (and every later Python
+    block of the page, which may use its names), then run it."""
     source = str(example.parsed)
+    missing = example.namespace.get("__doc_missing__")
+    if missing:  # a later block of the page builds on the names an earlier, skipped one defines
+        pytest.skip(f"an earlier block of the page needs {missing}")
     for module in sorted(_top_modules(source) & OPTIONAL_MODULES):
-        pytest.importorskip(module, reason=f"the example needs {module}")
+        try:
+            pytest.importorskip(module, reason=f"the example needs {module}")
+        except pytest.skip.Exception:
+            example.namespace["__doc_missing__"] = module
+            raise
     path = write_block(source)
     if path is not None and path.suffix == ".py" and "@hookimpl" in source:
         example.namespace.setdefault("__doc_plugins__", []).append(str(path.resolve()))
