@@ -22,6 +22,10 @@ ROWS: dict[tuple[str, str, str], tuple[str, str]] = {
     ("multiplication", "uniform sampling, no filter", "0–4"): ("frontier-multiplication-uniform.json", "uniform"),
     ("multiplication", "`frontier` by level, no filter", "0–4"): ("frontier-multiplication-frontier.json",
                                                                    "frontier"),
+    ("multiplication", "uniform sampling, no filter", "5–9 (fresh)"): ("frontier-multiplication-confirm-uniform.json",
+                                                                       "uniform"),
+    ("multiplication", "`frontier` by level, no filter", "5–9 (fresh)"): (
+        "frontier-multiplication-confirm-frontier.json", "frontier"),
 }
 #: The budgets (rollouts) whose accuracy the table shows, and its targets.
 BUDGETS, TARGETS = (400_000, 800_000), (0.30, 0.40, 0.50)
