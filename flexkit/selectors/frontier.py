@@ -42,7 +42,15 @@ arXiv 1707.09727; Garivier & Moulines, arXiv 0805.3415 for discounting in non-st
   level is solved by the greedy policy (``G = 8``: 0.57 at ``p = 0.9``, 0.34 at ``p = 0.95``): its mixed groups
   only sharpen sampling. The factor moves those draws to groups that are informative *and* not yet solved, the
   frontier itself (``k = 1``: the product peaks near ``p ≈ 0.2–0.3``), while a forgotten level's falling pass
-  rate raises its factor again. ``k = 0`` selects by ``q`` alone.
+  rate raises its factor again. ``k = 0`` selects by ``q`` alone;
+- with ``retain = r > 0`` (default 0), the next ``round(r · B)`` uniform candidates after the floor are kept as
+  they are when their group is **learnt** (its pass rate at least ``retain_above``) and go back to the valued
+  draw otherwise: every learnt group keeps about ``r`` times its uniform share of each batch whatever its value,
+  and groups not yet learnt get no floor (unlike ``uniform_fraction``, nothing is spent on hopeless levels).
+  A learnt level's all-right groups give no gradient, but its few mixed ones keep its sampled answers sharp; with
+  ``unsolved_weight`` alone its share falls to a few percent, and on a hard task family its greedy accuracy
+  then settles a few points below where uniform sampling holds it (rehearsal against catastrophic forgetting,
+  as in experience replay: Rolnick et al., arXiv 1811.11682).
 
 Cost per step: O(K) to select, O(feedback) to update, plus one group id per task (4 bytes). State: four floats
 and a pass-rate average per group, and the RNG.
@@ -107,7 +115,16 @@ class FrontierConfig:
     pass_rate: float = field(
         default=0.2, gt=0, le=1,
         doc="EMA weight of each feedback batch's group mean in the group pass rates (reported; used to select "
-            "only with unsolved_weight > 0).",
+            "only with retain > 0).",
+    )
+    retain: float = field(
+        default=0.0, ge=0, le=1,
+        doc="r: each learnt group (pass rate ≥ retain_above) keeps about r times its uniform share of every "
+            "batch, whatever its value (0: no floor; 1: its whole uniform share).",
+    )
+    retain_above: float = field(
+        default=0.5, ge=0, le=1,
+        doc="Group pass rate (the EMA of pass_rate) from which a group counts as learnt for retain.",
     )
 
 
@@ -160,19 +177,35 @@ class FrontierSelector(Selector):
         config = self.config
         cand = draw_candidates(self.rng, self.size, candidate_count(batch_size, config.candidates, self.size))
         floor = uniform_floor(batch_size, config.uniform_fraction)
-        rest = cand[floor:]
+        kept, rest = cand[:floor], cand[floor:]
+        if config.retain:
+            kept, rest = self._retained(kept, rest, batch_size)
         gids = self.groups.group[rest]
         values = self.posterior.draw(self.rng, gids) if config.thompson else self.posterior.mean()[gids]
         if config.unsolved_weight:
             passes = self.passes.draw(self.rng, gids) if config.thompson else self.passes.mean()[gids]
             values = values * (1.0 - passes) ** config.unsolved_weight
-        pick = gumbel_top_k(np.log(values + 1e-12), batch_size - floor, config.tau, self.rng)
-        chosen = np.concatenate([cand[:floor], rest[pick]])
+        pick = gumbel_top_k(np.log(values + 1e-12), batch_size - len(kept), config.tau, self.rng)
+        chosen = np.concatenate([kept, rest[pick]])
         info: dict[str, Any] = {}
         if return_extra_info:
-            info = {"candidates": len(cand), "uniform": floor, "group": self.groups.group[chosen],
-                    "value": np.concatenate([np.full(floor, np.nan), values[pick]])}
+            info = {"candidates": len(cand), "uniform": floor, "retained": len(kept) - floor,
+                    "group": self.groups.group[chosen],
+                    "value": np.concatenate([np.full(len(kept), np.nan), values[pick]])}
         return chosen, info
+
+    def learnt_groups(self) -> np.ndarray:
+        """Which groups count as learnt for ``retain``: pass rate at least ``retain_above`` (unseen: not)."""
+        rates = self.pass_rates.values
+        learnt: np.ndarray = ~np.isnan(rates) & (np.nan_to_num(rates, nan=0.0) >= self.config.retain_above)
+        return learnt
+
+    def _retained(self, kept: np.ndarray, rest: np.ndarray, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+        """Move the learnt groups' tasks among the next ``round(retain · B)`` candidates from ``rest`` to
+        ``kept`` (the others stay in the valued draw)."""
+        probe = rest[:min(len(rest), uniform_floor(batch_size, self.config.retain), batch_size - len(kept))]
+        learnt = self.learnt_groups()[self.groups.group[probe]]
+        return np.concatenate([kept, probe[learnt]]), np.concatenate([probe[~learnt], rest[len(probe):]])
 
     def _update(self, indices: np.ndarray, values: np.ndarray) -> None:
         self.posterior.update(indices, ((values > 0) & (values < 1)).astype(np.float64))

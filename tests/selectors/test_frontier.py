@@ -150,3 +150,51 @@ def test_without_unsolved_weight_only_mixedness_counts() -> None:
 
     assert draws(0.0, 0.25) == draws(0.0, 0.75)
     assert draws(1.0, 0.25) != draws(1.0, 0.75)
+
+
+def test_retain_keeps_a_share_of_learnt_groups_and_none_of_the_others() -> None:
+    # level 1 solved (no gradient, value near 0), level 2 nearly solved, levels 3-4 at the frontier, 5-6 hopeless
+    rates = [1.0, 0.95, 0.4, 0.2, 0.0, 0.0]
+    plain = _simulate(_frontier(), lambda step: rates, 80, np.random.default_rng(8))[30:].mean(axis=0)
+    kept = _simulate(_frontier(retain=0.5), lambda step: rates, 80, np.random.default_rng(8))[30:].mean(axis=0)
+    share = 64 / 6 * 0.5  # half the uniform share of a level
+    assert plain[0] < 0.5 * share  # without the floor a solved level gets almost nothing
+    assert kept[0] >= 0.8 * share and kept[1] >= 0.8 * share  # each learnt level keeps about r of its share
+    assert kept[4] + kept[5] <= plain[4] + plain[5] + 1  # hopeless levels get no floor
+    assert kept[2] > kept[4] and kept[3] > kept[5]  # the rest still goes by value
+
+
+def test_retain_follows_the_learnt_threshold_and_leaves_no_floor_to_unseen_groups() -> None:
+    sel = _frontier(retain=1.0, retain_above=0.6, pass_rate=1.0)
+    assert not sel.learnt_groups().any()  # nothing seen yet: nothing is retained
+    _, info = sel.get_indices(64, return_extra_info=True)
+    assert info["retained"] == 0
+    sel.feedback(np.array([0, 200, 400]), np.array([0.75, 0.5, 0.0]))
+    assert sel.learnt_groups().tolist() == [True, False, False, False, False, False]
+    idx, info = sel.get_indices(64, return_extra_info=True)
+    assert len(idx) == 64 and len(set(idx.tolist())) == 64
+    assert 0 < info["retained"] == int((LEVELS[idx[:info["retained"]]] == 1).sum())
+    assert np.isnan(info["value"][:info["retained"]]).all()
+
+
+def test_retain_zero_draws_exactly_as_before() -> None:
+    # the floor's code path is skipped at retain = 0: the same draws as a selector without the field set
+    rates = [1.0, 0.9, 0.4, 0.1, 0.0, 0.0]
+    assert (_simulate(_frontier(retain=0.0), lambda step: rates, 20, np.random.default_rng(2)).tolist()
+            == _simulate(_frontier(), lambda step: rates, 20, np.random.default_rng(2)).tolist())
+
+
+def test_retain_with_a_floor_and_a_batch_of_the_whole_candidate_set() -> None:
+    sel = _frontier(retain=1.0, uniform_fraction=0.5, candidates=1.0, pass_rate=1.0)
+    sel.feedback(np.arange(0, 1200, 7), np.ones(172))  # every level learnt
+    idx, info = sel.get_indices(64, return_extra_info=True)
+    assert len(idx) == 64 and len(set(idx.tolist())) == 64
+    assert info["uniform"] == 32 and info["retained"] == 32
+
+
+def test_exact_resume_with_retain() -> None:
+    sel = _frontier(retain=0.5)
+    _simulate(sel, lambda step: [1.0, 0.9, 0.4, 0.0, 0.0, 0.0], 6, np.random.default_rng(4))
+    other = _frontier(retain=0.5)
+    other.load_state_dict(sel.state_dict())
+    assert other.get_indices(64).tolist() == sel.get_indices(64).tolist()
