@@ -202,8 +202,13 @@ runs the failed or missing ones again from the start. Ctrl-C writes the reports 
                        "(or --out): overview.png, accuracy.png (held-out accuracy per level against steps and "
                        "rollouts), mix.png (taskset and level mix of the drawn tasks), pass_rates.png (the "
                        "selectors' predicted pass rates of the drawn tasks against the pool's) and filtering.png "
-                       "(kept fraction, filter rounds). Needs matplotlib: pip install \"flexkit-rft[plot]\".")
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder written by flexkit run (or by compare)")
+                       "(kept fraction, filter rounds). Given compare results instead (results.json files or "
+                       "compare folders, one or more), draw all their settings together: accuracy.png and "
+                       "levels.png, as compare draws one comparison's, into plots/ beside the first (or --out). "
+                       "Needs matplotlib: pip install \"flexkit-rft[plot]\".")
+    p.add_argument("run_dir", metavar="RUN_DIR", nargs="+",
+                   help="a run folder written by flexkit run (or by compare); or compare results: results.json "
+                        "files or compare folders")
     p.add_argument("--out", metavar="DIR", help="where to write the PNGs (default RUN_DIR/plots)")
     p.add_argument("--dpi", type=int, default=100, help="resolution of the PNGs (default 100)")
     p.set_defaults(func=cmd_plot)

@@ -106,17 +106,29 @@ def cmd_annotate(args: argparse.Namespace) -> int:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     """``flexkit plot``: write a run folder's PNGs; print their paths."""
+    from flexkit.compare.saved import is_results_path, plot_saved
     from flexkit.plot import plot_run
 
-    if not Path(args.run_dir).is_dir():
-        say("error", f"error: no run folder {args.run_dir}", level="error")
-        return 1
     if args.dpi < 10:
         say("error", "error: --dpi must be >= 10", level="error")
         return 2
+    paths = [Path(p) for p in args.run_dir]
+    if len(paths) > 1 or (paths[0].is_file() or (is_results_path(paths[0])
+                                                 and not (paths[0] / "metrics.jsonl").is_file())):
+        wrong = [str(p) for p in paths if not is_results_path(p)]
+        if wrong:
+            say("error", f"error: not compare results (a results.json file or a compare folder): {', '.join(wrong)}; "
+                "flexkit plot draws one run folder, or one or more compare results together", level="error")
+            return 1
+        for path in plot_saved(paths, args.out, dpi=args.dpi):
+            print(path)
+        return 0
+    if not paths[0].is_dir():
+        say("error", f"error: no run folder {args.run_dir[0]}", level="error")
+        return 1
     def note(text: str) -> None:
         print(f"note: not drawn: {text}", file=sys.stderr)
 
-    for path in plot_run(args.run_dir, args.out, dpi=args.dpi, on_skip=note):
+    for path in plot_run(paths[0], args.out, dpi=args.dpi, on_skip=note):
         print(path)
     return 0

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from flexkit.compare.report import _band, legend_label, say
+from flexkit.compare.report import _band, legend_label, say, thousands_axis
 from flexkit.compare.results import RunOutcome, SettingResult
 from flexkit.compare.statistics import MIN_INTERVAL_VALUES, interpolated_curve
 
@@ -26,7 +26,7 @@ def level_keys(results: Sequence[SettingResult]) -> list[str]:
 
 
 def write_level_plot(results: Sequence[SettingResult], path: Path, *, title: str = "",
-                     progress: IO[str] | None = sys.stderr) -> Path | None:
+                     progress: IO[str] | None = sys.stderr, dpi: int = 100) -> Path | None:
     """Write ``path`` with one panel per level; ``None`` without per-level evaluations, or (with a note)
     without matplotlib."""
     keys = level_keys(results)
@@ -62,9 +62,10 @@ def write_level_plot(results: Sequence[SettingResult], path: Path, *, title: str
         lowest = axes[max(i for i in range(len(keys)) if i % cols == col)]
         lowest.xaxis.set_tick_params(labelbottom=True)
         lowest.set_xlabel("rollouts (responses generated)")
+        thousands_axis(lowest.xaxis)
     for ax in axes[::cols]:
         ax.set_ylabel("held-out eval accuracy")
     axes[0].legend(loc="best", fontsize="small")
     fig.suptitle(f"{title}: accuracy per level, mean over seeds" if title else "accuracy per level, mean over seeds")
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=dpi)
     return path

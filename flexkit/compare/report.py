@@ -336,14 +336,16 @@ def _json_results(results: Sequence[SettingResult], info: ReportInfo) -> dict[st
 
 def write_plot(
     results: Sequence[SettingResult],
-    target: float,
+    target: float | Sequence[float],
     path: Path,
     *,
     title: str = "",
     progress: IO[str] | None = sys.stderr,
+    dpi: int = 120,
 ) -> Path | None:
     """Plot mean eval accuracy per setting with a 95% band (settings with at least :data:`MIN_INTERVAL_VALUES`
-    runs), against steps (left) and against rollouts (right); ``None`` (and a note) without matplotlib."""
+    runs), against steps (left) and against rollouts (right), with a dashed line at each target; ``None`` (and a
+    note) without matplotlib."""
     try:
         from matplotlib.figure import Figure
     except ImportError:
@@ -359,14 +361,24 @@ def write_plot(
         color = _band(by_step, *mean_curve(res.runs), label=label, shade=shade)
         _band(by_rollouts, *interpolated_curve(res.runs), label=label, color=color, shade=shade)
     for ax, xlabel in ((by_step, "step"), (by_rollouts, "rollouts (responses generated)")):
-        ax.axhline(target, color="0.4", linestyle="--", linewidth=1, label=f"target {target:.3f}")
+        for i, line in enumerate([target] if isinstance(target, float | int) else target):
+            ax.axhline(line, color="0.4", linestyle="--", linewidth=1,
+                       label=f"target {line:.3f}" if i == 0 else f"{line:.3f}")
         ax.set_xlabel(xlabel)
         ax.grid(alpha=0.3)
+    thousands_axis(by_rollouts.xaxis)
     by_step.set_ylabel("held-out eval accuracy")
     by_rollouts.legend(loc="lower right")
     fig.suptitle(f"{title}: mean over seeds, shaded 95% interval" if title else "mean over seeds, 95% interval")
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=dpi)
     return path
+
+
+def thousands_axis(axis: Any) -> None:
+    """Label a rollout axis in thousands (``200k``): raw six-digit ticks run into each other."""
+    from matplotlib.ticker import FuncFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x / 1000:g}k" if x else "0"))
 
 
 def _band(ax: Any, xs: Sequence[float], means: Sequence[float], halves: Sequence[float | None], *, label: str,
@@ -389,7 +401,8 @@ def write_reports(
     from flexkit.compare.level_plot import write_level_plot
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    plot = write_plot(results, info.target, out_dir / "accuracy.png", title=Path(info.path).name, progress=progress)
+    plot = write_plot(results, list(info.targets) or info.target, out_dir / "accuracy.png",
+                      title=Path(info.path).name, progress=progress)
     level_plot = write_level_plot(results, out_dir / "levels.png", title=Path(info.path).name, progress=progress)
     markdown = render_markdown(results, info, plot=plot, out_dir=out_dir, level_plot=level_plot)
     (out_dir / "results.md").write_text(markdown, encoding="utf-8")
