@@ -98,10 +98,11 @@ def test_a_uniform_floor_keeps_a_share_of_every_group() -> None:
     assert drawn[20:, 0].mean() >= 16 / 6 * 0.6  # 16 uniform draws a batch, a sixth of them on level 1
 
 
-def test_exact_resume_and_state_checks() -> None:
-    sel = _frontier(tau=0.3)
-    _simulate(sel, lambda step: [1.0, 0.5, 0.2, 0.0, 0.0, 0.0], 5, np.random.default_rng(4))
-    other = _frontier(tau=0.3)
+@pytest.mark.parametrize("params", [{"tau": 0.3}, {"retain": 0.5}])
+def test_exact_resume_and_state_checks(params: dict[str, float]) -> None:
+    sel = _frontier(**params)
+    _simulate(sel, lambda step: [1.0, 0.9, 0.2, 0.0, 0.0, 0.0], 6, np.random.default_rng(4))
+    other = _frontier(**params)
     other.load_state_dict(sel.state_dict())
     assert other.get_indices(64).tolist() == sel.get_indices(64).tolist()
     broken = sel.state_dict()
@@ -191,10 +192,3 @@ def test_retain_with_a_floor_and_a_batch_of_the_whole_candidate_set() -> None:
     assert len(idx) == 64 and len(set(idx.tolist())) == 64
     assert info["uniform"] == 32 and info["retained"] == 32
 
-
-def test_exact_resume_with_retain() -> None:
-    sel = _frontier(retain=0.5)
-    _simulate(sel, lambda step: [1.0, 0.9, 0.4, 0.0, 0.0, 0.0], 6, np.random.default_rng(4))
-    other = _frontier(retain=0.5)
-    other.load_state_dict(sel.state_dict())
-    assert other.get_indices(64).tolist() == sel.get_indices(64).tolist()
