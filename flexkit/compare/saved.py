@@ -149,7 +149,8 @@ def is_results_path(path: Path) -> bool:
 def plot_saved(paths: Sequence[str | Path], out_dir: str | Path | None = None, *, dpi: int = 100) -> list[Path]:
     """Draw the settings of every comparison in ``paths`` together: ``accuracy.png`` (mean accuracy against steps
     and rollouts, with the first file's targets) and ``levels.png`` (one panel per level), into ``out_dir`` (default:
-    ``plots/`` beside the first file). Raises :class:`~flexkit.errors.FlexkitError` without matplotlib."""
+    ``plots/`` beside the first file). Raises :class:`~flexkit.errors.FlexkitError` without matplotlib, and
+    :class:`~flexkit.errors.ConfigError` when no file holds a finished run."""
     from flexkit.compare.level_plot import write_level_plot
     from flexkit.compare.report import write_plot
     from flexkit.errors import FlexkitError
@@ -160,6 +161,8 @@ def plot_saved(paths: Sequence[str | Path], out_dir: str | Path | None = None, *
         raise FlexkitError('flexkit plot needs matplotlib: pip install "flexkit-rft[plot]"') from None
     saved = [read_results(p) for p in paths]
     results = merge_saved(saved)
+    if not any(res.runs for res in results):
+        raise ConfigError(f"nothing to draw: no finished run in {', '.join(str(s.path) for s in saved)}")
     out = Path(out_dir) if out_dir is not None else saved[0].path.parent / "plots"
     out.mkdir(parents=True, exist_ok=True)
     title = " + ".join(short_labels([source_label(s.path) for s in saved]))

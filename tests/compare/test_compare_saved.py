@@ -94,3 +94,12 @@ def test_plot_refuses_a_mix_of_run_folders_and_results(compared: Comparison, tmp
     assert "not compare results" in capsys.readouterr().err
     missing = tmp_path / "missing.json"
     assert main(["plot", str(missing)]) == 1
+
+
+def test_plot_refuses_results_without_a_finished_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"settings": [{"name": "a", "runs": []}]}')
+    assert main(["plot", str(empty), "--out", str(tmp_path / "out")]) != 0
+    assert "nothing to draw: no finished run in" in capsys.readouterr().err
+    assert not (tmp_path / "out" / "accuracy.png").exists()
