@@ -108,13 +108,16 @@ def cmd_plot(args: argparse.Namespace) -> int:
     """``flexkit plot``: write a run folder's PNGs; print their paths."""
     from flexkit.compare.saved import is_results_path, plot_saved
     from flexkit.plot import plot_run
+    from flexkit.run_folder import METRICS_FILE
 
     if args.dpi < 10:
         say("error", "error: --dpi must be >= 10", level="error")
         return 2
     paths = [Path(p) for p in args.run_dir]
-    if len(paths) > 1 or (paths[0].is_file() or (is_results_path(paths[0])
-                                                 and not (paths[0] / "metrics.jsonl").is_file())):
+    first = paths[0]
+    one_run = len(paths) == 1 and not first.is_file() and ((first / METRICS_FILE).is_file()
+                                                             or not is_results_path(first))
+    if not one_run:
         wrong = [str(p) for p in paths if not is_results_path(p)]
         if wrong:
             say("error", f"error: not compare results (a results.json file or a compare folder): {', '.join(wrong)}; "
@@ -123,12 +126,12 @@ def cmd_plot(args: argparse.Namespace) -> int:
         for path in plot_saved(paths, args.out, dpi=args.dpi):
             print(path)
         return 0
-    if not paths[0].is_dir():
-        say("error", f"error: no run folder {args.run_dir[0]}", level="error")
+    if not first.is_dir():
+        say("error", f"error: no run folder {first}", level="error")
         return 1
     def note(text: str) -> None:
         print(f"note: not drawn: {text}", file=sys.stderr)
 
-    for path in plot_run(paths[0], args.out, dpi=args.dpi, on_skip=note):
+    for path in plot_run(first, args.out, dpi=args.dpi, on_skip=note):
         print(path)
     return 0

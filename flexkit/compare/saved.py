@@ -13,7 +13,7 @@ import attrs
 
 from flexkit.compare.results import RunOutcome, SettingResult
 from flexkit.config.overrides import Setting
-from flexkit.errors import ConfigError
+from flexkit.errors import ConfigError, FlexkitError
 
 __all__ = ["SavedComparison", "merge_saved", "read_results", "short_labels", "source_label"]
 
@@ -153,7 +153,6 @@ def plot_saved(paths: Sequence[str | Path], out_dir: str | Path | None = None, *
     :class:`~flexkit.errors.ConfigError` when no file holds a finished run."""
     from flexkit.compare.level_plot import write_level_plot
     from flexkit.compare.report import write_plot
-    from flexkit.errors import FlexkitError
 
     try:
         import matplotlib  # noqa: F401

@@ -196,8 +196,7 @@ class FrontierSelector(Selector):
 
     def learnt_groups(self) -> np.ndarray:
         """Which groups count as learnt for ``retain``: pass rate at least ``retain_above`` (unseen: not)."""
-        rates = self.pass_rates.values
-        learnt: np.ndarray = ~np.isnan(rates) & (np.nan_to_num(rates, nan=0.0) >= self.config.retain_above)
+        learnt: np.ndarray = self.pass_rates.values >= self.config.retain_above  # NaN (unseen) compares False
         return learnt
 
     def _retained(self, kept: np.ndarray, rest: np.ndarray, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
