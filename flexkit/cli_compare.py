@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -73,8 +72,8 @@ def _number_list(text: str | None, kind: type, option: str) -> list[Any]:
         raise ConfigError(f"{option} {text}: expected {what} or a comma-separated list of them") from None
     if kind is int and any(v < 1 for v in values):
         raise ConfigError(f"{option} must be >= 1")
-    if kind is float and not all(math.isfinite(v) for v in values):
-        raise ConfigError(f"{option} {text}: expected finite numbers")
+    if kind is float and not all(0.0 <= v <= 1.0 for v in values):  # NaN and infinities are not either
+        raise ConfigError(f"{option} {text}: expected accuracies between 0 and 1")
     if len(set(values)) != len(values):
         raise ConfigError(f"{option} {text}: give each value once")
     return values

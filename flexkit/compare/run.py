@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 import os
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -50,9 +51,9 @@ def compare(
 ) -> Comparison:
     """Run the pipeline at ``path`` under every setting and seed into ``out_dir``; write the reports.
 
-    ``target_accuracy`` is one target or several (rollouts and steps to each are reported); ``budget`` one
-    rollout budget or several (accuracy at each: the last evaluation at or before it; default: the fewest
-    rollouts any run generated). Budgets do not stop runs: ``[run] max_rollouts`` does.
+    ``target_accuracy`` is one target accuracy in [0, 1] or several (rollouts and steps to each are reported);
+    ``budget`` one rollout budget or several (accuracy at each: the last evaluation at or before it; default: the
+    fewest rollouts any run generated). Budgets do not stop runs: ``[run] max_rollouts`` does. Each is given once.
 
     With ``jobs == 1`` the runs go one after another in this process; with ``jobs > 1`` that many at a time,
     each in a process of its own with ``cpu_count // jobs`` threads (numpy-only trainers give identical results
@@ -77,8 +78,8 @@ def compare(
     budgets = _as_list(budget, int, "--budget")
     plan = _Plan(path=path, data=read_toml_file(path), base_dir=Path(path).resolve().parent,
                  out_dir=Path(out_dir), plugins=plugins)
-    if jobs < 1:
-        raise ConfigError([ConfigIssue("--jobs", f"must be >= 1, got {jobs}")])
+    if isinstance(jobs, bool) or not isinstance(jobs, numbers.Integral) or jobs < 1:
+        raise ConfigError([ConfigIssue("--jobs", f"must be an integer >= 1, got {jobs!r}")])
     results = _validate(plan, settings, seeds)
     reused, todo = _reusable(plan, results, seeds)
 
@@ -123,15 +124,32 @@ def _accuracy_line(outcome: RunOutcome) -> str:
 
 
 def _as_list(value: Any, kind: type, option: str) -> list[Any]:
-    """One value or several as a list (empty for ``None``); budgets must be >= 1."""
+    """One value or several as a list (empty for ``None``): targets are accuracies in [0, 1], budgets integers
+    >= 1, each given once; raises :class:`~flexkit.ConfigError`."""
     if value is None:
         return []
-    values = [kind(v) for v in ([value] if isinstance(value, (int, float)) else value)]
-    if kind is int and any(v < 1 for v in values):
-        raise ConfigError([ConfigIssue(option, f"each budget must be >= 1, got {values}")])
-    if not values:
+    given = list(value) if isinstance(value, Iterable) and not isinstance(value, str) else [value]
+    if not given:
         raise ConfigError([ConfigIssue(option, "give at least one value")])
+    for v in given:
+        if not _valid(v, kind):
+            expected = "integers >= 1" if kind is int else "accuracies between 0 and 1"
+            raise ConfigError([ConfigIssue(option, f"expected {expected}, got {v!r}")])
+    values = [kind(v) for v in given]
+    if len(set(values)) != len(values):
+        raise ConfigError([ConfigIssue(option, f"give each value once, got {values}")])
     return values
+
+
+def _valid(value: Any, kind: type) -> bool:
+    """Whether ``value`` is a target (``kind`` float: in [0, 1]) or a budget (``kind`` int: a whole number >= 1)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    number: Any = value  # numbers.Real declares no comparisons
+    if kind is float:
+        return bool(0 <= number <= 1)  # False for NaN
+    whole = isinstance(number, numbers.Integral) or (isinstance(number, float) and number.is_integer())
+    return bool(whole and number >= 1)
 
 
 @attrs.frozen(kw_only=True)
@@ -185,7 +203,7 @@ class _Plan:
 
 def _check_arguments(settings: Sequence[Setting], seeds: Sequence[int]) -> None:
     """Raise :class:`~flexkit.ConfigError` without settings, with repeated names, or with bad seeds."""
-    from flexkit.config.overrides import MAX_SEEDS
+    from flexkit.config.overrides import MAX_SEED, MAX_SEEDS
 
     if not settings:
         raise ConfigError("compare needs at least one setting (--set NAME:... ; NAME: alone means no overrides)")
@@ -194,8 +212,10 @@ def _check_arguments(settings: Sequence[Setting], seeds: Sequence[int]) -> None:
         raise ConfigError([ConfigIssue("--set", f"setting names must be distinct; repeated: {', '.join(dupes)}")])
     if len(seeds) > MAX_SEEDS:
         raise ConfigError([ConfigIssue("--seeds", f"at most {MAX_SEEDS} seeds, got {len(seeds):,}")])
-    if not seeds or len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
-        raise ConfigError([ConfigIssue("--seeds", "give at least one seed, each >= 0 and distinct")])
+    if not seeds or not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) and 0 <= s <= MAX_SEED
+                            for s in seeds) or len(set(seeds)) != len(seeds):
+        raise ConfigError([ConfigIssue("--seeds", f"give at least one seed, each an integer in 0..{MAX_SEED} "
+                                                  "and distinct")])
 
 
 def _validate(plan: _Plan, settings: Sequence[Setting], seeds: list[int]) -> list[SettingResult]:

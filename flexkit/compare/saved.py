@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 
+from flexkit.compare.records import LEVEL_PREFIX
 from flexkit.compare.results import RunOutcome, SettingResult
 from flexkit.config.overrides import Setting
 from flexkit.errors import ConfigError, FlexkitError
@@ -50,27 +51,42 @@ class _Reader:
     def number(self, value: Any, where: str) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.fail(where, f"expected a number, got {value!r}")
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an int of hundreds of digits
+            raise self.fail(where, "number too large") from None
+
+    def integer(self, value: Any, where: str) -> int:
+        number = self.number(value, where)
+        if not number.is_integer():  # NaN and infinities included
+            raise self.fail(where, f"expected an integer, got {value!r}")
+        return int(number)
 
     def pairs(self, value: Any, where: str) -> list[tuple[int, float]]:
         out = []
         for i, pair in enumerate(self.items(value, where)):
             if not isinstance(pair, list) or len(pair) != 2:
                 raise self.fail(f"{where}[{i}]", "expected an [x, y] pair")
-            out.append((int(self.number(pair[0], f"{where}[{i}]")), self.number(pair[1], f"{where}[{i}]")))
+            out.append((self.integer(pair[0], f"{where}[{i}]"), self.number(pair[1], f"{where}[{i}]")))
         return out
+
+    def level_key(self, key: str, where: str) -> str:
+        if not key.startswith(LEVEL_PREFIX):
+            raise self.fail(f"{where}.{key}", f"expected a key {LEVEL_PREFIX}<level>")
+        return key
 
     def run(self, value: Any, where: str) -> RunOutcome:
         data = self.table(value, where)
         levels = self.table(data.get("level_curves", {}), f"{where}.level_curves")
         final = self.table(data.get("final", {}), f"{where}.final")
         return RunOutcome(
-            seed=int(self.number(data.get("seed"), f"{where}.seed")), run_dir=Path(str(data.get("run_dir", ""))),
+            seed=self.integer(data.get("seed"), f"{where}.seed"), run_dir=Path(str(data.get("run_dir", ""))),
             curve=self.pairs(data.get("curve", []), f"{where}.curve"),
             final={str(k): self.number(v, f"{where}.final.{k}") for k, v in final.items() if v is not None},
             seconds=self.number(data.get("seconds", 0.0), f"{where}.seconds"),
             rollout_curve=self.pairs(data.get("rollout_curve", []), f"{where}.rollout_curve"),
-            level_curves={str(k): self.pairs(v, f"{where}.level_curves.{k}") for k, v in levels.items()},
+            level_curves={self.level_key(str(k), f"{where}.level_curves"): self.pairs(v, f"{where}.level_curves.{k}")
+                          for k, v in levels.items()},
         )
 
     def setting(self, value: Any, where: str) -> SettingResult:
@@ -80,7 +96,7 @@ class _Reader:
             raise self.fail(f"{where}.name", "expected the setting's name")
         runs = [self.run(r, f"{where}.runs[{j}]") for j, r in enumerate(self.items(data.get("runs", []),
                                                                                    f"{where}.runs"))]
-        per_step = int(self.number(data.get("rollouts_per_step", 0), f"{where}.rollouts_per_step"))
+        per_step = self.integer(data.get("rollouts_per_step", 0), f"{where}.rollouts_per_step")
         return SettingResult(Setting(name, (), str(data.get("spec", ""))), per_step, runs)
 
 
@@ -95,7 +111,7 @@ def read_results(path: str | Path) -> SavedComparison:
         data = json.loads(file.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"{file}: cannot read it ({exc.strerror or exc})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise ConfigError(f"{file}: not JSON ({exc})") from None
     table = reader.table(data, "the file")
     settings = [reader.setting(s, f"settings[{i}]") for i, s in enumerate(reader.items(table.get("settings"),

@@ -96,30 +96,24 @@ class TaskGroups:
                 code, labels = _category_codes(_any_column(features, key, size, owner), key)
             codes.append(code)
             names.append(labels)
-        group, combos = _combine(codes, [len(n) for n in names])
-        if len(combos) > MAX_GROUPS:
-            raise ConfigError(f"{owner}: grouping by {list(keys)} makes {len(combos)} groups, more than "
+        group, digits = _combine(codes, [len(n) for n in names])
+        if len(digits) > MAX_GROUPS:
+            raise ConfigError(f"{owner}: grouping by {list(keys)} makes {len(digits)} groups, more than "
                               f"{MAX_GROUPS}; use fewer columns or bins")
-        radices = [len(n) for n in names]
-        readable = []
-        for combo in combos.tolist():
-            parts = []
-            for position in reversed(range(len(radices))):
-                combo, digit = divmod(combo, radices[position])
-                parts.append(names[position][digit])
-            readable.append(", ".join(reversed(parts)))
+        readable = [", ".join(names[i][d] for i, d in enumerate(row)) for row in digits.tolist()]
         return cls(group, readable)
 
 
-def _any_column(features: Mapping[str, np.ndarray], key: str, size: int, owner: str) -> np.ndarray:
-    """The column ``key`` as numbers when it holds numbers, else as labels."""
+def _any_column(features: Mapping[str, np.ndarray], key: str, size: int, owner: str, *,
+                labels: bool = True) -> np.ndarray:
+    """The column ``key`` as numbers when it holds numbers, else (with ``labels``) as labels."""
     try:
         column = np.asarray(features[key])
     except KeyError:
         raise TasksetError(f"{owner}: feature column {key!r} is missing") from None
     except Exception:  # a taskset refuses a non-numeric column: read it as labels when it can
-        if not isinstance(features, LabelledFeatures):
-            raise
+        if not labels or not isinstance(features, LabelledFeatures):
+            raise  # the taskset's own error names the row and the value (NaN, a string, ...)
         column = np.asarray(features.labels(key))
     if column.shape != (size,):
         raise TasksetError(f"{owner}: feature column {key!r} has shape {column.shape}, expected ({size},)")
@@ -127,10 +121,11 @@ def _any_column(features: Mapping[str, np.ndarray], key: str, size: int, owner: 
 
 
 def _numeric_column(features: Mapping[str, np.ndarray], key: str, size: int, owner: str) -> np.ndarray:
-    column = _any_column(features, key, size, owner)
+    column = _any_column(features, key, size, owner, labels=False)
     if not np.issubdtype(column.dtype, np.number) or np.issubdtype(column.dtype, np.complexfloating):
         raise TasksetError(f"{owner}: bins need numeric feature columns; {key!r} has dtype {column.dtype}")
-    if np.issubdtype(column.dtype, np.floating) and column.size and not np.isfinite(column.min() + column.max()):
+    if (np.issubdtype(column.dtype, np.floating) and column.size
+            and not (np.isfinite(column.min()) and np.isfinite(column.max()))):  # not min + max: it can overflow
         raise TasksetError(f"{owner}: feature column {key!r} contains NaN or infinite values")
     return column
 
@@ -171,15 +166,21 @@ def _bin_codes(column: np.ndarray, bins: int, key: str) -> tuple[np.ndarray, lis
 
 
 def _combine(codes: list[np.ndarray], radices: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Group ids of the combinations of per-column codes that occur (sorted), and each group's combined code."""
+    """Group ids of the combinations of per-column codes that occur (sorted), and each group's codes (one row per
+    group, one column per code column)."""
     if len(codes) == 1:
         present = np.flatnonzero(np.bincount(codes[0], minlength=radices[0]))
         remap = np.full(radices[0], -1, dtype=np.int32)
         remap[present] = np.arange(len(present), dtype=np.int32)
-        return remap[codes[0]], present
+        return remap[codes[0]], present[:, None]
     combined = np.zeros(len(codes[0]), dtype=np.int64)
+    span = 1  # every combined code is below it
     for code, radix in zip(codes, radices, strict=True):
+        if span * radix > np.iinfo(np.int64).max:  # renumber the combinations so far (sorted) before int64 overflows
+            present, inverse = np.unique(combined, return_inverse=True)
+            combined, span = inverse.reshape(-1).astype(np.int64), len(present)
         combined *= radix
         combined += code
-    present, inverse = np.unique(combined, return_inverse=True)
-    return inverse.reshape(-1).astype(np.int32), present
+        span *= radix
+    _, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int32), np.stack([code[first] for code in codes], axis=1)

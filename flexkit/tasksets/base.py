@@ -82,8 +82,9 @@ class Taskset(abc.ABC):
                     raise self._error(f"no feature {key!r} at row {i}")
                 value = row[key]
                 if not isinstance(value, (str, int, float, bool)) or value != value:  # NaN is no label
+                    got = "NaN" if isinstance(value, float) and value != value else type(value).__name__
                     raise self._error(f"feature {key!r} at row {i} must be a string or a number to group by, "
-                                      f"got {type(value).__name__}")
+                                      f"got {got}")
                 out[i] = value if isinstance(value, str) else json.dumps(value)
         return np.asarray(out.tolist(), dtype=str)
 

@@ -1,10 +1,12 @@
-"""Bounds on what ``--seeds`` and ``--set`` accept: a huge seed count is refused before anything is allocated, a
-deeply nested value gets a located error (not a RecursionError), and a long ``--set`` never becomes a file
-name, for ``flexkit compare`` and ``flexkit run``."""
+"""Bounds on what ``--seeds``, ``--set``, ``--target``, ``--budget`` and ``--jobs`` accept: a huge seed count is
+refused before anything is allocated, a deeply nested value gets a located error (not a RecursionError), a long
+``--set`` never becomes a file name (for ``flexkit compare`` and ``flexkit run``), and targets outside [0, 1],
+budgets that are not whole numbers and repeated values are refused before any run."""
 
 from __future__ import annotations
 
 import json
+import re
 import tracemalloc
 from pathlib import Path
 
@@ -45,6 +47,36 @@ def test_a_huge_seed_count_is_refused_before_anything_is_allocated(capsys: pytes
     assert f"--seeds 999999999999: at most {MAX_SEEDS} seeds" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="at most"):
         compare("x.toml", [parse_setting("a:")], range(MAX_SEEDS + 1), tmp_path / "o", progress=None)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    ({"target_accuracy": 30}, "--target: expected accuracies between 0 and 1, got 30"),
+    ({"target_accuracy": [0.3, float("nan")]}, "--target: expected accuracies between 0 and 1, got nan"),
+    ({"target_accuracy": -0.1}, "--target: expected accuracies between 0 and 1"),
+    ({"target_accuracy": "0.3"}, "--target: expected accuracies between 0 and 1, got '0.3'"),
+    ({"target_accuracy": [0.3, 0.3]}, "--target: give each value once"),
+    ({"budget": float("inf")}, "--budget: expected integers >= 1, got inf"),
+    ({"budget": [100, 1.5]}, "--budget: expected integers >= 1, got 1.5"),
+    ({"budget": [100, 100]}, "--budget: give each value once"),
+    ({"seeds": [0, "1"]}, "--seeds: give at least one seed, each an integer"),
+    ({"seeds": [2**40]}, "--seeds: give at least one seed, each an integer"),
+    ({"seeds": [0.5]}, "--seeds: give at least one seed, each an integer"),
+    ({"jobs": 1.5}, "--jobs: must be an integer >= 1"),
+])
+def test_compare_refuses_targets_budgets_seeds_and_jobs_it_cannot_use(pipeline_file: Path, tmp_path: Path,
+                                                                        arguments: dict, message: str) -> None:
+    seeds = arguments.pop("seeds", [0])
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        compare(pipeline_file, [parse_setting("a:")], seeds, tmp_path / "o", progress=None, **arguments)
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_refuses_a_target_outside_0_1(pipeline_file: Path, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    for target in ("30", "0.3,-0.1", "nan"):
+        assert main(["compare", str(pipeline_file), "--target", target, "--out", str(tmp_path / "o")]) == 2
+        assert f"--target {target}: expected accuracies between 0 and 1" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
 

@@ -77,6 +77,14 @@ def test_a_run_folder_still_plots_as_one_run(compared: Comparison, capsys: pytes
      r"settings\[0\]\.runs\[0\]\.curve\[0\]: expected an \[x, y\] pair"),
     ('{"settings": [{"name": "a", "runs": [{"seed": "zero"}]}]}', r"settings\[0\]\.runs\[0\]\.seed: expected a number"),
     ('{"settings": [{"runs": []}]}', r"settings\[0\]\.name"),
+    ("[" * 100_000 + "]" * 100_000, "not JSON"),
+    ('{"settings": [{"name": "a", "runs": [{"seed": 0, "curve": [[Infinity, 0.5]]}]}]}',
+     r"settings\[0\]\.runs\[0\]\.curve\[0\]: expected an integer, got inf"),
+    ('{"settings": [{"name": "a", "runs": [{"seed": NaN}]}]}', r"settings\[0\]\.runs\[0\]\.seed: expected an integer"),
+    ('{"settings": [{"name": "a", "runs": [{"seed": 1' + "0" * 400 + '}]}]}', r"\.seed: number too large"),
+    ('{"settings": [{"name": "a", "rollouts_per_step": -Infinity}]}', r"settings\[0\]\.rollouts_per_step"),
+    ('{"settings": [{"name": "a", "runs": [{"seed": 0, "level_curves": {"easy": [[0, 0.5]]}}]}]}',
+     r"settings\[0\]\.runs\[0\]\.level_curves\.easy: expected a key eval_accuracy/<level>"),
 ])
 def test_a_file_that_is_not_compare_results_is_refused_naming_the_key(tmp_path: Path, text: str,
                                                                       message: str) -> None:

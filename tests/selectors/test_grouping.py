@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -67,3 +68,35 @@ def test_a_taskset_string_column_groups_through_the_pipeline(tmp_path: Path) -> 
     tasks = pipe.scheduler.read()
     pipe.feedback([{"reward": 1.0, "taskset_id": t.taskset_id, "index": t.index} for t in tasks])
     assert not np.isnan(selector.pass_rates.values).all()
+
+
+def test_many_columns_whose_code_space_passes_int64_keep_their_groups_and_names() -> None:
+    # five columns of 10,000 distinct values: 10^20 combined codes, past int64 (the codes used to wrap around)
+    rng = np.random.default_rng(0)
+    features = {key: rng.permutation(10_000).astype(np.float64) for key in "abcde"}
+    groups = TaskGroups.from_features(features, list("abcde"), 10_000)
+    assert groups.count == 10_000
+    for task in (0, 1, 9_999):
+        assert groups.names[groups.group[task]] == ", ".join(f"{k}={int(features[k][task])}" for k in "abcde")
+
+
+def test_bins_take_finite_values_near_the_float_limits() -> None:
+    column = np.array([3e38, 2e38, 3e38], dtype=np.float32)  # min + max overflows float32: no NaN for all that
+    assert TaskGroups.from_features({"x": column}, ["x"], 3, bins=2).group.tolist() == [1, 0, 1]
+
+
+@pytest.mark.parametrize(("value", "bins", "message"), [
+    (float("nan"), 2, "feature 'x' must be a finite number, got nan at line 2"),
+    (float("inf"), 2, "feature 'x' must be a finite number, got inf at line 2"),
+    (float("nan"), 0, "feature 'x' at row 1 must be a string or a number to group by, got NaN"),
+])
+def test_a_taskset_column_with_nan_or_infinity_is_refused_naming_the_row(tmp_path: Path, value: float, bins: int,
+                                                                          message: str) -> None:
+    rows = [{"prompt": f"p{i}", "x": value if i == 1 else float(i)} for i in range(6)]
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "p.toml").write_text(
+        '[run]\nbatch_size = 2\ntotal_steps = 1\n\n[[tasksets]]\nname = "t"\npath = "tasks.jsonl"\n\n'
+        f'[tasksets.selector]\ntype = "frontier"\nfeature_keys = ["x"]\nbins = {bins}\n')
+    pipe = load_pipeline(tmp_path / "p.toml")
+    with pytest.raises(ValueError, match=re.escape(message)):
+        pipe.scheduler.read()  # the scheduler builds the selector

@@ -87,17 +87,31 @@ class ToyRLTrainer(Trainer):
         self.eval_answers = torch.from_numpy(self.family.answers(a, b, self.width, config.base))
 
     def setup(self, pipeline: Any) -> None:
-        """Refuse ``arithmetic`` tasksets of another family than ``operation`` (before any work is done)."""
+        """Refuse ``arithmetic`` tasksets of another family or base than ``operation`` and ``base``, or with levels
+        above ``max_digits`` (before any work is done)."""
         issues = []
+        cfg = self.config
         for i, taskset in enumerate(pipeline.config.tasksets):
             storage = taskset.storage
-            operation = getattr(storage.config, "operation", None)
-            if storage.type == "arithmetic" and operation != self.config.operation:
+            if storage.type != "arithmetic":
+                continue
+            ts = storage.config
+            if ts.operation != cfg.operation:
                 issues.append(ConfigIssue(
                     f"tasksets[{i}]",
-                    f'the taskset {taskset.name!r} generates operation = "{operation}" problems but the toyrl trainer '
-                    f'has operation = "{self.config.operation}": set the same operation in both ([trainer] '
+                    f'the taskset {taskset.name!r} generates operation = "{ts.operation}" problems but the toyrl '
+                    f'trainer has operation = "{cfg.operation}": set the same operation in both ([trainer] '
                     f"operation and the taskset's operation)"))
+            if ts.base != cfg.base:
+                issues.append(ConfigIssue(
+                    f"tasksets[{i}].base",
+                    f"the taskset {taskset.name!r} generates base-{ts.base} problems but the toyrl trainer has base = "
+                    f"{cfg.base}: set the same base in both"))
+            if max(ts.levels) > cfg.max_digits:
+                issues.append(ConfigIssue(
+                    f"tasksets[{i}].levels",
+                    f"the taskset {taskset.name!r} has levels up to {max(ts.levels)} but the toyrl trainer has "
+                    f"max_digits = {cfg.max_digits}: set max_digits = {max(ts.levels)} or drop the higher levels"))
         if issues:
             raise ConfigError(issues, getattr(pipeline, "source", None))
 

@@ -199,6 +199,21 @@ def test_the_trainer_refuses_a_taskset_of_another_family(tmp_path: Path) -> None
         assert not (tmp_path / name / "metrics.jsonl").exists()
 
 
+@pytest.mark.parametrize(("edit", "message"), [
+    (("size = 400", "size = 400\nbase = 8"),
+     r"tasksets\[0\]\.base: .*base-8 problems but the toyrl trainer has base = 10"),
+    (('type = "toyrl"', 'type = "toyrl"\nbase = 8'), r"tasksets\[0\]\.base: .*base-10 problems .* base = 8"),
+])
+def test_the_trainer_refuses_a_taskset_of_another_base(tmp_path: Path, edit: tuple[str, str], message: str) -> None:
+    # before: a base-8 taskset trained silently in base 10, and a base-10 one failed at the first rollout that drew
+    # an operand too long for base 8, after the warm start (levels above max_digits: test_toyrl.py)
+    path = tmp_path / "p.toml"
+    path.write_text(tiny_pipeline().replace(*edit))
+    with pytest.raises(ConfigError, match=message):
+        run_pipeline(load_pipeline(path), run_dir=tmp_path / "run", progress=None)
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
 def test_a_row_of_another_family_is_refused_at_rollout() -> None:
     class Task:
         def __init__(self) -> None:

@@ -187,11 +187,22 @@ def test_warm_start_is_shared_by_every_pipeline_seed() -> None:
 def test_trainer_needs_operands_that_fit(tmp_path: Path) -> None:
     from flexkit import ConfigError
 
+    # an arithmetic taskset with longer levels is refused before the run; any other row at its rollout
     path = tmp_path / "p.toml"
     path.write_text(TINY.replace("max_digits = 3", "max_digits = 2").replace("eval_levels = [1, 2, 3]",
                                                                              "eval_levels = [1, 2]"))
-    with pytest.raises(ConfigError, match="integer operands"):
+    with pytest.raises(ConfigError, match=r"tasksets\[0\]\.levels: .*levels up to 3 but the toyrl trainer has "
+                                          r"max_digits = 2"):
         run_pipeline(load_pipeline(path), run_dir=tmp_path / "run", progress=None)
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+    class Task:
+        taskset, taskset_id, index, data = "t", 0, 0, {"a": 123, "b": 4, "level": 3}
+
+    trainer = ToyRLTrainer(ToyRLConfig(max_digits=2, d_model=16, n_heads=2, warmup_steps=0, eval_levels=(1, 2),
+                                       warmup_level_weights=(1.0,)), seed=0)
+    with pytest.raises(ConfigError, match="integer operands"):
+        trainer.rollout([Task()], step=0)
 
 
 
