@@ -36,6 +36,7 @@ from flexkit.scheduler import AFTER_FEEDBACK, TasksetEntry, TasksetScheduler
 from flexkit.selectors.base import FEATURE_KEYS, feature_keys_of
 from flexkit.state_problems import add_problem
 from flexkit.tasksets import lazy_features
+from flexkit.tasksets.base import as_label, describe_value
 
 #: The keys of :meth:`Pipeline.state_dict`: the scheduler's state, and the sample stage's.
 _SCHEDULER, _SAMPLE = "scheduler", "sample"
@@ -422,17 +423,31 @@ def make_selector(
         params[FEATURE_KEYS] = list(features)
     config = structure(make_converter(host), params, component.config_cls)
     keep = getattr(component.factory, "keeps_feature_dtypes", False)  # reads numeric arrays of any dtype itself
-    arrays = {k: _feature_array(v, keep) for k, v in (features or {}).items()}
+    arrays = {k: _feature_array(name, k, v, keep) for k, v in (features or {}).items()}
     return component.build(config, size=size, seed=seed, features=arrays)
 
 
-def _feature_array(values: Any, keep_dtype: bool) -> np.ndarray:
+def _feature_array(owner: str, key: str, values: Any, keep_dtype: bool) -> np.ndarray:
     """A feature column for :func:`make_selector`: labels (strings) as given, for a grouping selector; numbers as
     float64 (a copy unless they already are), or, for a selector that ``keeps_feature_dtypes``, a numeric numpy
-    array as it is (no copy)."""
+    array as it is (no copy). Raises :class:`~flexkit.TasksetError` naming the column when ``values`` is not one
+    flat column (ragged rows, nested lists) or holds values that are neither labels nor numbers."""
     if keep_dtype and isinstance(values, np.ndarray) and values.dtype.kind in "biuf":
         return values
-    array = np.asarray(values)
+    try:
+        array = np.asarray(values)
+    except ValueError as exc:  # numpy's words for ragged input
+        raise TasksetError(f"{owner}: feature column {key!r} is not one column of numbers or labels ({exc})") from None
+    if array.dtype.kind == "O" and array.ndim == 1:  # mixed Python values: labels, as a taskset reads them
+        return np.asarray([_label_of(owner, key, i, v) for i, v in enumerate(array.tolist())], dtype=str)
     if array.dtype.kind in "USO":
         return array
     return np.asarray(array, dtype=np.float64)
+
+
+def _label_of(owner: str, key: str, row: int, value: Any) -> str:
+    label = as_label(value)
+    if label is None:
+        raise TasksetError(f"{owner}: feature {key!r} at row {row} must be a string or a number to group by, "
+                           f"got {describe_value(value)}")
+    return label

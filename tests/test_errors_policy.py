@@ -67,6 +67,7 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/annotate_output.py::check_parquet_columns: TypeError, ValueError": _DATA + " (pyarrow)",
     "flexkit/annotate_output.py::row_lines: TypeError, ValueError": _DATA,
     "flexkit/annotate_partial.py::_line_problem: ValueError": _DATA,
+    "flexkit/pipeline.py::_feature_array: ValueError": _DATA + " (numpy on a ragged column)",
     "flexkit/checkpoint.py::_committed_arrays: KeyError, TypeError, ValueError": _DATA + " (a damaged state.json)",
     "flexkit/checkpoint.py::_locate_unserialisable: TypeError, ValueError": "probing json.dumps for the bad value",
     "flexkit/checkpoint.py::_read_arrays: Exception": _DATA + " (whatever numpy raises on hostile bytes)",

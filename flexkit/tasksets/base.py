@@ -69,8 +69,9 @@ class Taskset(abc.ABC):
     def labels(self, key: str) -> np.ndarray:
         """The value under ``key`` of every row as labels, for grouping by a categorical column (``source``).
 
-        Strings stay strings; other JSON scalars become their JSON text (``3`` and ``"3"`` differ). Every row
-        must hold a string, number or bool under ``key``. Reads the rows in chunks (not cached).
+        Strings stay strings; other JSON scalars become their JSON text (:func:`as_label`: ``3`` and ``"3"`` are
+        one label). Every row must hold a string, number or bool under ``key``. Reads the rows in chunks (not
+        cached).
         """
         out = np.empty(len(self), dtype=object)
         for start in range(0, len(self), LABEL_CHUNK):
@@ -80,12 +81,11 @@ class Taskset(abc.ABC):
                     if i == 0:
                         raise self._error(_missing_key_message(key, list(row)))
                     raise self._error(f"no feature {key!r} at row {i}")
-                value = row[key]
-                if not isinstance(value, (str, int, float, bool)) or value != value:  # NaN is no label
-                    got = "NaN" if isinstance(value, float) and value != value else type(value).__name__
+                label = as_label(row[key])
+                if label is None:
                     raise self._error(f"feature {key!r} at row {i} must be a string or a number to group by, "
-                                      f"got {got}")
-                out[i] = value if isinstance(value, str) else json.dumps(value)
+                                      f"got {describe_value(row[key])}")
+                out[i] = label
         return np.asarray(out.tolist(), dtype=str)
 
     def _first_keys(self) -> list[str]:
@@ -331,3 +331,19 @@ def _column_from_rows(
             raise taskset._error(_value_error(key, row[key], where.format(i=i)))
         out[i] = number
     return _readonly(out)
+
+
+def as_label(value: Any) -> str | None:
+    """``value`` as a group label: a string as it is, a number or bool as its JSON text (``3`` and ``"3"`` are one
+    label); ``None`` for anything else (NaN, lists, tables, null)."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, (int, float, bool)) or value != value:  # NaN is no label
+        return None
+    return json.dumps(value)
+
+
+def describe_value(value: Any) -> str:
+    """A short name for a value that is no label, for error messages (``NaN`` or its type's name)."""
+    return "NaN" if isinstance(value, float) and value != value else type(value).__name__
+

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flexkit import load_pipeline
+from flexkit import load_pipeline, make_selector
+from flexkit.errors import TasksetError
 from flexkit.selectors._grouping import MAX_GROUPS, TaskGroups
 
 
@@ -100,3 +101,19 @@ def test_a_taskset_column_with_nan_or_infinity_is_refused_naming_the_row(tmp_pat
     pipe = load_pipeline(tmp_path / "p.toml")
     with pytest.raises(ValueError, match=re.escape(message)):
         pipe.scheduler.read()  # the scheduler builds the selector
+
+
+
+@pytest.mark.parametrize(("column", "message"), [
+    ([[1], [2, 3]], "feature column 'x' is not one column of numbers or labels"),
+    ([{"a": 1}, {"b": 2}], "feature 'x' at row 0 must be a string or a number to group by, got dict"),
+    (["a", None], "feature 'x' at row 1 must be a string or a number to group by, got NoneType"),
+])
+def test_make_selector_refuses_a_feature_that_is_not_a_column_of_labels_naming_it(column: list, message: str) -> None:
+    with pytest.raises(TasksetError, match=re.escape(f"frontier: {message}")):
+        make_selector("frontier", size=2, features={"x": column})
+
+
+def test_make_selector_reads_mixed_python_values_as_labels_like_a_taskset() -> None:
+    selector = make_selector("frontier", size=4, features={"x": np.array(["a", 3, "3", True], dtype=object)})
+    assert selector.groups.names == ("x=3", "x=a", "x=true")
