@@ -257,6 +257,10 @@ def _reusable(plan: _Plan, results: list[SettingResult], seeds: list[int]) -> tu
                     raise FlexkitError(f"{run_dir} already holds a run of another pipeline, setting or seed "
                                        f"(its setting.json: setting {meta.get('setting')!r}, spec "
                                        f"{meta.get('spec')!r}); choose another --out")
+                damage = _damage(meta)
+                if damage:
+                    raise FlexkitError(f"{run_dir / SETTING_FILE} is damaged ({damage}); delete {run_dir} to run it "
+                                       "again")
                 reused.append((result, seed, meta))
                 continue
             unknown = sorted(p.name for p in run_dir.iterdir() if p.name not in _RUN_FOLDER_FILES) \
@@ -269,6 +273,21 @@ def _reusable(plan: _Plan, results: list[SettingResult], seeds: list[int]) -> tu
     for run_dir in clear:  # an unfinished or failed run: it runs again from the start
         shutil.rmtree(run_dir)
     return reused, todo
+
+
+def _damage(meta: dict[str, Any]) -> str | None:
+    """What makes a finished run's ``setting.json`` unusable (its evaluations or seconds are not numbers), or
+    ``None``."""
+    for key, table in (("first_eval", meta.get("first_eval") or {}), ("last_eval", meta["last_eval"])):
+        if not isinstance(table, dict) or not all(_is_number(v) for v in table.values()):
+            return f"{key} is not a table of numbers"
+    if not _is_number(meta.get("seconds", 0.0)):
+        return "seconds is not a number"
+    return None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _read_setting_file(run_dir: Path) -> dict[str, Any] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,23 @@ def test_an_interrupted_comparison_continues(tmp_path: Path) -> None:
     (other / "seed0").write_text("a file")
     with pytest.raises(FlexkitError, match=r"a file, not a folder"):
         compare(path, [parse_setting("b:")], [0], tmp_path / "out", progress=None)
+
+
+@pytest.mark.parametrize(("edit", "damage"), [
+    ({"last_eval": None}, "last_eval is not a table of numbers"),
+    ({"last_eval": {"eval_accuracy": "high"}}, "last_eval is not a table of numbers"),
+    ({"first_eval": [0.1]}, "first_eval is not a table of numbers"),
+    ({"seconds": "ten"}, "seconds is not a number"),
+])
+def test_a_damaged_setting_file_is_refused_naming_it(tmp_path: Path, edit: dict, damage: str) -> None:
+    """A finished run whose setting.json was edited into nonsense is refused with what is wrong and the mend
+    (it raised TypeError when the folder was reused), and the run folder is left as it is."""
+    path = tmp_path / "sim.toml"
+    path.write_text(PIPELINE)
+    compare(path, [parse_setting("a:")], [0], tmp_path / "out", progress=None, plots=False)
+    setting_file = tmp_path / "out" / "a" / "seed0" / "setting.json"
+    setting_file.write_text(json.dumps({**json.loads(setting_file.read_text()), **edit}))
+    before = setting_file.read_text()
+    with pytest.raises(FlexkitError, match=re.escape(f"is damaged ({damage}); delete")):
+        compare(path, [parse_setting("a:")], [0], tmp_path / "out", progress=None, plots=False)
+    assert setting_file.read_text() == before
