@@ -36,7 +36,7 @@ from flexkit.scheduler import AFTER_FEEDBACK, TasksetEntry, TasksetScheduler
 from flexkit.selectors.base import FEATURE_KEYS, feature_keys_of
 from flexkit.state_problems import add_problem
 from flexkit.tasksets import lazy_features
-from flexkit.tasksets.base import as_label, describe_value
+from flexkit.tasksets.base import as_label, not_a_label
 
 #: The keys of :meth:`Pipeline.state_dict`: the scheduler's state, and the sample stage's.
 _SCHEDULER, _SAMPLE = "scheduler", "sample"
@@ -448,6 +448,5 @@ def _feature_array(owner: str, key: str, values: Any, keep_dtype: bool) -> np.nd
 def _label_of(owner: str, key: str, row: int, value: Any) -> str:
     label = as_label(value)
     if label is None:
-        raise TasksetError(f"{owner}: feature {key!r} at row {row} must be a string or a number to group by, "
-                           f"got {describe_value(value)}")
+        raise TasksetError(f"{owner}: {not_a_label(key, row, value)}")
     return label

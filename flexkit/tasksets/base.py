@@ -83,8 +83,7 @@ class Taskset(abc.ABC):
                     raise self._error(f"no feature {key!r} at row {i}")
                 label = as_label(row[key])
                 if label is None:
-                    raise self._error(f"feature {key!r} at row {i} must be a string or a number to group by, "
-                                      f"got {describe_value(row[key])}")
+                    raise self._error(not_a_label(key, i, row[key]))
                 out[i] = label
         return np.asarray(out.tolist(), dtype=str)
 
@@ -343,7 +342,7 @@ def as_label(value: Any) -> str | None:
     return json.dumps(value)
 
 
-def describe_value(value: Any) -> str:
-    """A short name for a value that is no label, for error messages (``NaN`` or its type's name)."""
-    return "NaN" if isinstance(value, float) and value != value else type(value).__name__
-
+def not_a_label(key: str, row: int, value: Any) -> str:
+    """The message for a ``value`` under ``key`` at ``row`` that :func:`as_label` refuses."""
+    got = "NaN" if isinstance(value, float) and value != value else type(value).__name__
+    return f"feature {key!r} at row {row} must be a string or a number to group by, got {got}"
