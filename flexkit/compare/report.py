@@ -14,10 +14,10 @@ import attrs
 
 from flexkit.compare.results import ReportInfo, RunOutcome, SettingResult
 from flexkit.compare.statistics import (
+    FORGETTING_MARGIN,
+    FORGETTING_MEASURES,
     MIN_INTERVAL_VALUES,
-    final_drop,
     interpolated_curve,
-    largest_drop,
     mean_curve,
     reported_interval,
 )
@@ -207,24 +207,25 @@ def render_markdown(results: Sequence[SettingResult], info: ReportInfo, *, plot:
 
 
 def _forgetting_lines(results: Sequence[SettingResult]) -> list[str]:
-    """Per setting and level, over the runs: the largest drop of held-out accuracy below its best earlier value
-    (dips that recover included), and how far the level ends below its best (forgetting that lasts); nothing
-    without per-level evaluations."""
+    """Per setting and level, the worst run's value of each of :data:`FORGETTING_MEASURES`: the largest drop of
+    held-out accuracy below its best earlier value (dips that recover included), how far the level ends below its
+    best (forgetting that lasts), and the share of evaluations it spends more than :data:`FORGETTING_MARGIN` below
+    its best so far; nothing without per-level evaluations."""
     levels = _levels(results)
     if not levels:
         return []
     header = ["setting", "drop", *[f"level {key.split('/', 1)[1]}" for key in levels]]
     rows = []
     for res in results:
-        for label, measure in (("largest, at any evaluation", largest_drop),
-                               ("at the end, below the best", final_drop)):
+        for _, measure, label in FORGETTING_MEASURES:
             cells = []
             for key in levels:
                 drops = [measure(r.level_curves[key]) for r in res.runs if key in r.level_curves]
                 cells.append(f"{max(drops):.3f}" if drops else "–")
             rows.append([res.setting.name, label, *cells])
     return ["Forgetting: per level, the largest drop of held-out accuracy below its best earlier value (a dip that "
-            "recovers counts), and how far it ends below its best, worst run:",
+            "recovers counts), how far it ends below its best, and the share of evaluations at which it is more than "
+            f"{FORGETTING_MARGIN} below its best so far (a slide that lasts), worst run:",
             "", _markdown_table(header, rows), ""]
 
 
@@ -288,8 +289,8 @@ def _json_run(r: RunOutcome) -> dict[str, Any]:
             "steps_to_targets": r.steps_to_targets, "rollouts_to_targets": r.rollouts_to_targets,
             "accuracy_at_budgets": r.accuracy_at_budgets, "curve": r.curve, "rollout_curve": r.rollout_curve,
             "level_curves": r.level_curves,
-            "largest_drop": {key: largest_drop(curve) for key, curve in r.level_curves.items()},
-            "final_drop": {key: final_drop(curve) for key, curve in r.level_curves.items()}}
+            **{name: {key: measure(curve) for key, curve in r.level_curves.items()}
+               for name, measure, _ in FORGETTING_MEASURES}}
 
 
 def _json_results(results: Sequence[SettingResult], info: ReportInfo) -> dict[str, Any]:
@@ -326,7 +327,7 @@ def _json_results(results: Sequence[SettingResult], info: ReportInfo) -> dict[st
                for attr in ("steps", "optimizer_steps", "trained_samples", "rollouts")},
             **{name: {key: max((measure(r.level_curves[key]) for r in res.runs if key in r.level_curves),
                                 default=None) for key in _levels([res])}
-               for name, measure in (("largest_drop", largest_drop), ("final_drop", final_drop))},
+               for name, measure, _ in FORGETTING_MEASURES},
             "finished": n,
             "failed": failed,
             "runs": [_json_run(r) for r in res.runs],

@@ -8,8 +8,9 @@ from collections.abc import Callable, Sequence
 
 from flexkit.compare.results import RunOutcome, SettingResult
 
-__all__ = ["MIN_INTERVAL_VALUES", "TARGET_FRACTION", "accuracy_at", "default_budget", "default_target",
-           "interpolated_curve", "mean_curve", "mean_interval", "reported_interval", "steps_to", "t_quantile"]
+__all__ = ["FORGETTING_MARGIN", "FORGETTING_MEASURES", "MIN_INTERVAL_VALUES", "TARGET_FRACTION", "accuracy_at",
+           "below_best", "default_budget", "default_target", "final_drop", "interpolated_curve", "largest_drop",
+           "mean_curve", "mean_interval", "reported_interval", "steps_to", "t_quantile"]
 
 #: The fewest values (seeds) a reported 95% interval needs: with two, the Student-t half-width is
 #: 12.7 × the standard error, a band so wide that it says nothing, so reports show the values instead.
@@ -82,6 +83,30 @@ def final_drop(curve: Sequence[tuple[int, float]]) -> float:
     Unlike :func:`largest_drop`, a dip that recovers does not count: this is the forgetting that lasts."""
     values = [value for _, value in curve]
     return max(values) - values[-1] if values else 0.0
+
+
+#: How far below its best earlier value a level may fall before an evaluation counts in :func:`below_best`.
+FORGETTING_MARGIN = 0.05
+
+
+def below_best(curve: Sequence[tuple[int, float]], margin: float = FORGETTING_MARGIN) -> float:
+    """The share of a curve's evaluations at which it is more than ``margin`` below its best value so far
+    (0 for an empty curve). Between :func:`largest_drop` (one bad evaluation is enough) and :func:`final_drop`
+    (only the end counts): a single dip that recovers at the next evaluation adds ``1 / len(curve)``, a level
+    that slides and stays down adds every evaluation it stays there."""
+    best, below = -math.inf, 0
+    for _, value in curve:
+        best = max(best, value)
+        below += best - value > margin + 1e-9  # 1.0 − 0.95 is 0.05000000000000004 in floating point
+    return below / len(curve) if curve else 0.0
+
+
+#: Per-level forgetting measures ``compare`` reports, as ``(results.json key, function, report label)``.
+FORGETTING_MEASURES: tuple[tuple[str, Callable[[Sequence[tuple[int, float]]], float], str], ...] = (
+    ("largest_drop", largest_drop, "largest, at any evaluation"),
+    ("final_drop", final_drop, "at the end, below the best"),
+    ("below_best", below_best, f"share of evaluations more than {FORGETTING_MARGIN} below the best"),
+)
 
 
 def default_budget(results: Sequence[SettingResult]) -> tuple[int, str]:

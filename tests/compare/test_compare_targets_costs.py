@@ -27,7 +27,14 @@ from flexkit.compare import (
     reported_interval,
     write_level_plot,
 )
-from flexkit.compare.statistics import accuracy_at, final_drop, largest_drop, steps_to
+from flexkit.compare.statistics import (
+    FORGETTING_MEASURES,
+    accuracy_at,
+    below_best,
+    final_drop,
+    largest_drop,
+    steps_to,
+)
 from tests.compare.test_compare import PIPELINE
 from tests.fixtures import read_metrics
 
@@ -138,13 +145,26 @@ def test_forgetting_is_the_largest_drop_below_the_best_earlier_value(several: Co
     data = json.loads((several.out_dir / "results.json").read_text())
     for setting, res in zip(data["settings"], several.results, strict=True):
         for key in (f"eval_accuracy/{level}" for level in (1, 2, 3, 4)):
-            for name, measure in (("largest_drop", largest_drop), ("final_drop", final_drop)):
+            for name, measure, _ in FORGETTING_MEASURES:
                 drops = [measure(run.level_curves[key]) for run in res.runs]
                 assert [run[name][key] for run in setting["runs"]] == drops
                 assert setting[name][key] == max(drops)
     assert "Forgetting: per level, the largest drop of held-out accuracy below its best earlier value" in (
         several.markdown)
     assert "| at the end, below the best |" in several.markdown
+    assert "| share of evaluations more than 0.05 below the best |" in several.markdown
+    assert [name for name, _, _ in FORGETTING_MEASURES] == ["largest_drop", "final_drop", "below_best"]
+
+
+def test_below_best_counts_the_evaluations_a_level_spends_beyond_the_margin() -> None:
+    # one dip that recovers at once: one evaluation of five
+    assert below_best([(0, 1.0), (1, 0.9), (2, 1.0), (3, 1.0), (4, 1.0)]) == pytest.approx(0.2)
+    # a slide that stays: every evaluation after it
+    assert below_best([(0, 1.0), (1, 0.9), (2, 0.92), (3, 0.9), (4, 0.93)]) == pytest.approx(0.8)
+    # within the margin (and exactly at it) never counts; the best is the best *so far*
+    assert below_best([(0, 1.0), (1, 0.96), (2, 0.95)]) == 0.0
+    assert below_best([(0, 0.1), (1, 0.5), (2, 0.9)]) == 0.0
+    assert below_best([(0, 1.0), (1, 0.9)], margin=0.2) == 0.0 and below_best([]) == 0.0
 
 
 def test_final_drop_counts_only_what_the_curve_ends_below_its_best() -> None:
@@ -161,6 +181,17 @@ def test_largest_drop_is_zero_exactly_for_a_curve_that_never_falls(values: list[
     never_falls = all(b >= a for a, b in itertools.pairwise(values))
     assert (largest_drop(curve) == 0.0) == never_falls
     assert largest_drop(curve) <= (max(values) - min(values) if values else 0.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0, 1), max_size=30), st.floats(0, 0.5))
+def test_below_best_is_nonzero_exactly_when_the_largest_drop_passes_the_margin(values: list[float],
+                                                                                margin: float) -> None:
+    curve = list(enumerate(values))
+    share = below_best(curve, margin)
+    assert 0.0 <= share <= 1.0
+    assert (share > 0) == (largest_drop(curve) > margin + 1e-9)
+    assert below_best(curve, margin + 0.1) <= share  # a wider margin never counts more
 
 
 def test_levels_png(several: Comparison, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
