@@ -25,6 +25,7 @@ from flexkit.compare.statistics import accuracy_at, default_budget, default_targ
 from flexkit.config.loader import read_toml_file
 from flexkit.config.overrides import Setting, apply_overrides, command_line, folder_name
 from flexkit.errors import ConfigError, ConfigIssue, FlexkitError
+from flexkit.state_problems import is_number
 
 __all__ = ["compare"]
 
@@ -276,18 +277,14 @@ def _reusable(plan: _Plan, results: list[SettingResult], seeds: list[int]) -> tu
 
 
 def _damage(meta: dict[str, Any]) -> str | None:
-    """What makes a finished run's ``setting.json`` unusable (its evaluations or seconds are not numbers), or
-    ``None``."""
+    """What makes a finished run's ``setting.json`` unusable (its evaluations or seconds are not finite numbers),
+    or ``None``."""
     for key, table in (("first_eval", meta.get("first_eval") or {}), ("last_eval", meta["last_eval"])):
-        if not isinstance(table, dict) or not all(_is_number(v) for v in table.values()):
-            return f"{key} is not a table of numbers"
-    if not _is_number(meta.get("seconds", 0.0)):
-        return "seconds is not a number"
+        if not isinstance(table, dict) or not all(is_number(v) for v in table.values()):
+            return f"{key} is not a table of finite numbers"
+    if not is_number(meta.get("seconds", 0.0)):
+        return "seconds is not a finite number"
     return None
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _read_setting_file(run_dir: Path) -> dict[str, Any] | None:

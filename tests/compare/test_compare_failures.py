@@ -163,10 +163,12 @@ def test_an_interrupted_comparison_continues(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("edit", "damage"), [
-    ({"last_eval": None}, "last_eval is not a table of numbers"),
-    ({"last_eval": {"eval_accuracy": "high"}}, "last_eval is not a table of numbers"),
-    ({"first_eval": [0.1]}, "first_eval is not a table of numbers"),
-    ({"seconds": "ten"}, "seconds is not a number"),
+    ({"last_eval": None}, "last_eval is not a table of finite numbers"),
+    ({"last_eval": {"eval_accuracy": "high"}}, "last_eval is not a table of finite numbers"),
+    ({"last_eval": {"eval_accuracy": float("nan")}}, "last_eval is not a table of finite numbers"),
+    ({"first_eval": [0.1]}, "first_eval is not a table of finite numbers"),
+    ({"seconds": "ten"}, "seconds is not a finite number"),
+    ({"seconds": float("inf")}, "seconds is not a finite number"),
 ])
 def test_a_damaged_setting_file_is_refused_naming_it(tmp_path: Path, edit: dict, damage: str) -> None:
     """A finished run whose setting.json was edited into nonsense is refused with what is wrong and the mend
