@@ -122,17 +122,28 @@ class GroupBeta:
     posterior of a group that is not drawn widens again, which is what lets Thompson draws
     (:meth:`draw`) re-probe it in a non-stationary bandit (discounted Thompson sampling, arXiv 1707.09727).
 
+    With ``prior = m > 0`` and ``parents``, the groups share evidence with their parent group (hierarchical
+    shrinkage, empirical Bayes for a Beta-binomial): a group's posterior is ``Beta(m·μ_P + a_g, m·(1 − μ_P) + b_g)``,
+    ``μ_P = (1 + A_P) / (2 + A_P + B_P)`` the posterior mean of its parent ``P`` from the summed counts of
+    ``P``'s groups. A group with little evidence of its own is valued as its parent is; one with much evidence
+    (``a_g + b_g ≫ m``) by its own.
+
     Args:
         group: each task's group id (``0 .. count-1``).
         count: number of groups.
         discount: ``γ`` in (0, 1].
         names: the state keys of ``a`` and ``b``.
+        parents: each group's parent id (needed with ``prior > 0``).
+        prior: ``m``, the weight of the parent's mean in pseudo-observations (0: independent ``Beta(1 + a, 1 + b)``).
     """
 
-    def __init__(self, group: np.ndarray, count: int, discount: float, names: tuple[str, str] = ("a", "b")) -> None:
+    def __init__(self, group: np.ndarray, count: int, discount: float, names: tuple[str, str] = ("a", "b"), *,
+                 parents: np.ndarray | None = None, prior: float = 0.0) -> None:
         self.group = group
         self.discount = float(discount)
         self.names = names
+        self.parents = parents
+        self.prior = float(prior) if parents is not None else 0.0
         self.a = np.zeros(count)
         self.b = np.zeros(count)
 
@@ -145,13 +156,26 @@ class GroupBeta:
         self.a = self.discount * self.a + hits
         self.b = self.discount * self.b + (seen - hits)
 
+    def shapes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each group's posterior ``Beta(α, β)`` parameters (see the class docstring)."""
+        if not self.prior or self.parents is None:
+            return 1.0 + self.a, 1.0 + self.b
+        n = int(self.parents.max()) + 1 if len(self.parents) else 0
+        big_a = np.bincount(self.parents, weights=self.a, minlength=n)
+        big_b = np.bincount(self.parents, weights=self.b, minlength=n)
+        parent_mean = ((1.0 + big_a) / (2.0 + big_a + big_b))[self.parents]
+        return self.prior * parent_mean + self.a, self.prior * (1.0 - parent_mean) + self.b
+
     def mean(self) -> np.ndarray:
         """Posterior mean of each group."""
-        return (1.0 + self.a) / (2.0 + self.a + self.b)
+        alpha, beta = self.shapes()
+        mean: np.ndarray = alpha / (alpha + beta)
+        return mean
 
     def draw(self, rng: np.random.Generator, gids: np.ndarray) -> np.ndarray:
         """One independent Thompson draw per entry of ``gids`` from its group's posterior."""
-        draws: np.ndarray = rng.beta(1.0 + self.a[gids], 1.0 + self.b[gids])
+        alpha, beta = self.shapes()
+        draws: np.ndarray = rng.beta(alpha[gids], beta[gids])
         return draws
 
     def state_dict(self) -> dict[str, Any]:

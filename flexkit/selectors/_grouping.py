@@ -62,11 +62,14 @@ class TaskGroups:
     Args:
         group: the group id of every task.
         names: one name per group (e.g. ``"level=3"`` or ``"weak_pass_rate∈[0.12, 0.31)"``).
+        parents: each group's parent (``int32``, ``0 .. max``): the code of its first column's value (its level
+            when grouped by ``["level", "carries"]``); ``None``: one parent, the whole pool.
     """
 
-    def __init__(self, group: np.ndarray, names: Sequence[str]) -> None:
+    def __init__(self, group: np.ndarray, names: Sequence[str], parents: np.ndarray | None = None) -> None:
         self.group = group
         self.names = tuple(names)
+        self.parents = np.zeros(len(self.names), dtype=np.int32) if parents is None else parents
 
     @property
     def count(self) -> int:
@@ -101,7 +104,7 @@ class TaskGroups:
             raise ConfigError(f"{owner}: grouping by {list(keys)} makes {len(digits)} groups, more than "
                               f"{MAX_GROUPS}; use fewer columns or bins")
         readable = [", ".join(names[i][d] for i, d in enumerate(row)) for row in digits.tolist()]
-        return cls(group, readable)
+        return cls(group, readable, digits[:, 0].astype(np.int32) if len(keys) > 1 else None)
 
 
 def _any_column(features: Mapping[str, np.ndarray], key: str, size: int, owner: str, *,

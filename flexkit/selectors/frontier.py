@@ -43,6 +43,12 @@ arXiv 1707.09727; Garivier & Moulines, arXiv 0805.3415 for discounting in non-st
   only sharpen sampling. The factor moves those draws to groups that are informative *and* not yet solved, the
   frontier itself (``k = 1``: the product peaks near ``p ≈ 0.2–0.3``), while a forgotten level's falling pass
   rate raises its factor again. ``k = 0`` selects by ``q`` alone;
+- with ``group_prior = m > 0`` (default 0) and two or more ``feature_keys``, the groups share evidence with their
+  parent, the group of their first key's value (a level split by ``carries``): each posterior starts from ``m``
+  pseudo-observations at the parent's posterior mean (hierarchical shrinkage, empirical Bayes for a
+  Beta-binomial: :class:`~flexkit.selectors._estimates.GroupBeta`). Finer groups can find the frontier inside a
+  level, but each group of a level out of reach is otherwise re-probed on its own, and their draws add up; with
+  the prior a group with little evidence is valued as its level is until its own evidence says otherwise;
 - with ``retain = r > 0`` (default 0), the next ``round(r · B)`` uniform candidates after the floor are kept as
   they are when their group is **learnt** (its pass rate at least ``retain_above``) and go back to the valued
   draw otherwise: every learnt group keeps about ``r`` times its uniform share of each batch whatever its value,
@@ -117,6 +123,13 @@ class FrontierConfig:
         doc="EMA weight of each feedback batch's group mean in the group pass rates (reported; used to select "
             "only with retain > 0).",
     )
+    group_prior: float = field(
+        default=0.0, ge=0, le=1e6,
+        doc="m: each group's two posteriors start from m pseudo-observations at the posterior mean of its parent, "
+            "the group of its first feature key's value (its level when grouped by [\"level\", \"carries\"]; with "
+            "one key, the whole pool), so a group with little evidence of its own is valued as its parent is "
+            "(0: every group on its own).",
+    )
     retain: float = field(
         default=0.0, ge=0, le=1,
         doc="r: each learnt group (pass rate ≥ retain_above) keeps about r times its uniform share of every "
@@ -148,10 +161,12 @@ class FrontierSelector(Selector):
         self.pass_rates = GroupRates(self.groups.group, self.groups.count, config.pass_rate)
 
     def _new_posterior(self) -> GroupBeta:
-        return GroupBeta(self.groups.group, self.groups.count, self.config.discount, ("informative", "uninformative"))
+        return GroupBeta(self.groups.group, self.groups.count, self.config.discount, ("informative", "uninformative"),
+                         parents=self.groups.parents, prior=self.config.group_prior)
 
     def _new_passes(self) -> GroupBeta:
-        return GroupBeta(self.groups.group, self.groups.count, self.config.discount, ("passed", "failed"))
+        return GroupBeta(self.groups.group, self.groups.count, self.config.discount, ("passed", "failed"),
+                         parents=self.groups.parents, prior=self.config.group_prior)
 
     @property
     def informative(self) -> np.ndarray:

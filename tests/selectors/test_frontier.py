@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from flexkit import make_selector
+from flexkit.selectors._estimates import GroupBeta
 
 LEVELS = np.repeat(np.arange(1.0, 7.0), 200)
 
@@ -192,3 +193,58 @@ def test_retain_with_a_floor_and_a_batch_of_the_whole_candidate_set() -> None:
     assert len(idx) == 64 and len(set(idx.tolist())) == 64
     assert info["uniform"] == 32 and info["retained"] == 32
 
+
+
+# -- group_prior: finer groups that share evidence with their level -------------------------------------------------
+
+SUBGROUP = np.tile(np.arange(5.0), 240)  # five groups inside every level (as carries split a level)
+
+
+def _by_level_and_subgroup(**params):
+    return make_selector("frontier", size=len(LEVELS), seed=5, features={"level": LEVELS, "sub": SUBGROUP},
+                         feature_keys=["level", "sub"], **params)
+
+
+def test_a_group_without_evidence_is_valued_as_its_parent_and_with_much_by_its_own() -> None:
+    beta = GroupBeta(np.arange(3), 3, 1.0, parents=np.array([0, 0, 1]), prior=8.0)
+    beta.update(np.repeat([0, 2], 1000), np.concatenate([np.ones(300), np.zeros(700), np.ones(1000)]))
+    parent = (1 + 300) / (2 + 1000)
+    assert beta.mean()[1] == pytest.approx(parent)  # no evidence of its own: its level's mean
+    assert beta.mean()[0] == pytest.approx(0.3, abs=0.001) and beta.mean()[2] == pytest.approx(1.0, abs=0.01)
+    plain = GroupBeta(np.arange(3), 3, 1.0, parents=np.array([0, 0, 1]), prior=0.0)
+    plain.update(np.array([0]), np.array([1.0]))
+    assert plain.mean().tolist() == [2 / 3, 0.5, 0.5]  # prior 0: Beta(1 + a, 1 + b), each group on its own
+
+
+def test_group_prior_stops_finer_groups_from_re_probing_a_hopeless_level_piece_by_piece() -> None:
+    # levels 5-6 are out of reach. Split into five groups each, every piece is re-probed on its own as its
+    # evidence fades, and the pieces' draws add up; sharing evidence with the level brings them back down.
+    rates = [1.0, 0.5, 0.4, 0.02, 0.0, 0.0]
+    alone = _simulate(_by_level_and_subgroup(), lambda step: rates, 120, np.random.default_rng(7))[30:].sum(axis=0)
+    shared = _simulate(_by_level_and_subgroup(group_prior=8.0), lambda step: rates, 120,
+                       np.random.default_rng(7))[30:].sum(axis=0)
+    by_level = _simulate(_frontier(), lambda step: rates, 120, np.random.default_rng(7))[30:].sum(axis=0)
+    hopeless = slice(4, 6)
+    assert shared[hopeless].sum() < 0.6 * alone[hopeless].sum()
+    assert shared[hopeless].sum() < 1.2 * by_level[hopeless].sum()
+    assert shared[1] + shared[2] > alone[1] + alone[2]  # the draws go to the frontier instead
+
+
+def test_with_group_prior_a_level_that_becomes_learnable_still_wins_its_draws_back() -> None:
+    def rates(step: int) -> list[float]:
+        return [1.0, 0.5, 0.5, 0.0 if step < 60 else 0.4, 0.0, 0.0]
+
+    drawn = _simulate(_by_level_and_subgroup(group_prior=8.0), rates, 200, np.random.default_rng(1))
+    assert drawn[40:60, 3].mean() < 3 and drawn[100:, 3].mean() > 6
+
+
+def test_group_prior_zero_draws_exactly_as_before_and_resume_is_exact() -> None:
+    rates = lambda step: [1.0, 0.9, 0.2, 0.0, 0.0, 0.0]  # noqa: E731
+    before = _simulate(_by_level_and_subgroup(), rates, 20, np.random.default_rng(2))
+    assert (_simulate(_by_level_and_subgroup(group_prior=0.0), rates, 20, np.random.default_rng(2)) == before).all()
+    sel = _by_level_and_subgroup(group_prior=8.0)
+    _simulate(sel, rates, 6, np.random.default_rng(4))
+    other = _by_level_and_subgroup(group_prior=8.0)
+    other.load_state_dict(sel.state_dict())
+    assert other.get_indices(64).tolist() == sel.get_indices(64).tolist()
+    assert other.informative_rates().tolist() == sel.informative_rates().tolist()

@@ -28,6 +28,9 @@ def test_combinations_of_columns_that_occur_are_the_groups() -> None:
     groups = TaskGroups.from_features(features, ["level", "source"], 4)
     assert groups.group.tolist() == [0, 1, 2, 2]
     assert groups.names == ("level=1, source=a", "level=1, source=b", "level=2, source=a")
+    assert groups.parents.tolist() == [0, 0, 1]  # each group's first column's value: its level
+    one = TaskGroups.from_features(features, ["source"], 4)
+    assert one.parents.tolist() == [0, 0]  # one column: the whole pool is the parent
 
 
 @settings(max_examples=40, deadline=None)
