@@ -143,7 +143,7 @@ class GroupBeta:
         self.discount = float(discount)
         self.names = names
         self.parents = parents
-        self.prior = float(prior) if parents is not None else 0.0
+        self.prior = float(prior)
         self.a = np.zeros(count)
         self.b = np.zeros(count)
 
@@ -160,9 +160,8 @@ class GroupBeta:
         """Each group's posterior ``Beta(α, β)`` parameters (see the class docstring)."""
         if not self.prior or self.parents is None:
             return 1.0 + self.a, 1.0 + self.b
-        n = int(self.parents.max()) + 1 if len(self.parents) else 0
-        big_a = np.bincount(self.parents, weights=self.a, minlength=n)
-        big_b = np.bincount(self.parents, weights=self.b, minlength=n)
+        big_a = np.bincount(self.parents, weights=self.a)  # one entry per parent id up to the largest
+        big_b = np.bincount(self.parents, weights=self.b)
         parent_mean = ((1.0 + big_a) / (2.0 + big_a + big_b))[self.parents]
         return self.prior * parent_mean + self.a, self.prior * (1.0 - parent_mean) + self.b
 
