@@ -20,10 +20,10 @@ arXiv 1707.09727; Garivier & Moulines, arXiv 0805.3415 for discounting in non-st
   — groups far from the frontier are re-probed at a rate that grows with the time since they were last seen,
   and a group that starts to move (a level becoming learnable, or a solved level being forgotten and giving
   mixed groups again) wins draws back at once (learning progress, as ALP-GMM measures it, arXiv 1910.07224);
-- forgetting is caught the same way: a solved level gives no gradient under GRPO (all answers right, all
-  advantages 0), so drawing it more cannot keep it; what keeps it is noticing at once when it starts to give
-  mixed groups again. Its evidence fades while it is not drawn, so it is re-probed, and a probe that comes back
-  mixed wins it draws until it is solved again;
+- forgetting that collapses a level is caught the same way: a solved level gives no gradient under GRPO (all
+  answers right, all advantages 0); its evidence fades while it is not drawn, so it is re-probed, and a probe
+  that comes back mixed wins it draws until it is solved again. A slow slide of its greedy accuracy by a few
+  points is not caught: with a few of its tasks a batch its sampled pass rate barely moves (``retain`` below);
 - each batch: ``K = ceil(candidates · B)`` tasks drawn uniformly; the first ``round(uniform_fraction · B)`` of
   them are kept as they are (an optional uniform floor, 0 by default: its steady draws on hopeless and solved
   groups keep their evidence fresh and *slow down* the detection of a change); for each other candidate a value
