@@ -9,7 +9,14 @@ from typing import Any
 
 import attrs
 
-from flexkit.metric_names import EVAL_ACCURACY, KEPT_FRACTION, RUN_ROLLOUTS, TRAINER_EVAL_ACCURACY, record_evaluation
+from flexkit.metric_names import (
+    EVAL_ACCURACY,
+    KEPT_FRACTION,
+    LEVEL_MIX,
+    RUN_ROLLOUTS,
+    TRAINER_EVAL_ACCURACY,
+    record_evaluation,
+)
 
 __all__ = ["RunRecords", "read_run_records"]
 
@@ -29,6 +36,7 @@ class RunRecords:
     steps: int = 0
     optimizer_steps: int = 0
     trained_samples: int = 0
+    level_draws: dict[str, int] = attrs.field(factory=dict)
 
 
 def read_run_records(run_dir: Path, first: dict[str, float], rollouts_per_step: int) -> RunRecords:
@@ -43,7 +51,8 @@ def read_run_records(run_dir: Path, first: dict[str, float], rollouts_per_step: 
 
     Counts, from the training records (``step >= 0``): a step trains on ``flexkit/sample/kept_fraction`` × the
     responses it generated (all of them without one: no filter), rounded; it is an optimizer step when that is
-    more than zero (a dynamic-sampling step that kept nothing makes no update).
+    more than zero (a dynamic-sampling step that kept nothing makes no update). Draws per level: the tasks drawn
+    per ``level`` of their rows (``flexkit/level_mix``), summed over the steps (empty when no step logged one).
     """
     from flexkit.run_folder import INITIAL_STEP, METRICS_FILE, read_metrics
 
@@ -62,6 +71,7 @@ def read_run_records(run_dir: Path, first: dict[str, float], rollouts_per_step: 
             out.trained_samples += trained
             out.optimizer_steps += trained > 0
             previous = spent
+            _add_draws(out.level_draws, record.get(LEVEL_MIX))
         if record.get(EVAL_ACCURACY) is not None:
             _add_eval(out, step + 1, spent, record)
     return out
@@ -73,6 +83,15 @@ def _trained(record: dict[str, Any], responses: int) -> int:
     if kept is None:
         return responses
     return round(float(kept) * responses)
+
+
+def _add_draws(draws: dict[str, int], mix: Any) -> None:
+    """Add one step's tasks drawn per level (a ``{level: count}`` table; anything else is ignored)."""
+    if not isinstance(mix, dict):
+        return
+    for level, count in mix.items():
+        if isinstance(count, int | float) and not isinstance(count, bool) and count == count:  # not NaN
+            draws[str(level)] = draws.get(str(level), 0) + int(count)
 
 
 def _add_eval(out: RunRecords, steps: int, rollouts: int, record: dict[str, Any]) -> None:

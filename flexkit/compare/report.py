@@ -22,8 +22,8 @@ from flexkit.compare.statistics import (
     reported_interval,
 )
 
-__all__ = ["cost_rows", "render_cost_table", "render_markdown", "render_table", "say", "summary_rows", "write_plot",
-           "write_reports"]
+__all__ = ["cost_rows", "level_shares", "render_cost_table", "render_markdown", "render_table", "say", "summary_rows",
+           "write_plot", "write_reports"]
 
 
 def say(stream: IO[str] | None, text: str) -> None:
@@ -192,6 +192,7 @@ def render_markdown(results: Sequence[SettingResult], info: ReportInfo, *, plot:
         "filter; optimizer steps: steps whose update trained on at least one sample):", "",
         render_cost_table(results), "",
         *_forgetting_lines(results),
+        *_draw_lines(results),
         "Settings:", "",
     ]
     for res in results:
@@ -227,6 +228,37 @@ def _forgetting_lines(results: Sequence[SettingResult]) -> list[str]:
             "recovers counts), how far it ends below its best, and the share of evaluations at which it is more than "
             f"{FORGETTING_MARGIN} below its best so far (a slide that lasts), worst run:",
             "", _markdown_table(header, rows), ""]
+
+
+def level_shares(runs: Sequence[RunOutcome]) -> dict[str, float]:
+    """Each level's share of the tasks ``runs`` drew, all runs together (levels in numeric order; empty when no
+    run logged a level mix)."""
+    totals: dict[str, int] = {}
+    for run in runs:
+        for level, count in run.level_draws.items():
+            totals[level] = totals.get(level, 0) + count
+    whole = sum(totals.values())
+    if not whole:
+        return {}
+    return {level: totals[level] / whole for level in sorted(totals, key=_level_order)}
+
+
+def _level_order(level: str) -> tuple[int, int, str]:
+    """Sort key: integer levels in numeric order, then any other label alphabetically."""
+    return (0, int(level), "") if level.lstrip("-").isdigit() else (1, 0, level)
+
+
+def _draw_lines(results: Sequence[SettingResult]) -> list[str]:
+    """Per setting, each level's share of the tasks drawn (:func:`level_shares`); nothing when no run logged a
+    level mix."""
+    shares = {res.setting.name: level_shares(res.runs) for res in results}
+    levels = list(dict.fromkeys(level for table in shares.values() for level in table))
+    if not levels:
+        return []
+    rows = [[name, *[f"{table[level]:.1%}" if level in table else "–" for level in levels]]
+            for name, table in shares.items()]
+    return ["Where the draws went: each level's share of the tasks drawn, all runs of a setting together:", "",
+            _markdown_table(["setting", *[f"level {level}" for level in levels]], rows), ""]
 
 
 def _failure_lines(results: Sequence[SettingResult]) -> list[str]:
@@ -288,7 +320,7 @@ def _json_run(r: RunOutcome) -> dict[str, Any]:
             "optimizer_steps": r.optimizer_steps, "trained_samples": r.trained_samples,
             "steps_to_targets": r.steps_to_targets, "rollouts_to_targets": r.rollouts_to_targets,
             "accuracy_at_budgets": r.accuracy_at_budgets, "curve": r.curve, "rollout_curve": r.rollout_curve,
-            "level_curves": r.level_curves,
+            "level_curves": r.level_curves, "level_draws": r.level_draws,
             **{name: {key: measure(curve) for key, curve in r.level_curves.items()}
                for name, measure, _ in FORGETTING_MEASURES}}
 
@@ -328,6 +360,7 @@ def _json_results(results: Sequence[SettingResult], info: ReportInfo) -> dict[st
             **{name: {key: max((measure(r.level_curves[key]) for r in res.runs if key in r.level_curves),
                                 default=None) for key in _levels([res])}
                for name, measure, _ in FORGETTING_MEASURES},
+            "level_shares": level_shares(res.runs),
             "finished": n,
             "failed": failed,
             "runs": [_json_run(r) for r in res.runs],

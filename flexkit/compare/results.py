@@ -21,7 +21,8 @@ class RunOutcome:
     run's own count, refills included) with the same evaluations; ``level_curves`` maps each level's key
     (``eval_accuracy/<level>``) to its ``(rollouts, accuracy)`` pairs. ``steps`` counts training steps,
     ``optimizer_steps`` those whose update trained on at least one sample, and ``trained_samples`` the samples
-    (responses) that entered the loss, summed over steps. The ``*_to_targets`` and ``accuracy_at_budgets``
+    (responses) that entered the loss, summed over steps; ``level_draws`` the tasks drawn per level of their rows,
+    summed over steps (empty when the run logged no level mix). The ``*_to_targets`` and ``accuracy_at_budgets``
     lists follow the comparison's targets and budgets; ``steps_to_target``, ``rollouts_to_target`` (the first
     target) and ``accuracy_at_budget`` (the largest budget) are the single values of earlier versions.
     """
@@ -42,6 +43,7 @@ class RunOutcome:
     steps_to_targets: list[int | None] = attrs.field(factory=list)
     rollouts_to_targets: list[int | None] = attrs.field(factory=list)
     accuracy_at_budgets: list[float | None] = attrs.field(factory=list)
+    level_draws: dict[str, int] = attrs.field(factory=dict)
 
     @property
     def rollouts(self) -> int:

@@ -320,7 +320,8 @@ def _record(plan: _Plan, result: SettingResult, seed: int, finished: dict[str, A
     final = {k: float(v) for k, v in last_eval.items() if k.startswith("eval_accuracy")}
     outcome = RunOutcome(seed, run_dir, records.curve, final, seconds, rollout_curve=records.rollout_curve,
                          level_curves=records.level_curves, steps=records.steps,
-                         optimizer_steps=records.optimizer_steps, trained_samples=records.trained_samples)
+                         optimizer_steps=records.optimizer_steps, trained_samples=records.trained_samples,
+                         level_draws=records.level_draws)
     result.runs.append(outcome)
     return outcome
 

@@ -27,6 +27,8 @@ from flexkit.compare import (
     reported_interval,
     write_level_plot,
 )
+from flexkit.compare.records import read_run_records
+from flexkit.compare.report import level_shares
 from flexkit.compare.statistics import (
     FORGETTING_MEASURES,
     accuracy_at,
@@ -125,6 +127,43 @@ def test_cost_per_run_is_read_from_the_records(several: Comparison) -> None:
     md = several.markdown
     assert "| setting | steps | optimizer steps | trained samples | rollouts | seconds |" in md
     assert "| plain | 30 ± 0 | 30 ± 0 | 960 ± 0 | 960 ± 0 |" in md
+
+
+def test_draws_per_level_are_summed_from_the_records(several: Comparison) -> None:
+    data = json.loads((several.out_dir / "results.json").read_text())
+    for setting, res in zip(data["settings"], several.results, strict=True):
+        totals: dict[str, int] = {}
+        for run, run_json in zip(res.runs, setting["runs"], strict=True):
+            expected: dict[str, int] = {}
+            for record in read_metrics(run.run_dir):
+                for level, count in (record.get("flexkit/level_mix") or {}).items():
+                    expected[level] = expected.get(level, 0) + count
+            assert run.level_draws == expected and run_json["level_draws"] == expected
+            assert sum(expected.values()) >= 30 * 8  # every step draws a batch of 8 (refills draw more)
+            for level, count in expected.items():
+                totals[level] = totals.get(level, 0) + count
+        shares = setting["level_shares"]
+        assert list(shares) == ["1", "2", "3", "4"]
+        assert shares == pytest.approx({level: count / sum(totals.values()) for level, count in totals.items()})
+    assert "Where the draws went: each level's share of the tasks drawn" in several.markdown
+    assert "| setting | level 1 | level 2 | level 3 | level 4 |" in several.markdown
+
+
+def test_level_shares_order_levels_and_skip_runs_without_a_mix(tmp_path: Path) -> None:
+    def run(draws: dict[str, int]) -> RunOutcome:
+        return RunOutcome(0, tmp_path, [], {}, 0.0, level_draws=draws)
+
+    assert level_shares([run({"10": 1, "hard": 1, "2": 1}), run({"2": 1}), run({})]) == {
+        "2": 0.5, "10": 0.25, "hard": 0.25}
+    assert level_shares([run({}), run({})]) == {}
+
+
+def test_draws_ignore_level_mixes_that_are_not_tables_of_counts(tmp_path: Path) -> None:
+    lines = [{"step": 0, "flexkit/level_mix": {"1": 3, "2": True, "3": float("nan")}},
+             {"step": 1, "flexkit/level_mix": "1:3"},
+             {"step": 2, "level_mix": {"1": 2, "4": 1.0}}]  # the name of earlier versions
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert read_run_records(tmp_path, {}, 8).level_draws == {"1": 5, "4": 1}
 
 
 def test_per_level_final_accuracy_and_curves(several: Comparison) -> None:
