@@ -4,6 +4,7 @@ names (:mod:`flexkit.metric_names`), so a run folder written before them reads t
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,7 @@ def _add_draws(draws: dict[str, int], mix: Any) -> None:
     if not isinstance(mix, dict):
         return
     for level, count in mix.items():
-        if isinstance(count, int | float) and not isinstance(count, bool) and count == count:  # not NaN
+        if isinstance(count, int | float) and not isinstance(count, bool) and math.isfinite(count):
             draws[str(level)] = draws.get(str(level), 0) + int(count)
 
 
