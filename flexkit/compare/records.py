@@ -87,11 +87,12 @@ def _trained(record: dict[str, Any], responses: int) -> int:
 
 
 def _add_draws(draws: dict[str, int], mix: Any) -> None:
-    """Add one step's tasks drawn per level (a ``{level: count}`` table; anything else is ignored)."""
+    """Add one step's tasks drawn per level (a ``{level: count}`` table; anything else, and any count that is not
+    a finite number of at least 0, is ignored)."""
     if not isinstance(mix, dict):
         return
     for level, count in mix.items():
-        if isinstance(count, int | float) and not isinstance(count, bool) and math.isfinite(count):
+        if isinstance(count, int | float) and not isinstance(count, bool) and math.isfinite(count) and count >= 0:
             draws[str(level)] = draws.get(str(level), 0) + int(count)
 
 

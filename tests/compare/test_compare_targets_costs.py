@@ -159,7 +159,7 @@ def test_level_shares_order_levels_and_skip_runs_without_a_mix(tmp_path: Path) -
 
 
 def test_draws_ignore_level_mixes_that_are_not_tables_of_counts(tmp_path: Path) -> None:
-    lines = [{"step": 0, "flexkit/level_mix": {"1": 3, "2": True, "3": float("nan"), "5": float("inf")}},
+    lines = [{"step": 0, "flexkit/level_mix": {"1": 3, "2": True, "3": float("nan"), "5": float("inf"), "6": -4}},
              {"step": 1, "flexkit/level_mix": "1:3"},
              {"step": 2, "level_mix": {"1": 2, "4": 1.0}}]  # the name of earlier versions
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
