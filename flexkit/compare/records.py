@@ -4,7 +4,6 @@ names (:mod:`flexkit.metric_names`), so a run folder written before them reads t
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from flexkit.metric_names import (
     TRAINER_EVAL_ACCURACY,
     record_evaluation,
 )
+from flexkit.state_problems import is_number
 
 __all__ = ["RunRecords", "read_run_records"]
 
@@ -92,7 +92,7 @@ def _add_draws(draws: dict[str, int], mix: Any) -> None:
     if not isinstance(mix, dict):
         return
     for level, count in mix.items():
-        if isinstance(count, int | float) and not isinstance(count, bool) and math.isfinite(count) and count >= 0:
+        if is_number(count) and count >= 0:
             draws[str(level)] = draws.get(str(level), 0) + int(count)
 
 
