@@ -109,6 +109,12 @@ class Pipeline:
         self.scheduler.feedback(metrics)
         return metrics
 
+    def evaluation(self, metrics: Mapping[str, float]) -> None:
+        """Pass the trainer's held-out evaluation to the selectors
+        (:meth:`~flexkit.scheduler.TasksetScheduler.evaluation`); ``flexkit run`` calls it after every
+        evaluation, and an integration with its own evaluation loop may call it the same way."""
+        self.scheduler.evaluation(metrics)
+
     def fingerprint(self) -> dict[str, Any]:
         """What a checkpoint must match to be loaded: batch size, seed, sample stage (with ``[sample.refill]``),
         ``[feedback]``, trainer, and for each taskset its name, size, content digest

@@ -207,6 +207,7 @@ def _loop(
         if counters.step == 0 and eval_every:
             counters.first_eval = trainer_metrics(trainer, trainer.evaluate(step=0), "evaluate")
             counters.last_eval = dict(counters.first_eval)
+            pipe.evaluation(counters.first_eval)
             out.write(json.dumps({STEP: INITIAL_STEP, **counters.record_totals(),
                                   **record_evaluation(counters.first_eval)}) + "\n")
             out.flush()
@@ -222,6 +223,7 @@ def _loop(
             done = step + 1 == total or (budget is not None and counters.rollouts >= budget)
             if eval_every and ((step + 1) % eval_every == 0 or done):
                 counters.last_eval = trainer_metrics(trainer, trainer.evaluate(step=step + 1), "evaluate")
+                pipe.evaluation(counters.last_eval)
                 record.update(record_evaluation(counters.last_eval))
             out.write(json.dumps(record) + "\n")
             out.flush()

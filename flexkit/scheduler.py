@@ -31,7 +31,7 @@ import numpy as np
 
 from flexkit.batch_plan import epoch_counts, mix_counts
 from flexkit.contracts import check_selection, describe_component
-from flexkit.errors import ConfigError, SampleError
+from flexkit.errors import ComponentError, ConfigError, SampleError
 from flexkit.feedback import SELECTOR_METRIC
 from flexkit.feedback_apply import apply_feedback
 from flexkit.feedback_check import check_feedback_payload, taskset_id
@@ -347,6 +347,27 @@ class TasksetScheduler(SchedulerState):
         like a misspelt ``selector_metric`` (other top-level keys are left alone;
         :func:`flexkit.feedback_check.check_feedback_payload`)."""
         return check_feedback_payload(self.entries, metrics, self.out_of_range)
+
+    def evaluation(self, metrics: Mapping[str, float]) -> None:
+        """Pass the trainer's held-out evaluation (metric name → value) to every selector that takes one
+        (:meth:`~flexkit.selectors.base.Selector.observe_evaluation`; plugin selectors without it are skipped).
+
+        A batch already selected in the background (prefetch) is selected first and keeps its tasks: the
+        evaluation reaches the selections after it. :class:`~flexkit.errors.ComponentError` names a selector that
+        raises.
+        """
+        plain = dict(metrics)
+        with self._lock:
+            self._prefetch.wait()  # the prefetched selection precedes this evaluation, always
+            for entry in self.entries:
+                observe = getattr(entry.selector, "observe_evaluation", None)
+                if observe is None:
+                    continue
+                try:
+                    observe(plain)
+                except Exception as exc:
+                    raise ComponentError(f"taskset {entry.name!r}: {describe_component(entry.selector, 'selector')} "
+                                         f"raised {type(exc).__name__}: {exc} while taking an evaluation") from exc
 
     def feedback(self, metrics: Mapping[str, Any]) -> None:
         """Route ``metrics[SELECTOR_METRIC]`` (``{taskset_id or name: {"indices", "values"}}``) to selectors.

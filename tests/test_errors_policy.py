@@ -111,6 +111,7 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/feedback.py::task_triples: AttributeError, KeyError, TypeError": _DATA + " (an experience's fields)",
     "flexkit/feedback.py::task_triples: TypeError": _DATA + " (iterating the payload)",
     "flexkit/feedback_apply.py::apply_feedback: Exception": _NAMED + " (a ComponentError; the payload rolled back)",
+    "flexkit/scheduler.py::TasksetScheduler.evaluation: Exception": _NAMED + " (a ComponentError naming the selector)",
     "flexkit/host_metrics.py::feedback_metrics: TypeError, ValueError": "metrics never stop a run",
     "flexkit/integrations/_state.py::to_portable: TypeError": "dtypes torch lacks are kept as lists",
     "flexkit/integrations/torch.py::FlexkitSampler.locate: TypeError, ValueError": _DATA,

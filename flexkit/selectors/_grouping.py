@@ -64,12 +64,16 @@ class TaskGroups:
         names: one name per group (e.g. ``"level=3"`` or ``"weak_pass_rate∈[0.12, 0.31)"``).
         parents: each group's parent (``int32``, ``0 .. max``): the code of its first column's value (its level
             when grouped by ``["level", "carries"]``); ``None``: one parent, the whole pool.
+        first_values: each group's value of its first column, as text (``"3"`` for ``level=3``; a bin's range for
+            binned columns); ``None``: none (one group for the whole pool).
     """
 
-    def __init__(self, group: np.ndarray, names: Sequence[str], parents: np.ndarray | None = None) -> None:
+    def __init__(self, group: np.ndarray, names: Sequence[str], parents: np.ndarray | None = None,
+                 first_values: Sequence[str] | None = None) -> None:
         self.group = group
         self.names = tuple(names)
         self.parents = np.zeros(len(self.names), dtype=np.int32) if parents is None else parents
+        self.first_values = tuple(first_values) if first_values is not None else None
 
     @property
     def count(self) -> int:
@@ -99,12 +103,14 @@ class TaskGroups:
                 code, labels = _category_codes(_any_column(features, key, size, owner), key)
             codes.append(code)
             names.append(labels)
+        first = [label.removeprefix(f"{keys[0]}=") for label in names[0]] if keys else []
         group, digits = _combine(codes, [len(n) for n in names])
         if len(digits) > MAX_GROUPS:
             raise ConfigError(f"{owner}: grouping by {list(keys)} makes {len(digits)} groups, more than "
                               f"{MAX_GROUPS}; use fewer columns or bins")
         readable = [", ".join(names[i][d] for i, d in enumerate(row)) for row in digits.tolist()]
-        return cls(group, readable, digits[:, 0].astype(np.int32) if len(keys) > 1 else None)
+        return cls(group, readable, digits[:, 0].astype(np.int32) if len(keys) > 1 else None,
+                   [first[d] for d in digits[:, 0].tolist()])
 
 
 def _any_column(features: Mapping[str, np.ndarray], key: str, size: int, owner: str, *,

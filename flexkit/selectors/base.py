@@ -17,7 +17,9 @@ The conventions a pipeline relies on (also listed under ``flexkit_register_selec
 - :attr:`Selector.learns_from_feedback`: whether the selector learns from feedback, which reaches it through
   :meth:`Selector._update`, the method learning selectors override;
 - :attr:`Selector.atomic_feedback`: whether the selector's feedback changes nothing unless it succeeds whole on
-  a validated payload, so the scheduler need not copy its state before feedback to restore it on failure.
+  a validated payload, so the scheduler need not copy its state before feedback to restore it on failure;
+- :meth:`Selector.observe_evaluation` (optional on selectors that do not subclass :class:`Selector`): the
+  trainer's held-out evaluation (metric name → value) after each evaluation, for selectors that act on it.
 """
 
 from __future__ import annotations
@@ -149,6 +151,13 @@ class Selector(Configurable, abc.ABC):
         scheduler for a selector that keeps the base class's :meth:`feedback`, call it; not for other callers."""
         if indices.size:
             self._update(indices, values)
+
+    def observe_evaluation(self, metrics: Mapping[str, float]) -> None:
+        """Take the trainer's latest held-out evaluation (metric name → value, as ``evaluate`` returned it).
+
+        The scheduler passes every evaluation of a run (:meth:`~flexkit.scheduler.TasksetScheduler.evaluation`);
+        whatever a selector keeps from it belongs in its :meth:`state_dict`. The default ignores it.
+        """
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly where this selector is (RNG state included)."""

@@ -57,9 +57,16 @@ arXiv 1707.09727; Garivier & Moulines, arXiv 0805.3415 for discounting in non-st
   ``unsolved_weight`` alone its share falls to a few percent, and on a hard task family its greedy accuracy
   then settles a few points below where uniform sampling holds it (rehearsal against catastrophic forgetting,
   as in experience replay: Rolnick et al., arXiv 1811.11682).
+- with ``guard_metric`` set (``"eval_accuracy/{}"``; ``{}`` stands for the group's first feature value, its
+  level), ``retain``'s floor is spent only where it is needed: a learnt group keeps it only while its held-out
+  accuracy, read from the trainer's evaluations (:meth:`observe_evaluation`), is more than ``guard_margin`` below
+  its best so far, and gets no floor while it holds. The sampled pass rate cannot show that slide; the greedy
+  held-out accuracy does. The floor reaches a group from the evaluation that shows its slide until one shows it
+  back within the margin, so a slide is caught one evaluation late, and a group the evaluation does not cover
+  never gets the floor.
 
 Cost per step: O(K) to select, O(feedback) to update, plus one group id per task (4 bytes). State: four floats
-and a pass-rate average per group, and the RNG.
+and a pass-rate average per group (with ``guard_metric``, two held-out values too), and the RNG.
 """
 
 from __future__ import annotations
@@ -81,6 +88,7 @@ from flexkit.selectors._estimates import (
     uniform_floor,
 )
 from flexkit.selectors._grouping import TaskGroups, bins_field, uniform_fraction_field
+from flexkit.selectors._held_out import HeldOutWatch, metric_names
 from flexkit.selectors.base import Selector
 
 #: Group summaries :meth:`FrontierSelector.summary` reports one by one (more groups: only the totals).
@@ -139,6 +147,17 @@ class FrontierConfig:
         default=0.5, ge=0, le=1,
         doc="Group pass rate (the EMA of pass_rate) from which a group counts as learnt for retain.",
     )
+    guard_metric: str = field(
+        default="",
+        doc="Evaluation metric of a group's held-out accuracy, {} standing for its first feature value (its level): "
+            "\"eval_accuracy/{}\". Set: retain's floor goes to a learnt group only while that accuracy is more "
+            "than guard_margin below its best (empty: whenever the group is learnt).",
+    )
+    guard_margin: float = field(
+        default=0.02, ge=0, le=1,
+        doc="How far below its best held-out accuracy a learnt group must be to get retain's floor (with "
+            "guard_metric).",
+    )
 
 
 class FrontierSelector(Selector):
@@ -159,6 +178,12 @@ class FrontierSelector(Selector):
         self.posterior = self._new_posterior()
         self.passes = self._new_passes()
         self.pass_rates = GroupRates(self.groups.group, self.groups.count, config.pass_rate)
+        self.held_out = self._new_watch()
+
+    def _new_watch(self) -> HeldOutWatch:
+        config = self.config
+        names = metric_names(config.guard_metric, self.groups.first_values, self.groups.count)
+        return HeldOutWatch(names, config.guard_margin)
 
     def _new_posterior(self) -> GroupBeta:
         return GroupBeta(self.groups.group, self.groups.count, self.config.discount, ("informative", "uninformative"),
@@ -210,9 +235,17 @@ class FrontierSelector(Selector):
         return chosen, info
 
     def learnt_groups(self) -> np.ndarray:
-        """Which groups count as learnt for ``retain``: pass rate at least ``retain_above`` (unseen: not)."""
+        """Which groups get ``retain``'s floor: pass rate at least ``retain_above`` (unseen: not) and, with
+        ``guard_metric``, held-out accuracy more than ``guard_margin`` below its best."""
         learnt: np.ndarray = self.pass_rates.values >= self.config.retain_above  # NaN (unseen) compares False
+        if self.config.guard_metric:
+            learnt &= self.held_out.sliding()
         return learnt
+
+    def observe_evaluation(self, metrics: Mapping[str, float]) -> None:
+        """With ``guard_metric``: record each group's held-out accuracy from the trainer's evaluation."""
+        if self.config.guard_metric:
+            self.held_out.observe(metrics)
 
     def _retained(self, kept: np.ndarray, rest: np.ndarray, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
         """Move the learnt groups' tasks among the next ``round(retain · B)`` candidates from ``rest`` to
@@ -239,9 +272,12 @@ class FrontierSelector(Selector):
 
     def state_dict(self) -> dict[str, Any]:
         """RNG, each group's discounted informative and uninformative counts, its discounted passed and failed
-        answers, and its pass rate."""
-        return {**super().state_dict(), "groups": self.groups.count, **self.posterior.state_dict(),
-                **self.passes.state_dict(), "pass_rates": self.pass_rates.state_dict()}
+        answers, its pass rate and, with ``guard_metric``, its latest and best held-out accuracy."""
+        state = {**super().state_dict(), "groups": self.groups.count, **self.posterior.state_dict(),
+                 **self.passes.state_dict(), "pass_rates": self.pass_rates.state_dict()}
+        if self.config.guard_metric:
+            state["held_out"] = self.held_out.state_dict()
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` output (checked first: nothing changes when it is invalid)."""
@@ -253,5 +289,10 @@ class FrontierSelector(Selector):
         passes.load_state_dict(state)
         rates = GroupRates(self.groups.group, count, self.config.pass_rate)
         rates.load_state_dict(state["pass_rates"])
+        watch = self._new_watch()
+        if self.config.guard_metric:
+            if "held_out" not in state:
+                raise StateMismatchError("saved state has no held-out accuracies; this selector has a guard_metric")
+            watch.load_state_dict(state["held_out"])
         super().load_state_dict(state)
-        self.posterior, self.passes, self.pass_rates = posterior, passes, rates
+        self.posterior, self.passes, self.pass_rates, self.held_out = posterior, passes, rates, watch

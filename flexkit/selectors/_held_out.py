@@ -1,0 +1,77 @@
+"""Each group's held-out accuracy, read from the trainer's evaluations: the latest value and the best so far.
+
+A selector that keeps a solved group's skill needs to know when that skill slides. The trainer's sampled answers
+do not show it: a solved level's sampled pass rate stays near 1 while its greedy held-out accuracy slides by a
+few points. The held-out evaluation does, and :class:`HeldOutWatch` keeps what a selector needs from it: per
+group the latest value and the best one, and so which groups are more than a margin below their best.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from flexkit.errors import StateMismatchError
+from flexkit.selectors._estimates import load_array
+from flexkit.state_problems import is_number
+
+#: Marks the place of a group's value in a metric template (``"eval_accuracy/{}"``).
+PLACEHOLDER = "{}"
+
+
+def metric_names(template: str, first_values: Sequence[str] | None, count: int) -> list[str]:
+    """The evaluation metric of each of ``count`` groups: ``template`` with :data:`PLACEHOLDER` replaced by the
+    group's first feature value (its level); a template without it names one metric for every group."""
+    if first_values is None:
+        return [template.replace(PLACEHOLDER, "")] * count
+    return [template.replace(PLACEHOLDER, value) for value in first_values]
+
+
+class HeldOutWatch:
+    """Latest and best held-out value per group, from evaluations (metric name → value).
+
+    Args:
+        metrics: the evaluation metric of each group (:func:`metric_names`).
+        margin: how far below its best a group's latest value must be to count as sliding.
+    """
+
+    def __init__(self, metrics: Sequence[str], margin: float) -> None:
+        self.metrics = list(metrics)
+        self.margin = float(margin)
+        self.latest = np.full(len(self.metrics), np.nan)
+        self.best = np.full(len(self.metrics), np.nan)
+
+    def observe(self, evaluation: Mapping[str, Any]) -> None:
+        """Take one evaluation: each group whose metric is a finite number gets it as its latest value (and as
+        its best when higher); groups whose metric is missing or not a finite number keep theirs."""
+        values = [evaluation.get(name) for name in self.metrics]
+        seen = np.array([is_number(v) for v in values], dtype=bool)
+        if not seen.any():
+            return
+        latest = np.array([float(v) if ok else np.nan for v, ok in zip(values, seen, strict=True)])
+        self.latest = np.where(seen, latest, self.latest)
+        self.best = np.where(seen, np.fmax(self.best, latest), self.best)
+
+    def sliding(self) -> np.ndarray:
+        """Per group: whether its latest value is more than ``margin`` below its best (never evaluated: not)."""
+        below: np.ndarray = (self.best - self.latest) > self.margin  # NaN compares False
+        return below
+
+    def state_dict(self) -> dict[str, Any]:
+        """Which groups were evaluated, and their latest and best values (0 where not evaluated)."""
+        seen = ~np.isnan(self.latest)
+        return {"evaluated": seen, "latest": np.where(seen, self.latest, 0.0), "best": np.where(seen, self.best, 0.0)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` output (checked first: same number of groups, finite values, a best no
+        lower than the latest value)."""
+        count = len(self.metrics)
+        seen = load_array(state, "evaluated", count, bool)
+        latest = load_array(state, "latest", count, np.float64)
+        best = load_array(state, "best", count, np.float64)
+        if (best < latest)[seen].any():
+            raise StateMismatchError("saved held-out values have a best below the latest value")
+        self.latest = np.where(seen, latest, np.nan)
+        self.best = np.where(seen, best, np.nan)
