@@ -9,7 +9,7 @@ group the latest value and the best one, and so which groups are more than a mar
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -47,10 +47,10 @@ class HeldOutWatch:
         """Take one evaluation: each group whose metric is a finite number gets it as its latest value (and as
         its best when higher); groups whose metric is missing or not a finite number keep theirs."""
         values = [evaluation.get(name) for name in self.metrics]
-        seen = np.array([is_number(v) for v in values], dtype=bool)
+        latest = np.array([float(cast(float, v)) if is_number(v) else np.nan for v in values])
+        seen = ~np.isnan(latest)
         if not seen.any():
             return
-        latest = np.array([float(v) if ok else np.nan for v, ok in zip(values, seen, strict=True)])
         self.latest = np.where(seen, latest, self.latest)
         self.best = np.where(seen, np.fmax(self.best, latest), self.best)
 

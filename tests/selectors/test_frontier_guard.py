@@ -1,0 +1,302 @@
+"""``frontier`` with ``guard_metric``: ``retain``'s floor reaches a learnt group only while the trainer's held-out
+accuracy of its level is more than ``guard_margin`` below its best, and nothing else changes while every level
+holds. They fail when the evaluation is ignored (no floor on a slide, or a floor without one), and when the guard
+state is not restored exactly."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from flexkit import make_selector
+from flexkit.checkpoint import load_state
+from flexkit.errors import ComponentError
+from flexkit.pipeline import load_pipeline
+from flexkit.runner import run_pipeline
+from flexkit.selectors._held_out import HeldOutWatch, metric_names
+from tests.fixtures import crash_run, read_metrics
+from tests.selectors.test_frontier import LEVELS, SUBGROUP, _simulate
+from tests.selectors.test_selector_resume import json_round_trip
+
+GUARD = {"retain": 1.0, "retain_above": 0.9, "pass_rate": 1.0, "guard_metric": "eval_accuracy/{}"}
+
+
+def _guarded(**params):
+    return make_selector("frontier", size=len(LEVELS), seed=5, features={"level": LEVELS},
+                         feature_keys=["level"], **{**GUARD, **params})
+
+
+def _retained_levels(sel) -> list[int]:
+    idx, info = sel.get_indices(64, return_extra_info=True)
+    return sorted(set(LEVELS[idx[:info["retained"]]].astype(int).tolist()))
+
+
+def test_the_floor_reaches_a_learnt_level_only_while_its_held_out_accuracy_is_below_its_best() -> None:
+    sel = _guarded()
+    sel.feedback(np.array([0, 200, 400]), np.array([1.0, 1.0, 0.25]))  # levels 1 and 2 learnt, level 3 not
+    assert _retained_levels(sel) == []  # learnt, never evaluated: no floor
+    sel.observe_evaluation({"eval_accuracy/1": 1.0, "eval_accuracy/2": 0.95, "eval_accuracy/3": 0.4})
+    assert _retained_levels(sel) == []  # at their best: no floor
+    sel.observe_evaluation({"eval_accuracy/1": 0.97, "eval_accuracy/2": 0.95, "eval_accuracy/3": 0.2})
+    assert _retained_levels(sel) == [1]  # level 1 slid by 0.03; level 3 slid further but is not learnt
+    assert sel.held_out.best.tolist()[:3] == [1.0, 0.95, 0.4]
+    sel.observe_evaluation({"eval_accuracy/1": 0.99})
+    assert _retained_levels(sel) == []  # back within the margin
+    ungated = make_selector("frontier", size=len(LEVELS), seed=5, features={"level": LEVELS},
+                            feature_keys=["level"], **{**GUARD, "guard_metric": ""})
+    ungated.feedback(np.array([0, 200, 400]), np.array([1.0, 1.0, 0.25]))
+    assert _retained_levels(ungated) == [1, 2]  # without the guard: whenever learnt
+
+
+@pytest.mark.parametrize(("margin", "sliding"), [(0.02, False), (0.01, True), (0.0, True)])
+def test_the_margin_decides_what_counts_as_a_slide(margin: float, sliding: bool) -> None:
+    sel = _guarded(guard_margin=margin)
+    sel.feedback(np.array([0]), np.array([1.0]))
+    sel.observe_evaluation({"eval_accuracy/1": 1.0})
+    sel.observe_evaluation({"eval_accuracy/1": 0.985})
+    assert (_retained_levels(sel) == [1]) is sliding
+
+
+def test_while_every_level_holds_the_guard_draws_exactly_as_no_floor() -> None:
+    rates = [1.0, 0.95, 0.4, 0.1, 0.0, 0.0]
+    guarded = _guarded()
+    guarded.observe_evaluation({f"eval_accuracy/{level}": 1.0 for level in range(1, 7)})
+    plain = make_selector("frontier", size=len(LEVELS), seed=5, features={"level": LEVELS},
+                          feature_keys=["level"], pass_rate=1.0)
+    assert (_simulate(guarded, lambda step: rates, 20, np.random.default_rng(2)).tolist()
+            == _simulate(plain, lambda step: rates, 20, np.random.default_rng(2)).tolist())
+
+
+def test_a_slide_wins_the_solved_level_its_uniform_share_until_it_recovers() -> None:
+    rates = [1.0, 0.95, 0.4, 0.2, 0.0, 0.0]
+    sel = _guarded()
+    sel.observe_evaluation({"eval_accuracy/1": 1.0})
+    holding = _simulate(sel, lambda step: rates, 40, np.random.default_rng(8))[10:].mean(axis=0)
+    sel.observe_evaluation({"eval_accuracy/1": 0.9})
+    sliding = _simulate(sel, lambda step: rates, 40, np.random.default_rng(9))[10:].mean(axis=0)
+    sel.observe_evaluation({"eval_accuracy/1": 1.0})
+    recovered = _simulate(sel, lambda step: rates, 40, np.random.default_rng(10))[10:].mean(axis=0)
+    share = 64 / 6
+    assert holding[0] < 0.3 * share and recovered[0] < 0.3 * share
+    assert sliding[0] >= 0.8 * share
+
+
+def test_missing_and_non_numeric_values_keep_the_last_one_and_uncovered_groups_never_get_the_floor() -> None:
+    sel = _guarded()
+    sel.feedback(np.array([0, 200]), np.array([1.0, 1.0]))
+    sel.observe_evaluation({"eval_accuracy/1": 1.0})
+    sel.observe_evaluation({"eval_accuracy/1": 0.9})
+    for junk in ({}, {"eval_accuracy/1": float("nan")}, {"eval_accuracy/1": True}, {"eval_accuracy/1": "0.99"},
+                 {"eval_accuracy/1": None}, {"eval_accuracy/1": float("inf")}):
+        sel.observe_evaluation(junk)
+        assert sel.held_out.latest[0] == 0.9 and sel.held_out.best[0] == 1.0
+    assert _retained_levels(sel) == [1]  # level 2 learnt but never evaluated
+
+
+def test_each_group_reads_its_first_feature_values_metric() -> None:
+    sel = make_selector("frontier", size=len(LEVELS), seed=5, features={"level": LEVELS, "sub": SUBGROUP},
+                        feature_keys=["level", "sub"], guard_metric="acc@{}")
+    assert sel.held_out.metrics == [f"acc@{level}" for level in range(1, 7) for _ in range(5)]
+    labelled = make_selector("frontier", size=4, seed=0, features={"source": np.array(["gsm8k", "math"] * 2)},
+                             feature_keys=["source"], guard_metric="val/{}/acc")
+    assert labelled.held_out.metrics == ["val/gsm8k/acc", "val/math/acc"]
+    assert metric_names("eval_accuracy", None, 3) == ["eval_accuracy"] * 3  # no placeholder: one metric for all
+    whole = make_selector("frontier", size=50, seed=0, guard_metric="eval_accuracy{}")
+    assert whole.held_out.metrics == ["eval_accuracy"]
+
+
+def test_exact_resume_with_the_guard_state_through_json() -> None:
+    rates = lambda step: [1.0, 0.95, 0.2, 0.0, 0.0, 0.0]  # noqa: E731
+    sel = _guarded()
+    _simulate(sel, rates, 6, np.random.default_rng(4))
+    sel.observe_evaluation({"eval_accuracy/1": 1.0, "eval_accuracy/2": 0.96})
+    sel.observe_evaluation({"eval_accuracy/1": 0.9, "eval_accuracy/2": 0.96})
+    other = _guarded()
+    other.load_state_dict(json_round_trip(sel.state_dict()))
+    assert other.held_out.sliding().tolist() == sel.held_out.sliding().tolist()
+    assert (_simulate(other, rates, 10, np.random.default_rng(1)).tolist()
+            == _simulate(sel, rates, 10, np.random.default_rng(1)).tolist())
+
+
+def test_damaged_guard_states_are_refused_and_change_nothing() -> None:
+    sel = _guarded()
+    sel.observe_evaluation({"eval_accuracy/1": 1.0})
+    sel.observe_evaluation({"eval_accuracy/1": 0.9})
+    good = sel.state_dict()
+    for damage, match in (
+        (lambda s: s.pop("held_out"), "held-out"),
+        (lambda s: s["held_out"].update(best=np.zeros(6)), "best below"),
+        (lambda s: s["held_out"].update(latest=np.zeros(5)), "shape"),
+        (lambda s: s["held_out"].update(latest=np.full(6, np.nan)), "NaN"),
+    ):
+        state = json_round_trip(good)
+        damage(state)
+        fresh = _guarded()
+        with pytest.raises(ValueError, match=match):
+            fresh.load_state_dict(state)
+        assert np.isnan(fresh.held_out.best).all()  # nothing changed
+    unguarded = make_selector("frontier", size=len(LEVELS), seed=5, features={"level": LEVELS},
+                              feature_keys=["level"])
+    assert "held_out" not in unguarded.state_dict()  # a selector without the guard keeps its earlier state
+
+
+def test_the_watch_keeps_the_best_and_the_latest_value() -> None:
+    watch = HeldOutWatch(["a", "b"], 0.05)
+    watch.observe({"a": 0.5})
+    watch.observe({"a": 0.8, "b": 0.1})
+    watch.observe({"a": 0.7})
+    assert watch.best.tolist() == [0.8, 0.1] and watch.latest.tolist() == [0.7, 0.1]
+    assert watch.sliding().tolist() == [True, False]
+
+
+# -- the evaluation's way from the trainer to the selector ------------------------------------------------------
+
+PIPELINE = """
+[run]
+batch_size = 16
+seed = 3
+total_steps = 40
+eval_every = 10
+checkpoint_every = 10
+
+[[tasksets]]
+name = "graded"
+storage_type = "simulated"
+size = 400
+levels = [1, 2, 3, 4]
+
+[tasksets.selector]
+type = "frontier"
+feature_keys = ["level"]
+retain = 1.0
+retain_above = 0.6
+guard_metric = "eval_accuracy/{}"
+guard_margin = 0.0
+
+[[tasksets]]
+name = "plain"
+storage_type = "simulated"
+size = 100
+levels = [4]
+seed = 1
+
+[tasksets.selector]
+type = "random"
+
+[trainer]
+type = "sliding_simulator"
+group_size = 4
+eval_levels = [1, 2, 3, 4]
+"""
+
+#: The simulator, with level 1's held-out accuracy 0.1 lower at every other evaluation (a slide and a recovery).
+SLIDING = """\
+from flexkit import hookimpl
+from flexkit.simulator import SimulatorConfig, SimulatorTrainer
+
+
+class Sliding(SimulatorTrainer):
+    def evaluate(self, *, step):
+        out = dict(super().evaluate(step=step))
+        if (step // 10) % 2:
+            out["eval_accuracy/1"] -= 0.1
+        return out
+
+
+@hookimpl
+def flexkit_register_trainers(register):
+    register("sliding_simulator", Sliding, SimulatorConfig)
+"""
+
+
+def _write(tmp_path: Path) -> Path:
+    path = tmp_path / "pipeline.toml"
+    path.write_text(PIPELINE)
+    (tmp_path / "sliding.py").write_text(SLIDING)
+    return path
+
+
+def _load(path: Path):
+    return load_pipeline(path, plugins=[str(path.parent / "sliding.py")])
+
+
+def test_flexkit_run_hands_every_evaluation_to_the_selectors(tmp_path: Path) -> None:
+    run_pipeline(_load(_write(tmp_path)), run_dir=tmp_path / "run", progress=None)
+    evals = [m for m in read_metrics(tmp_path / "run") if "flexkit/eval/accuracy" in m]
+    state, _ = load_state(tmp_path / "run" / "checkpoint")
+    held = state["pipeline"]["scheduler"]["selectors"][0]["held_out"]
+    assert held["evaluated"].all()
+    assert held["latest"].tolist() == [evals[-1][f"flexkit/eval/accuracy/{level}"] for level in range(1, 5)]
+    assert held["best"][0] == max(m["flexkit/eval/accuracy/1"] for m in evals)
+
+
+def test_a_slide_in_a_run_moves_draws_to_the_solved_level_until_the_next_evaluation(tmp_path: Path) -> None:
+    def level_1_draws(slide: float) -> list[int]:
+        folder = tmp_path / str(slide)
+        folder.mkdir()
+        path = _write(folder)
+        (folder / "sliding.py").write_text(SLIDING.replace("-= 0.1", f"-= {slide}"))
+        run_pipeline(_load(path), run_dir=folder / "run", progress=None)
+        return [m["flexkit/level_mix"].get("1", 0) for m in read_metrics(folder / "run")[1:]]
+
+    sliding, holding = level_1_draws(0.1), level_1_draws(0.0)
+    # evaluations after steps 0-9, 10-19, 20-29: level 1 slides at the first and the third. Step 10's batch was
+    # selected before the evaluation, in the background, so steps 11-19 and 31-39 see the slide
+    assert sliding[:11] == holding[:11]
+    slid = slice(11, 20), slice(31, 40)
+    assert sum(sum(sliding[s]) for s in slid) > 1.25 * sum(sum(holding[s]) for s in slid)
+
+
+def test_a_run_with_the_guard_resumes_exactly_after_a_crash(tmp_path: Path) -> None:
+    path = _write(tmp_path)
+    run_pipeline(_load(path), run_dir=tmp_path / "whole", progress=None)
+    crash_run(_load(path), tmp_path / "crashed", 35)  # checkpoint after step 30, where level 1 slides
+    run_pipeline(_load(path), run_dir=tmp_path / "crashed", resume=True, progress=io.StringIO())
+    whole = [json.dumps(m, sort_keys=True) for m in read_metrics(tmp_path / "whole")]
+    resumed = [json.dumps(m, sort_keys=True) for m in read_metrics(tmp_path / "crashed")]
+    assert resumed == whole
+
+
+def test_a_selector_that_fails_on_an_evaluation_is_named(tmp_path: Path) -> None:
+    pipe = _load(_write(tmp_path))
+
+    def broken(metrics):
+        raise RuntimeError("cannot read it")
+
+    pipe.scheduler.entries[1].selector.observe_evaluation = broken
+    with pytest.raises(ComponentError, match=r"taskset 'plain'.*cannot read it.*evaluation"):
+        pipe.evaluation({"eval_accuracy/1": 1.0})
+
+
+def test_plugin_selectors_without_the_method_are_skipped_and_a_prefetched_batch_keeps_its_tasks(
+        tmp_path: Path) -> None:
+    first, second = _load(_write(tmp_path)), _load(_write(tmp_path))
+    for pipe in (first, second):
+        pipe.scheduler.entries[1].selector = _NoEvaluation(pipe.scheduler.entries[1].selector)
+        pipe.scheduler.read()
+    first.evaluation({"eval_accuracy/1": 1.0, "eval_accuracy/2": 1.0})
+    assert first.scheduler.entries[0].selector.held_out.best[:2].tolist() == [1.0, 1.0]
+    assert [t.index for t in first.scheduler.read()] == [t.index for t in second.scheduler.read()]
+
+
+class _NoEvaluation:
+    """A selector as a plugin may write it: the protocol's methods only, no ``observe_evaluation``."""
+
+    def __init__(self, inner) -> None:
+        self._inner = inner
+
+    def get_indices(self, batch_size, return_extra_info=False):
+        return self._inner.get_indices(batch_size, return_extra_info)
+
+    def feedback(self, indices, values, *, out_of_range="clip"):
+        self._inner.feedback(indices, values, out_of_range=out_of_range)
+
+    def state_dict(self):
+        return self._inner.state_dict()
+
+    def load_state_dict(self, state):
+        self._inner.load_state_dict(state)
