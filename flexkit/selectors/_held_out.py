@@ -3,7 +3,9 @@
 A selector that keeps a solved group's skill needs to know when that skill slides. The trainer's sampled answers
 do not show it: a solved level's sampled pass rate stays near 1 while its greedy held-out accuracy slides by a
 few points. The held-out evaluation does, and :class:`HeldOutWatch` keeps what a selector needs from it: per
-group the latest value and the best one, and so which groups are more than a margin below their best.
+group the latest value and the best one, so which groups are more than a margin below their best, and a share
+of a floor per group that each evaluation raises when it shows the group sliding and lowers when it shows it
+holding (additive increase and decrease, as a control loop: the share settles where slides stay rare).
 """
 
 from __future__ import annotations
@@ -35,13 +37,18 @@ class HeldOutWatch:
     Args:
         metrics: the evaluation metric of each group (:func:`metric_names`).
         margin: how far below its best a group's latest value must be to count as sliding.
+        raise_by: added to a group's floor share (capped at 1) at each evaluation that shows it sliding.
+        lower_by: taken from it (down to 0) at each evaluation that shows it within ``margin`` of its best.
     """
 
-    def __init__(self, metrics: Sequence[str], margin: float) -> None:
+    def __init__(self, metrics: Sequence[str], margin: float, *, raise_by: float = 1.0,
+                 lower_by: float = 1.0) -> None:
         self.metrics = list(metrics)
         self.margin = float(margin)
+        self.raise_by, self.lower_by = float(raise_by), float(lower_by)
         self.latest = np.full(len(self.metrics), np.nan)
         self.best = np.full(len(self.metrics), np.nan)
+        self.share = np.zeros(len(self.metrics))
 
     def observe(self, evaluation: Mapping[str, Any]) -> None:
         """Take one evaluation: each group whose metric is a finite number gets it as its latest value (and as
@@ -53,6 +60,9 @@ class HeldOutWatch:
             return
         self.latest = np.where(seen, latest, self.latest)
         self.best = np.where(seen, np.fmax(self.best, latest), self.best)
+        sliding = self.sliding()
+        moved = np.where(sliding, self.share + self.raise_by, self.share - self.lower_by)
+        self.share = np.where(seen, np.clip(moved, 0.0, 1.0), self.share)
 
     def sliding(self) -> np.ndarray:
         """Per group: whether its latest value is more than ``margin`` below its best (never evaluated: not)."""
@@ -60,18 +70,24 @@ class HeldOutWatch:
         return below
 
     def state_dict(self) -> dict[str, Any]:
-        """Which groups were evaluated, and their latest and best values (0 where not evaluated)."""
+        """Which groups were evaluated, their latest and best values (0 where not evaluated) and floor shares."""
         seen = ~np.isnan(self.latest)
-        return {"evaluated": seen, "latest": np.where(seen, self.latest, 0.0), "best": np.where(seen, self.best, 0.0)}
+        return {"evaluated": seen, "latest": np.where(seen, self.latest, 0.0), "best": np.where(seen, self.best, 0.0),
+                "share": self.share.copy()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` output (checked first: same number of groups, finite values, a best no
-        lower than the latest value)."""
+        lower than the latest value, shares in [0, 1])."""
         count = len(self.metrics)
+        missing = [key for key in ("evaluated", "latest", "best", "share") if key not in state]
+        if missing:
+            raise StateMismatchError(f"saved held-out accuracies lack {', '.join(map(repr, missing))}")
         seen = load_array(state, "evaluated", count, bool)
         latest = load_array(state, "latest", count, np.float64)
         best = load_array(state, "best", count, np.float64)
+        share = load_array(state, "share", count, np.float64, low=0.0, high=1.0)
         if (best < latest)[seen].any():
             raise StateMismatchError("saved held-out values have a best below the latest value")
         self.latest = np.where(seen, latest, np.nan)
         self.best = np.where(seen, best, np.nan)
+        self.share = share

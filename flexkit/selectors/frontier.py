@@ -63,7 +63,12 @@ arXiv 1707.09727; Garivier & Moulines, arXiv 0805.3415 for discounting in non-st
   its best so far, and gets no floor while it holds. The sampled pass rate cannot show that slide; the greedy
   held-out accuracy does. The floor reaches a group from the evaluation that shows its slide until one shows it
   back within the margin, so a slide is caught one evaluation late, and a group the evaluation does not cover
-  never gets the floor.
+  never gets the floor. With ``guard_raise`` and ``guard_lower`` below 1 the floor is a control loop rather than a
+  switch: each evaluation that shows a group sliding adds ``guard_raise`` to its share of the floor, each that
+  shows it holding takes ``guard_lower`` away (additive increase and decrease), and each of its candidates among
+  the floor's is kept with that share's chance; the share settles near the least floor that keeps slides rare
+  (the group slides at about ``guard_lower / (guard_raise + guard_lower)`` of the evaluations), none where a
+  level never slides.
 
 Cost per step: O(K) to select, O(feedback) to update, plus one group id per task (4 bytes). State: four floats
 and a pass-rate average per group (with ``guard_metric``, two held-out values too), and the RNG.
@@ -158,6 +163,16 @@ class FrontierConfig:
         doc="How far below its best held-out accuracy a learnt group must be to get retain's floor (with "
             "guard_metric).",
     )
+    guard_raise: float = field(
+        default=1.0, gt=0, le=1,
+        doc="Share of retain's floor a learnt group gains at each evaluation that shows it sliding (with "
+            "guard_metric; 1: all of it at once).",
+    )
+    guard_lower: float = field(
+        default=1.0, ge=0, le=1,
+        doc="Share of retain's floor a learnt group loses at each evaluation that shows it within guard_margin of "
+            "its best (with guard_metric; 1: all of it at once, so the floor is on only while it slides).",
+    )
 
 
 class FrontierSelector(Selector):
@@ -183,7 +198,7 @@ class FrontierSelector(Selector):
     def _new_watch(self) -> HeldOutWatch:
         config = self.config
         names = metric_names(config.guard_metric, self.groups.first_values, self.groups.count)
-        return HeldOutWatch(names, config.guard_margin)
+        return HeldOutWatch(names, config.guard_margin, raise_by=config.guard_raise, lower_by=config.guard_lower)
 
     def _new_posterior(self) -> GroupBeta:
         return GroupBeta(self.groups.group, self.groups.count, self.config.discount, ("informative", "uninformative"),
@@ -236,11 +251,17 @@ class FrontierSelector(Selector):
 
     def learnt_groups(self) -> np.ndarray:
         """Which groups get ``retain``'s floor: pass rate at least ``retain_above`` (unseen: not) and, with
-        ``guard_metric``, held-out accuracy more than ``guard_margin`` below its best."""
-        learnt: np.ndarray = self.pass_rates.values >= self.config.retain_above  # NaN (unseen) compares False
-        if self.config.guard_metric:
-            learnt &= self.held_out.sliding()
+        ``guard_metric``, a floor share above 0 (:meth:`floor_shares`)."""
+        learnt: np.ndarray = self.floor_shares() > 0
         return learnt
+
+    def floor_shares(self) -> np.ndarray:
+        """Each group's share of ``retain``'s floor: 0 unless its pass rate is at least ``retain_above``; then 1,
+        or with ``guard_metric`` the share its held-out evaluations set (raised by ``guard_raise`` at each one that
+        shows it sliding, lowered by ``guard_lower`` at each one that shows it holding)."""
+        learnt = self.pass_rates.values >= self.config.retain_above  # NaN (unseen) compares False
+        shares: np.ndarray = np.where(learnt, self.held_out.share if self.config.guard_metric else 1.0, 0.0)
+        return shares
 
     def observe_evaluation(self, metrics: Mapping[str, float]) -> None:
         """With ``guard_metric``: record each group's held-out accuracy from the trainer's evaluation."""
@@ -251,7 +272,10 @@ class FrontierSelector(Selector):
         """Move the learnt groups' tasks among the next ``round(retain · B)`` candidates from ``rest`` to
         ``kept`` (the others stay in the valued draw)."""
         probe = rest[:min(len(rest), uniform_floor(batch_size, self.config.retain), batch_size - len(kept))]
-        learnt = self.learnt_groups()[self.groups.group[probe]]
+        shares = self.floor_shares()[self.groups.group[probe]]
+        learnt = shares > 0
+        if ((shares > 0) & (shares < 1)).any():  # a part of the floor: keep each such candidate with that chance
+            learnt &= self.rng.random(len(probe)) < shares
         return np.concatenate([kept, probe[learnt]]), np.concatenate([probe[~learnt], rest[len(probe):]])
 
     def _update(self, indices: np.ndarray, values: np.ndarray) -> None:

@@ -132,6 +132,8 @@ def test_damaged_guard_states_are_refused_and_change_nothing() -> None:
         (lambda s: s["held_out"].update(best=np.zeros(6)), "best below"),
         (lambda s: s["held_out"].update(latest=np.zeros(5)), "shape"),
         (lambda s: s["held_out"].update(latest=np.full(6, np.nan)), "NaN"),
+        (lambda s: s["held_out"].update(share=np.full(6, 1.5)), "above"),
+        (lambda s: s["held_out"].pop("share"), "share"),
     ):
         state = json_round_trip(good)
         damage(state)
@@ -151,6 +153,62 @@ def test_the_watch_keeps_the_best_and_the_latest_value() -> None:
     watch.observe({"a": 0.7})
     assert watch.best.tolist() == [0.8, 0.1] and watch.latest.tolist() == [0.7, 0.1]
     assert watch.sliding().tolist() == [True, False]
+
+
+# -- guard_raise / guard_lower: the floor as a control loop ------------------------------------------------------
+
+
+def test_each_evaluation_raises_a_sliding_groups_share_and_lowers_a_holding_ones() -> None:
+    watch = HeldOutWatch(["a", "b"], 0.02, raise_by=0.5, lower_by=0.2)
+    shares = []
+    for a in (1.0, 0.9, 0.9, 1.0, 1.0, 1.0, 0.95, 0.97):
+        watch.observe({"a": a})
+        shares.append(round(float(watch.share[0]), 6))
+    assert shares == [0.0, 0.5, 1.0, 0.8, 0.6, 0.4, 0.9, 1.0]
+    assert watch.share[1] == 0.0  # never evaluated: unchanged
+
+
+def test_a_part_of_the_floor_keeps_that_part_of_the_groups_uniform_share() -> None:
+    rates = [1.0, 0.95, 0.4, 0.2, 0.0, 0.0]
+
+    def level_1_draws(raise_by: float) -> float:
+        sel = _guarded(guard_raise=raise_by, guard_lower=0.0)
+        sel.observe_evaluation({"eval_accuracy/1": 1.0})
+        sel.observe_evaluation({"eval_accuracy/1": 0.9})
+        assert sel.floor_shares()[0] == 0.0  # not learnt before any feedback
+        return float(_simulate(sel, lambda step: rates, 60, np.random.default_rng(3))[10:, 0].mean())
+
+    whole, half, none = level_1_draws(1.0), level_1_draws(0.5), level_1_draws(0.01)
+    share = 64 / 6
+    assert whole >= 0.8 * share and none < 0.3 * share
+    assert 0.35 * share < half < 0.7 * share
+
+
+def test_defaults_switch_the_whole_floor_and_draw_no_extra_random_numbers() -> None:
+    sel = _guarded()
+    always = make_selector("frontier", size=len(LEVELS), seed=5, features={"level": LEVELS}, feature_keys=["level"],
+                           **{**GUARD, "guard_metric": ""})
+    for selector in (sel, always):
+        selector.feedback(np.array([0]), np.array([1.0]))  # level 1 learnt, nothing else seen
+    sel.observe_evaluation({"eval_accuracy/1": 1.0})
+    sel.observe_evaluation({"eval_accuracy/1": 0.9})
+    assert sel.floor_shares()[0] == 1.0
+    assert sel.get_indices(64).tolist() == always.get_indices(64).tolist()  # the same floor, the same draws
+    sel.observe_evaluation({"eval_accuracy/1": 0.99})
+    assert sel.floor_shares()[0] == 0.0
+
+
+def test_exact_resume_with_a_part_of_the_floor() -> None:
+    rates = lambda step: [1.0, 0.95, 0.2, 0.0, 0.0, 0.0]  # noqa: E731
+    sel = _guarded(guard_raise=0.4, guard_lower=0.1)
+    _simulate(sel, rates, 4, np.random.default_rng(4))
+    sel.observe_evaluation({"eval_accuracy/1": 1.0, "eval_accuracy/2": 1.0})
+    sel.observe_evaluation({"eval_accuracy/1": 0.9, "eval_accuracy/2": 0.9})
+    other = _guarded(guard_raise=0.4, guard_lower=0.1)
+    other.load_state_dict(json_round_trip(sel.state_dict()))
+    assert other.floor_shares().tolist() == sel.floor_shares().tolist() and 0 < sel.floor_shares()[0] < 1
+    assert (_simulate(other, rates, 10, np.random.default_rng(1)).tolist()
+            == _simulate(sel, rates, 10, np.random.default_rng(1)).tolist())
 
 
 # -- the evaluation's way from the trainer to the selector ------------------------------------------------------
