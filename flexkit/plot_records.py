@@ -10,7 +10,6 @@ of stopping with a traceback.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -23,6 +22,7 @@ from flexkit.metric_names import (
     RUN_ROLLOUTS,
     TASKSET_MIX,
 )
+from flexkit.state_problems import is_number
 
 __all__ = ["NUMBER_KEYS", "TABLE_KEYS", "drawable_records"]
 
@@ -33,24 +33,14 @@ TABLE_KEYS: tuple[str, ...] = (TASKSET_MIX, LEVEL_MIX)
 _HISTOGRAMS = PREDICTED_PASS_RATE
 
 
-def _finite(value: Any) -> bool:
-    """Whether ``value`` is a finite int or float (not a bool)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    try:
-        return math.isfinite(float(value))
-    except OverflowError:  # an int too large for a float
-        return False
-
-
 def _number_problem(value: Any) -> str | None:
-    return None if _finite(value) else "not a finite number"
+    return None if is_number(value) else "not a finite number"
 
 
 def _table_problem(value: Any) -> str | None:
     if not isinstance(value, Mapping):
         return "not a table of counts"
-    if not all(_finite(v) and v >= 0 for v in value.values()):
+    if not all(is_number(v) and v >= 0 for v in value.values()):
         return "a count that is not a finite number >= 0"
     return None
 
@@ -61,7 +51,7 @@ def _histogram_problem(value: Any, length: int | None) -> str | None:
     selected, pool = value["selected"], value["pool"]
     if not pool or len(selected) != len(pool) or (length is not None and len(pool) != length):
         return "histograms of different lengths"
-    if not all(_finite(v) and v >= 0 for v in [*selected, *pool]):
+    if not all(is_number(v) and v >= 0 for v in [*selected, *pool]):
         return "a count that is not a finite number >= 0"
     return None
 
