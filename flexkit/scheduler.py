@@ -364,7 +364,7 @@ class TasksetScheduler(SchedulerState):
                 if observe is None:
                     continue
                 try:
-                    observe(plain)
+                    observe(dict(plain))  # a copy each: one selector cannot change what the next one sees
                 except Exception as exc:
                     raise ComponentError(f"taskset {entry.name!r}: {describe_component(entry.selector, 'selector')} "
                                          f"raised {type(exc).__name__}: {exc} while taking an evaluation") from exc

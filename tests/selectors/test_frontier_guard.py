@@ -330,6 +330,16 @@ def test_a_selector_that_fails_on_an_evaluation_is_named(tmp_path: Path) -> None
         pipe.evaluation({"eval_accuracy/1": 1.0})
 
 
+def test_each_selector_gets_its_own_copy_of_the_evaluation(tmp_path: Path) -> None:
+    pipe = _load(_write(tmp_path))
+    seen: list[dict] = []
+    pipe.scheduler.entries[0].selector.observe_evaluation = lambda metrics: metrics.clear()
+    pipe.scheduler.entries[1].selector.observe_evaluation = seen.append
+    given = {"eval_accuracy/1": 1.0}
+    pipe.evaluation(given)
+    assert seen == [{"eval_accuracy/1": 1.0}] and given == {"eval_accuracy/1": 1.0}
+
+
 def test_plugin_selectors_without_the_method_are_skipped_and_a_prefetched_batch_keeps_its_tasks(
         tmp_path: Path) -> None:
     first, second = _load(_write(tmp_path)), _load(_write(tmp_path))
