@@ -19,7 +19,8 @@ reaches the batch after next.
 At construction the ``GRPOConfig`` is checked against the pipeline (:mod:`flexkit_trl.checks`): a run longer
 than the pipeline's and a ``[sample]`` table (which GRPO's loss cannot apply) are refused. flexkit's metrics
 (:mod:`flexkit.host_metrics`, ``flexkit/...``) are added to every ``log`` call during training, so they reach
-the trackers in ``report_to``.
+the trackers in ``report_to``. Each evaluation's logs (``eval_reward``, ...) reach the selectors
+(:meth:`~flexkit.Pipeline.evaluation`): every process logs the same gathered values, so the copies stay identical.
 
 Not covered: ``resume_from_checkpoint`` restores model, optimizer and RNGs, but the Trainer fast-forwards the
 data by drawing batches again, so the curriculum does not resume where it stopped.
@@ -96,10 +97,11 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         return self.flexkit_sampler
 
     def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> torch.Tensor:
-        """TRL's rewards, then feedback: each completion's weighted reward sum with its prompt's dataset index
-        (completions whose reward functions all returned None are left out)."""
+        """TRL's rewards, then feedback while training: each completion's weighted reward sum with its prompt's
+        dataset index (completions whose reward functions all returned None are left out). An evaluation's
+        rewards are not feedback: they are on held-out prompts."""
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        if self.flexkit_sampler is not None:
+        if self.flexkit_sampler is not None and self.model is not None and self.model.training:
             indices = np.asarray(gather_object([int(row[INDEX_COLUMN]) for row in inputs]), dtype=np.int64)
             scored = ~torch.isnan(rewards_per_func).all(dim=1)
             weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
@@ -113,8 +115,12 @@ class FlexkitGRPOTrainer(GRPOTrainer):
     def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
         """TRL's ``log``, with flexkit's ``flexkit/...`` metrics (:func:`~flexkit.host_metrics.pipeline_metrics`:
         the latest generation batch's fed-back pass rates and completions, the selectors' summaries) added while
-        training."""
-        if self.model is not None and self.model.training and self.flexkit_sampler is not None:
+        training; an evaluation's logs (``eval_reward``, ``eval_rewards/<function>/mean``, ``eval_loss``, ...) go to
+        the selectors (:meth:`~flexkit.Pipeline.evaluation`), for a ``frontier`` guard (``guard_metric``)."""
+        training = self.model is not None and self.model.training
+        if training and self.flexkit_sampler is not None:
             logs = {**logs, **pipeline_metrics(self.flexkit_pipeline, feedback=self._flexkit_feedback,
                                                rollouts=self._flexkit_rollouts)}
         super().log(logs, *args, **kwargs)
+        if not training and any(key.startswith("eval_") for key in logs):
+            self.flexkit_pipeline.evaluation(logs)

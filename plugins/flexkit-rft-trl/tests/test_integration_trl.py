@@ -212,3 +212,27 @@ def test_regression_a_sample_stage_is_refused_not_ignored(tmp_path: Path) -> Non
                            args=_grpo_args(tmp_path, max_steps=2),
                            train_dataset=Dataset.from_dict({"prompt": ["a"] * 12}),
                            processing_class=tokenizer, pipeline=pipe)
+
+
+def test_an_evaluation_reaches_the_selectors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``trainer.evaluate()``'s logs, TRL's GRPO metrics included (``eval_reward``), go to
+    ``pipeline.evaluation``; training logs do not. Regression: an evaluation used to feed its rewards back as
+    training feedback and failed with ``KeyError: 'flexkit_index'`` on an eval dataset without that column."""
+    pipe = make_pipeline(tmp_path, selector=DIFFICULTY, sizes=(8, 4), batch_size=4, epochs=3)
+    dataset = Dataset.from_dict({"prompt": [f"what is {i} + {i % 3} =" for i in range(12)]})
+    held_out = Dataset.from_dict({"prompt": [f"what is {i} =" for i in range(4)]})
+    seen: list[dict] = []
+    monkeypatch.setattr(type(pipe), "evaluation", lambda self, metrics: seen.append(dict(metrics)))
+    model, tokenizer = tiny_model_and_tokenizer()
+    args = _grpo_args(tmp_path, max_steps=2, logging_steps=1, per_device_eval_batch_size=4, seed=0,
+                      dataloader_num_workers=0, learning_rate=1e-3)
+    trainer = FlexkitGRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.25] * len(completions),
+                                 args=args, train_dataset=dataset, eval_dataset=held_out,
+                                 processing_class=tokenizer, pipeline=pipe)
+    trainer.train()
+    assert seen == []  # training logs stay with the trackers
+    fed = str(pipe.scheduler.state_dict()["selectors"])
+    trainer.evaluate()
+    assert str(pipe.scheduler.state_dict()["selectors"]) == fed  # held-out rewards are not feedback
+    assert len(seen) == 1
+    assert seen[0]["eval_reward"] == pytest.approx(0.25) and "eval_runtime" in seen[0]

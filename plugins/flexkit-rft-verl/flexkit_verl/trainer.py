@@ -12,6 +12,9 @@ It also checks the verl config against the pipeline when verl builds the dataloa
 (:func:`~flexkit_verl.checks.check_trainer_config`), restores the sampler from ``data.pt`` after verl's
 ``_load_checkpoint`` (which skips that file at epoch boundaries), and adds ``flexkit/...`` metrics to the actor
 update's metrics, which verl logs with the step. Steps in critic warm-up (no actor update) give no feedback.
+Each validation's metrics (``val-core/<data_source>/acc/mean@1``, ...) reach the selectors
+(:meth:`~flexkit.Pipeline.evaluation`), so a ``frontier`` guard can read them (``guard_metric =
+"val-core/{}/acc/mean@1"`` with the tasks grouped by their ``data_source``).
 """
 
 from __future__ import annotations
@@ -65,6 +68,17 @@ class FlexkitTrainerMixin:
         result = super()._load_checkpoint()  # type: ignore[misc]
         restore_sampler(getattr(self, "train_dataloader", None),
                         checkpoint_folder(self.config, getattr(self, "global_steps", 0)))  # type: ignore[attr-defined]
+        return result
+
+    def _validate(self, *args: Any, **kwargs: Any) -> Any:
+        """verl's validation, then its metrics to the selectors (:meth:`~flexkit.Pipeline.evaluation`); a
+        ``merged=True`` call returns raw results to merge, not metrics, and is passed through alone."""
+        result = super()._validate(*args, **kwargs)  # type: ignore[misc]
+        merged = kwargs.get("merged", args[0] if args else False)
+        sampler = self._flexkit_sampler()
+        source = self.flexkit_pipeline or (sampler.pipeline or sampler.scheduler if sampler is not None else None)
+        if source is not None and not merged and isinstance(result, dict):
+            source.evaluation(result)
         return result
 
     def _update_actor(self, batch: Any) -> Any:

@@ -6,6 +6,8 @@ which takes no sampler class from the config; the mixin runs verl's method, then
 over the replay buffer's pipeline (same batch size, workers and collate function as verl's). Feedback arrives
 through flexkit's replay buffer (:mod:`flexkit_verl.replay_buffer`), which the mixin requires. After verl's
 ``_load_checkpoint`` it restores the sampler from ``data.pt`` itself (:func:`~flexkit_verl.resume.restore_sampler`).
+Each validation's metrics (``val-core/<data_source>/acc/mean@1``, ...) reach the selectors
+(:meth:`~flexkit.Pipeline.evaluation`), for a ``frontier`` guard (``guard_metric``).
 
 Use :func:`flexkit_trainer_class` on the class ``trainer.v1.trainer_mode`` names (the task runner of
 :mod:`flexkit_verl.main_ppo` does).
@@ -59,6 +61,13 @@ class FlexkitV1TrainerMixin:
         """verl's checkpoint load, then the flexkit sampler from ``data.pt`` (whatever verl skipped)."""
         result = super()._load_checkpoint()  # type: ignore[misc]
         restore_sampler(self.train_dataloader, checkpoint_folder(self.config, getattr(self, "global_steps", 0)))
+        return result
+
+    def _validate(self, *args: Any, **kwargs: Any) -> Any:
+        """verl's validation, then its metrics to the selectors (:meth:`~flexkit.Pipeline.evaluation`)."""
+        result = super()._validate(*args, **kwargs)  # type: ignore[misc]
+        if isinstance(result, dict):
+            self.flexkit_pipeline.evaluation(result)
         return result
 
     # attributes verl's PPOTrainer sets

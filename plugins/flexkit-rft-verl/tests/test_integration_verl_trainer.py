@@ -181,3 +181,32 @@ def test_legacy_checks_and_metrics(tmp_path: Path) -> None:
     metrics = out.meta_info["metrics"]
     assert metrics["flexkit/feedback/tasks"] == [2.0] and metrics["flexkit/rollouts"] == [4.0]
     assert metrics["actor/pg_loss"] == [0.1]
+
+
+def test_validation_metrics_reach_the_selectors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each ``_validate`` result goes to ``pipeline.evaluation`` (a ``frontier`` guard reads it); a
+    ``merged=True`` call, whose result is raw samples to merge, is passed through alone."""
+    assert "merged" in inspect.signature(RayPPOTrainer._validate).parameters  # the verl call the mixin wraps
+    metrics = {"val-core/level1/acc/mean@1": 0.75, "val-aux/num_turns/mean": 1.0}
+
+    class Base:
+        def _validate(self, merged: bool = False):
+            return {"data_sources": []} if merged else dict(metrics)
+
+    class Mixed(FlexkitTrainerMixin, Base):
+        pass
+
+    dataset = IndexedDataset(Rows(sum(SIZES)))
+    pipe = make_pipeline(tmp_path)
+    seen: list[dict] = []
+    monkeypatch.setattr(type(pipe), "evaluation", lambda self, metrics: seen.append(metrics))
+    mixed = Mixed()
+    mixed.train_dataloader = SimpleNamespace(sampler=FlexkitSampler(pipe, dataset))
+    assert mixed._validate() == metrics and seen == [metrics]
+    assert mixed._validate(merged=True) == {"data_sources": []} and mixed._validate(True) == {"data_sources": []}
+    assert seen == [metrics]
+    scheduler_only = Mixed()  # a sampler over a bare scheduler: the scheduler takes the evaluation
+    scheduler_only.train_dataloader = SimpleNamespace(sampler=FlexkitSampler(pipe.scheduler, dataset))
+    monkeypatch.setattr(type(pipe.scheduler), "evaluation", lambda self, metrics: seen.append(metrics))
+    scheduler_only._validate()
+    assert seen == [metrics, metrics]

@@ -180,3 +180,13 @@ def test_main_prepares_the_custom_sampler(tmp_path: Path) -> None:
     assert config.trainer.v1.sampler.custom_sampler.name == "FlexkitReplayBufferAsync"
     with pytest.raises(ConfigError, match="use_v1=false"):
         prepare_config(verl_config(tmp_path, "trainer.use_v1=false"))
+
+
+def test_validation_metrics_reach_the_selectors(tmp_path: Path, monkeypatch) -> None:
+    """verl's v1 ``_validate`` result goes to the replay buffer's pipeline (``pipeline.evaluation``)."""
+    metrics = {"val-core/level1/acc/mean@1": 0.75}
+    monkeypatch.setattr(v1.PPOTrainerSync, "_validate", lambda self: dict(metrics))
+    trainer = trainer_for(tmp_path, monkeypatch)
+    seen: list[dict] = []
+    monkeypatch.setattr(type(trainer.replay_buffer.pipeline), "evaluation", lambda self, metrics: seen.append(metrics))
+    assert trainer._validate() == metrics and seen == [metrics]
