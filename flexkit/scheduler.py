@@ -354,8 +354,11 @@ class TasksetScheduler(SchedulerState):
 
         A batch already selected in the background (prefetch) is selected first and keeps its tasks: the
         evaluation reaches the selections after it. :class:`~flexkit.errors.ComponentError` names a selector that
-        raises.
+        raises; ``TypeError`` for an evaluation that is not a mapping (checked before any selector sees it).
         """
+        if not isinstance(metrics, Mapping):
+            raise TypeError("an evaluation is a mapping of metric name to value ({'eval_accuracy': 0.5, ...}), "
+                            f"got {type(metrics).__name__}")
         plain = dict(metrics)
         with self._lock:
             self._prefetch.wait()  # the prefetched selection precedes this evaluation, always

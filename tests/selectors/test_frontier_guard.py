@@ -330,6 +330,18 @@ def test_a_selector_that_fails_on_an_evaluation_is_named(tmp_path: Path) -> None
         pipe.evaluation({"eval_accuracy/1": 1.0})
 
 
+@pytest.mark.parametrize("bad", [None, 0.5, [("eval_accuracy/1", 1.0)], "eval_accuracy/1"])
+def test_an_evaluation_that_is_not_a_mapping_is_refused_before_any_selector_sees_it(tmp_path: Path, bad) -> None:
+    """Regression: used to fail inside ``dict()`` ("'float' object is not iterable"), or to take a list of
+    pairs as an evaluation."""
+    pipe = _load(_write(tmp_path))
+    seen: list[dict] = []
+    pipe.scheduler.entries[1].selector.observe_evaluation = seen.append
+    with pytest.raises(TypeError, match=r"an evaluation is a mapping of metric name to value.*got "):
+        pipe.evaluation(bad)
+    assert seen == []
+
+
 def test_each_selector_gets_its_own_copy_of_the_evaluation(tmp_path: Path) -> None:
     pipe = _load(_write(tmp_path))
     seen: list[dict] = []
