@@ -83,7 +83,7 @@ import attrs
 import numpy as np
 
 from flexkit.config import field
-from flexkit.errors import StateMismatchError
+from flexkit.errors import ConfigError, StateMismatchError
 from flexkit.selectors._estimates import (
     GroupBeta,
     GroupRates,
@@ -173,6 +173,12 @@ class FrontierConfig:
         doc="Share of retain's floor a learnt group loses at each evaluation that shows it within guard_margin of "
             "its best (with guard_metric; 1: all of it at once, so the floor is on only while it slides).",
     )
+
+    def __attrs_post_init__(self) -> None:
+        if self.guard_metric and self.retain == 0:
+            raise ConfigError(f"guard_metric = {self.guard_metric!r} decides where retain's floor goes, and "
+                              "retain = 0 has none: set retain > 0 (1: a learnt group's whole uniform share) or "
+                              "leave guard_metric empty")
 
 
 class FrontierSelector(Selector):

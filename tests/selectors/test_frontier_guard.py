@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from flexkit import make_selector
+from flexkit import ConfigError, make_selector
 from flexkit.checkpoint import load_state
 from flexkit.errors import ComponentError
 from flexkit.pipeline import load_pipeline
@@ -99,13 +99,13 @@ def test_missing_and_non_numeric_values_keep_the_last_one_and_uncovered_groups_n
 
 def test_each_group_reads_its_first_feature_values_metric() -> None:
     sel = make_selector("frontier", size=len(LEVELS), seed=5, features={"level": LEVELS, "sub": SUBGROUP},
-                        feature_keys=["level", "sub"], guard_metric="acc@{}")
+                        feature_keys=["level", "sub"], guard_metric="acc@{}", retain=1.0)
     assert sel.held_out.metrics == [f"acc@{level}" for level in range(1, 7) for _ in range(5)]
     labelled = make_selector("frontier", size=4, seed=0, features={"source": np.array(["gsm8k", "math"] * 2)},
-                             feature_keys=["source"], guard_metric="val/{}/acc")
+                             feature_keys=["source"], guard_metric="val/{}/acc", retain=1.0)
     assert labelled.held_out.metrics == ["val/gsm8k/acc", "val/math/acc"]
     assert metric_names("eval_accuracy", None, 3) == ["eval_accuracy"] * 3  # no placeholder: one metric for all
-    whole = make_selector("frontier", size=50, seed=0, guard_metric="eval_accuracy{}")
+    whole = make_selector("frontier", size=50, seed=0, guard_metric="eval_accuracy{}", retain=1.0)
     assert whole.held_out.metrics == ["eval_accuracy"]
 
 
@@ -380,3 +380,11 @@ class _NoEvaluation:
 
     def load_state_dict(self, state):
         self._inner.load_state_dict(state)
+
+
+def test_a_guard_without_a_floor_to_spend_is_refused(tmp_path: Path) -> None:
+    """Regression: ``guard_metric`` with ``retain = 0`` was accepted and did nothing."""
+    path = tmp_path / "guard.toml"
+    path.write_text(_write(tmp_path).read_text().replace("retain = 1.0", "retain = 0.0"))
+    with pytest.raises(ConfigError, match=r"tasksets\[0\]\.selector.*guard_metric = 'eval_accuracy/\{\}'.*retain = 0"):
+        _load(path)
