@@ -31,7 +31,7 @@ import numpy as np
 
 from flexkit.batch_plan import epoch_counts, mix_counts
 from flexkit.contracts import check_selection, describe_component
-from flexkit.errors import ComponentError, ConfigError, SampleError
+from flexkit.errors import ComponentError, ConfigError, FeedbackError, SampleError
 from flexkit.feedback import SELECTOR_METRIC
 from flexkit.feedback_apply import apply_feedback
 from flexkit.feedback_check import check_feedback_payload, taskset_id
@@ -354,10 +354,11 @@ class TasksetScheduler(SchedulerState):
 
         A batch already selected in the background (prefetch) is selected first and keeps its tasks: the
         evaluation reaches the selections after it. :class:`~flexkit.errors.ComponentError` names a selector that
-        raises; ``TypeError`` for an evaluation that is not a mapping (checked before any selector sees it).
+        raises; :class:`~flexkit.errors.FeedbackError` for an evaluation that is not a mapping (checked before any
+        selector sees it).
         """
         if not isinstance(metrics, Mapping):
-            raise TypeError("an evaluation is a mapping of metric name to value ({'eval_accuracy': 0.5, ...}), "
+            raise FeedbackError("an evaluation is a mapping of metric name to value ({'eval_accuracy': 0.5, ...}), "
                             f"got {type(metrics).__name__}")
         plain = dict(metrics)
         with self._lock:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from flexkit import ConfigError, make_selector
+from flexkit import ConfigError, FeedbackError, make_selector
 from flexkit.checkpoint import load_state
 from flexkit.errors import ComponentError
 from flexkit.pipeline import load_pipeline
@@ -337,7 +337,7 @@ def test_an_evaluation_that_is_not_a_mapping_is_refused_before_any_selector_sees
     pipe = _load(_write(tmp_path))
     seen: list[dict] = []
     pipe.scheduler.entries[1].selector.observe_evaluation = seen.append
-    with pytest.raises(TypeError, match=r"an evaluation is a mapping of metric name to value.*got "):
+    with pytest.raises(FeedbackError, match=r"an evaluation is a mapping of metric name to value.*got "):
         pipe.evaluation(bad)
     assert seen == []
 
