@@ -359,7 +359,7 @@ class TasksetScheduler(SchedulerState):
         """
         if not isinstance(metrics, Mapping):
             raise FeedbackError("an evaluation is a mapping of metric name to value ({'eval_accuracy': 0.5, ...}), "
-                            f"got {type(metrics).__name__}")
+                                f"got {type(metrics).__name__}")
         plain = dict(metrics)
         with self._lock:
             self._prefetch.wait()  # the prefetched selection precedes this evaluation, always

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flexkit import Pipeline, pipeline_metrics
+from flexkit import Pipeline, TasksetScheduler, pipeline_metrics
 from flexkit_verl.checks import check_trainer_config
 from flexkit_verl.resume import checkpoint_folder, restore_sampler
 from flexkit_verl.sampler import FlexkitSampler
@@ -42,6 +42,12 @@ class FlexkitTrainerMixin:
         loader = getattr(self, "train_dataloader", None)
         sampler = getattr(loader, "sampler", None)
         return sampler if isinstance(sampler, FlexkitSampler) else None
+
+    def _flexkit_source(self, sampler: FlexkitSampler | None) -> Pipeline | TasksetScheduler | None:
+        """What takes evaluations and reports metrics: ``flexkit_pipeline``, else the sampler's pipeline, else its
+        scheduler (a sampler over a bare scheduler)."""
+        pipeline = self.flexkit_pipeline or (sampler.pipeline if sampler is not None else None)
+        return pipeline if pipeline is not None else (sampler.scheduler if sampler is not None else None)
 
     def _create_dataloader(self, *args: Any, **kwargs: Any) -> Any:
         """verl's dataloaders, then :func:`~flexkit_verl.checks.check_trainer_config` (``ConfigError``)."""
@@ -75,8 +81,7 @@ class FlexkitTrainerMixin:
         ``merged=True`` call returns raw results to merge, not metrics, and is passed through alone."""
         result = super()._validate(*args, **kwargs)  # type: ignore[misc]
         merged = kwargs.get("merged", args[0] if args else False)
-        sampler = self._flexkit_sampler()
-        source = self.flexkit_pipeline or (sampler.pipeline or sampler.scheduler if sampler is not None else None)
+        source = self._flexkit_source(self._flexkit_sampler())
         if source is not None and not merged and isinstance(result, dict):
             source.evaluation(result)
         return result
@@ -90,7 +95,7 @@ class FlexkitTrainerMixin:
             apply_token_weights(pipeline, batch, step=int(getattr(self, "global_steps", 0)),
                                 index_key=sampler.index_key if sampler is not None else "flexkit_index")
         output = super()._update_actor(batch)  # type: ignore[misc]
-        source = pipeline if pipeline is not None else (sampler.scheduler if sampler is not None else None)
+        source = self._flexkit_source(sampler)
         metrics = getattr(output, "meta_info", {}).get("metrics") if hasattr(output, "meta_info") else None
         if source is not None and isinstance(metrics, dict):
             rollouts = len(batch) if hasattr(batch, "__len__") else None
