@@ -442,12 +442,18 @@ def _feature_array(owner: str, key: str, values: Any, keep_dtype: bool) -> np.nd
         return values
     try:
         array = np.asarray(values)
+        if not isinstance(values, np.ndarray) and array.dtype.kind in "US":  # numpy made text of mixed values
+            array = np.asarray(values, dtype=object)
     except ValueError as exc:  # numpy's words for ragged input
         raise TasksetError(f"{owner}: feature column {key!r} is not one column of numbers or labels ({exc})") from None
-    if array.dtype.kind == "O" and array.ndim == 1:  # mixed Python values: labels, as a taskset reads them
+    if array.ndim == 1 and array.dtype.kind in "Ob":  # mixed Python values, bools: labels, as a taskset reads them
         return np.asarray([_label_of(owner, key, i, v) for i, v in enumerate(array.tolist())], dtype=str)
     if array.dtype.kind in "USO":
         return array
+    if array.dtype.kind == "c":
+        raise TasksetError(f"{owner}: feature column {key!r} holds complex numbers; give real numbers or labels")
+    if array.dtype.kind in "iu" and array.size and (array.max() >= 1 << 53 or array.min() <= -(1 << 53)):
+        return array  # integers (ids) float64 would merge: kept exact
     return np.asarray(array, dtype=np.float64)
 
 

@@ -33,6 +33,8 @@ QUANTILE_SAMPLE = 1 << 20
 GROUP_CHUNK = 1 << 23
 #: Most groups a grouping may make (beyond that, pooling gives each group too little evidence to help).
 MAX_GROUPS = 1 << 16
+#: Float64 represents every integer below this exactly; a categorical column of larger numbers is read as labels.
+EXACT_INTEGERS = float(1 << 53)
 
 
 def bins_field() -> Any:
@@ -126,6 +128,15 @@ def _any_column(features: Mapping[str, np.ndarray], key: str, size: int, owner: 
         column = np.asarray(features.labels(key))
     if column.shape != (size,):
         raise TasksetError(f"{owner}: feature column {key!r} has shape {column.shape}, expected ({size},)")
+    if labels and np.issubdtype(column.dtype, np.floating) and column.size:
+        if np.isnan(column).any():
+            raise TasksetError(f"{owner}: feature column {key!r} contains NaN, which is no group label")
+        if np.abs(column).max() >= EXACT_INTEGERS:  # float64 no longer tells neighbouring integers (ids) apart
+            if not isinstance(features, LabelledFeatures):
+                raise TasksetError(
+                    f"{owner}: feature column {key!r} holds numbers of magnitude 2**53 or more, which float64 cannot "
+                    f"tell apart; pass them as integers (int64) or strings to group by them")
+            column = np.asarray(features.labels(key))
     return column
 
 
@@ -169,9 +180,19 @@ def _bin_codes(column: np.ndarray, bins: int, key: str) -> tuple[np.ndarray, lis
     code = np.empty(len(column), dtype=np.int32)
     for s in range(0, len(column), GROUP_CHUNK):
         code[s:s + GROUP_CHUNK] = np.searchsorted(inner, column[s:s + GROUP_CHUNK], side="right")
-    edges = [-np.inf, *inner.tolist(), np.inf]
-    labels = [f"{key}∈[{edges[b]:.3g}, {edges[b + 1]:.3g})" for b in range(len(edges) - 1)]
+    edges = _edge_texts([-np.inf, *inner.tolist(), np.inf])
+    labels = [f"{key}∈[{edges[b]}, {edges[b + 1]})" for b in range(len(edges) - 1)]
     return code, labels
+
+
+def _edge_texts(edges: list[float]) -> list[str]:
+    """The bin edges as short texts (3 significant digits), with more digits where that is what tells two edges
+    apart (edges are distinct, so 17 digits always do): every bin gets its own name."""
+    for digits in range(3, 18):
+        texts = [f"{edge:.{digits}g}" for edge in edges]
+        if len(set(texts)) == len(texts):
+            return texts
+    return [repr(edge) for edge in edges]
 
 
 def _combine(codes: list[np.ndarray], radices: list[int]) -> tuple[np.ndarray, np.ndarray]:

@@ -334,11 +334,14 @@ def _column_from_rows(
 
 def as_label(value: Any) -> str | None:
     """``value`` as a group label: a string as it is, a number or bool as its JSON text (``3`` and ``"3"`` are one
-    label); ``None`` for anything else (NaN, lists, tables, null)."""
+    label, and so are ``3`` and ``3.0``: equal numbers are one label, integers exactly at any size); ``None`` for
+    anything else (NaN, lists, tables, null)."""
     if isinstance(value, str):
         return value
     if not isinstance(value, (int, float, bool)) or value != value:  # NaN is no label
         return None
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
     return json.dumps(value)
 
 

@@ -120,3 +120,51 @@ def test_make_selector_refuses_a_feature_that_is_not_a_column_of_labels_naming_i
 def test_make_selector_reads_mixed_python_values_as_labels_like_a_taskset() -> None:
     selector = make_selector("frontier", size=4, features={"x": np.array(["a", 3, "3", True], dtype=object)})
     assert selector.groups.names == ("x=3", "x=a", "x=true")
+
+
+def test_integer_labels_beyond_float64_precision_keep_one_group_each(tmp_path: Path) -> None:
+    ids = np.array([2**53, 2**53 + 1, 2**53 + 2, 2**53 + 3], dtype=np.int64)
+    assert make_selector("frontier", size=4, features={"id": ids}).groups.count == 4  # float64 merged them
+    assert make_selector("frontier", size=3, features={"id": [10**30, 10**30 + 1, 1]}).groups.names == (
+        "id=1", "id=1000000000000000000000000000000", "id=1000000000000000000000000000001")
+    rows = [{"prompt": f"p{i}", "id": 2**53 + i % 2} for i in range(4)]
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "p.toml").write_text(
+        '[run]\nbatch_size = 2\ntotal_steps = 1\n\n[[tasksets]]\nname = "t"\npath = "tasks.jsonl"\n\n'
+        '[tasksets.selector]\ntype = "frontier"\nfeature_keys = ["id"]\n')
+    pipe = load_pipeline(tmp_path / "p.toml")
+    pipe.scheduler.read()
+    assert pipe.scheduler.entries[0].selector.groups.names == ("id=9007199254740992", "id=9007199254740993")
+
+
+@pytest.mark.parametrize(("column", "message"), [
+    (np.array([1.0, np.nan, 2.0, np.nan]), "feature column 'x' contains NaN"),
+    ([1, float("nan"), "a", 3], "feature 'x' at row 1 must be a string or a number to group by, got NaN"),
+    (np.array([1j, 2, 3, 4]), "feature column 'x' holds complex numbers"),
+])
+def test_make_selector_refuses_nan_and_complex_labels_as_a_taskset_does(column: object, message: str) -> None:
+    with pytest.raises(TasksetError, match=re.escape(f"frontier: {message}")):
+        make_selector("frontier", size=4, features={"x": column})
+
+
+def test_equal_numbers_are_one_label_on_both_paths(tmp_path: Path) -> None:
+    mixed = [True, 1, "1", 1.0, 2.5]
+    assert make_selector("frontier", size=5, features={"x": mixed}).groups.names == ("x=1", "x=2.5", "x=true")
+    rows = [{"prompt": f"p{i}", "x": value} for i, value in enumerate(mixed)]
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "p.toml").write_text(
+        '[run]\nbatch_size = 2\ntotal_steps = 1\n\n[[tasksets]]\nname = "t"\npath = "tasks.jsonl"\n\n'
+        '[tasksets.selector]\ntype = "frontier"\nfeature_keys = ["x"]\n')
+    pipe = load_pipeline(tmp_path / "p.toml")
+    pipe.scheduler.read()
+    assert pipe.scheduler.entries[0].selector.groups.names == ("x=1", "x=2.5", "x=true")
+    bools = make_selector("frontier", size=2, features={"x": np.array([True, False])})
+    assert bools.groups.names == ("x=false", "x=true")  # bools are labels, as a taskset reads them
+
+
+@pytest.mark.parametrize("column", [np.linspace(0.10001, 0.10009, 40), np.array([1000.0, 1001, 1002, 1003] * 10)])
+def test_every_bin_has_its_own_name_however_close_its_edges(column: np.ndarray) -> None:
+    groups = TaskGroups.from_features({"x": column}, ["x"], len(column), bins=4)
+    assert groups.count == 4 and len(set(groups.names)) == 4
+    selector = make_selector("frontier", size=len(column), features={"x": column}, bins=4)
+    assert len(selector.summary()) >= 4  # no group's entry overwrites another's

@@ -97,7 +97,7 @@ def test_table_get_and_set_match_dense_arrays(updates: list[list[int]]) -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.sampled_from([1.0, 2.0, 3.5, -1.0, 7.0, float("nan")]), min_size=1, max_size=60),
+@given(st.lists(st.sampled_from([1.0, 2.0, 3.5, -1.0, 7.0, 1e6]), min_size=1, max_size=60),
        st.integers(1, 7))
 def test_group_ids_of_a_long_column_read_in_chunks_are_np_uniques(values: list[float], chunk: int) -> None:
     from flexkit.selectors import _grouping
