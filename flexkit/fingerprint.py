@@ -10,6 +10,9 @@ content digest, storage type and parameters, weight, and selector type and param
   same, wherever the file now lives); a moved file is reported, not refused;
 * **speed**: parameters a component's config marks ``speed_only`` (:func:`flexkit.config.field`), such as the
   ``toyrl`` trainer's ``num_threads``: they change how fast a run goes, not what it computes.
+* **a digest that cannot be checked**: a taskset whose storage gives no content digest now (a generated one,
+  such as ``simulated``, which its storage parameters identify) is not compared with a digest an older flexkit
+  recorded for it; its digest of generated floats differed between CPUs that round differently.
 
 The ``[run]`` keys besides ``batch_size`` and ``seed`` (``prefetch``, ``total_steps``, ``eval_every``,
 ``checkpoint_every``, ``max_rollouts``) were never part of the fingerprint. Checkpoints written before
@@ -129,6 +132,17 @@ def _identity(fingerprint: Any, pipe: Pipeline) -> Any:
     return out
 
 
+def _unchecked_digests(theirs: Any, mine: dict[str, Any]) -> Any:
+    """``theirs`` without the content digests of tasksets that give none now (they cannot be checked)."""
+    if not isinstance(theirs, dict) or not isinstance(theirs.get("tasksets"), list):
+        return theirs
+    out = copy.deepcopy(theirs)
+    for old, new in zip(out["tasksets"], mine.get("tasksets") or [], strict=False):
+        if isinstance(old, dict) and isinstance(new, dict) and new.get("content") is None:
+            old["content"] = None
+    return out
+
+
 def _default_params(config: Any) -> dict[str, Any]:
     """``config``'s fields that have a default, with it as JSON-like data (as :func:`_plain` writes values)."""
     if config is None or not attrs.has(type(config)):
@@ -213,7 +227,7 @@ def compare_fingerprints(theirs: Any, mine: dict[str, Any], pipe: Pipeline, wher
                             "pipeline: it is not checked", part=f"{parent}.{key}" if parent else key,
                             checkpoint=where)
     mine = _later_parameters(theirs, mine, pipe, where)
-    diffs = differences(_identity(theirs, pipe), _identity(mine, pipe))
+    diffs = differences(_identity(_unchecked_digests(theirs, mine), pipe), _identity(mine, pipe))
     if not diffs and isinstance(theirs, dict):
         for i, (old, new) in enumerate(zip(theirs.get("tasksets") or [], mine.get("tasksets") or [], strict=False)):
             if _path_of(old) != _path_of(new):

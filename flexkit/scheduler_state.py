@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from flexkit.errors import KeyPath, StateMismatchError
+from flexkit.errors import FlexkitError, KeyPath, StateMismatchError
 from flexkit.prefetch import Prefetcher
 from flexkit.state_problems import add_problem, is_count, short
 from flexkit.taskset_mix import TasksetMix
@@ -127,5 +127,12 @@ class SchedulerState:
             self._mix = TasksetMix.from_state(state)
             self._order_cache = None
             for entry, sel_state in zip(self.entries, state[_SELECTORS], strict=True):
-                entry.selector.load_state_dict(sel_state)
+                try:
+                    entry.selector.load_state_dict(sel_state)
+                except FlexkitError:
+                    raise
+                except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+                    raise StateMismatchError(
+                        f"the saved state of taskset {entry.name!r}'s selector does not fit its "
+                        f"{type(entry.selector).__name__} ({type(exc).__name__}: {exc})") from exc
             self._prefetch.load_state_dict(state.get(_PENDING), self._materialise)

@@ -191,8 +191,17 @@ class GroupBeta:
 def load_array(state: Mapping[str, Any], key: str, size: int, dtype: Any, *, low: float | None = None,
                high: float | None = None) -> np.ndarray:
     """``state[key]`` as a fresh array of ``dtype`` and shape ``(size,)``;
-    :class:`~flexkit.errors.StateMismatchError` on a wrong shape, NaN or a value outside ``[low, high]``."""
-    arr = np.array(state[key], dtype=dtype)
+    :class:`~flexkit.errors.StateMismatchError` on a missing key, values that are not of ``dtype``'s kind (text,
+    tables; numbers for ``bool``), a wrong shape, NaN or a value outside ``[low, high]``."""
+    if key not in state:
+        raise StateMismatchError(f"saved state has no {key!r}")
+    try:
+        raw = np.asarray(state[key])
+        if dtype is bool and raw.size and raw.dtype.kind != "b":
+            raise TypeError(f"expected true/false values, got {raw.dtype}")
+        arr = np.array(raw, dtype=dtype)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise StateMismatchError(f"saved {key!r} is not an array of {np.dtype(dtype).name} ({exc})") from None
     if arr.shape != (size,):
         raise StateMismatchError(f"saved {key!r} has shape {arr.shape}, expected ({size},)")
     if arr.size and np.issubdtype(arr.dtype, np.floating) and not np.isfinite(arr).all():

@@ -95,6 +95,7 @@ from flexkit.selectors._estimates import (
 from flexkit.selectors._grouping import TaskGroups, bins_field, uniform_fraction_field
 from flexkit.selectors._held_out import HeldOutWatch, metric_names
 from flexkit.selectors.base import Selector
+from flexkit.state_problems import is_count, short
 
 #: Group summaries :meth:`FrontierSelector.summary` reports one by one (more groups: only the totals).
 SUMMARY_GROUPS = 16
@@ -303,7 +304,8 @@ class FrontierSelector(Selector):
     def state_dict(self) -> dict[str, Any]:
         """RNG, each group's discounted informative and uninformative counts, its discounted passed and failed
         answers, its pass rate and, with ``guard_metric``, its latest and best held-out accuracy."""
-        state = {**super().state_dict(), "groups": self.groups.count, **self.posterior.state_dict(),
+        state = {**super().state_dict(), "groups": self.groups.count, "group_names": list(self.groups.names),
+                 **self.posterior.state_dict(),
                  **self.passes.state_dict(), "pass_rates": self.pass_rates.state_dict()}
         if self.config.guard_metric:
             state["held_out"] = self.held_out.state_dict()
@@ -312,8 +314,12 @@ class FrontierSelector(Selector):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` output (checked first: nothing changes when it is invalid)."""
         count = self.groups.count
-        if int(state["groups"]) != count:
-            raise StateMismatchError(f"saved state has {int(state['groups'])} groups, this taskset makes {count}")
+        if not is_count(state.get("groups")) or int(state["groups"]) != count:
+            raise StateMismatchError(f"saved state has {short(state.get('groups'))} groups, this taskset makes {count}")
+        names = state.get("group_names")  # absent in states saved before the names were
+        if names is not None and list(names) != list(self.groups.names):
+            raise StateMismatchError(f"saved state is for the groups {short(names)}, this selector makes "
+                                     f"{short(list(self.groups.names))} (another feature_keys or bins)")
         posterior, passes = self._new_posterior(), self._new_passes()
         posterior.load_state_dict(state)
         passes.load_state_dict(state)

@@ -178,6 +178,10 @@ class LearnabilitySelector(Selector):
         table = TaskTable.from_state(self.size, (0.0, 0.0), ("sums", "counts"), state, _check_sums_and_counts)
         pool = PooledRate(self.config.pool_rate)
         pool.load_state_dict(state["pool"])
+        for key, part in (("groups", self.groups), ("posterior", self.posterior)):
+            if part is not None and key not in state:
+                raise StateMismatchError(f"saved state has no {key!r}: it comes from a learnability selector without "
+                                         f"{'feature_keys' if key == 'groups' else 'explore'}")
         groups = None
         if self.groups is not None:
             groups = GroupRates(self.groups.group, len(self.groups.values), self.config.group_rate)

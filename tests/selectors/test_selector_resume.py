@@ -214,3 +214,56 @@ def test_state_of_another_size_is_refused(kind: str) -> None:
     small.get_indices(2)
     with pytest.raises(ValueError, match="shape"):
         build(kind, 5, 0, {}).load_state_dict(small.state_dict())
+
+
+def _pipeline(tmp_path: Any, selector: str) -> Any:
+    from flexkit import load_pipeline
+
+    rows = [{"prompt": f"p{i}", "level": 1 + i % 4, "weak_pass_rate": (i % 7) / 7} for i in range(40)]
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "p.toml").write_text(
+        '[run]\nbatch_size = 8\ntotal_steps = 3\n\n[[tasksets]]\nname = "t"\npath = "tasks.jsonl"\n\n'
+        f"[tasksets.selector]\n{selector}\n")
+    pipe = load_pipeline(tmp_path / "p.toml")
+    tasks = pipe.scheduler.read()
+    pipe.feedback([{"reward": float(t.index % 2), "taskset_id": t.taskset_id, "index": t.index} for t in tasks])
+    return pipe
+
+
+@pytest.mark.parametrize(("saved", "loading", "message"), [
+    ('type = "learnability"', 'type = "learnability"\nfeature_keys = ["level"]', "no 'groups'"),
+    ('type = "learnability"', 'type = "learnability"\nexplore = true\nfeature_keys = ["level"]', "no 'groups'"),
+    ('type = "frontier"\nfeature_keys = ["level"]', 'type = "frontier"\nfeature_keys = ["weak_pass_rate"]\nbins = 4',
+     "another feature_keys or bins"),
+    ('type = "random"', 'type = "frontier"\nfeature_keys = ["level"]', "groups"),
+])
+def test_a_state_of_another_selector_config_is_refused_and_changes_nothing(
+        tmp_path: Any, saved: str, loading: str, message: str) -> None:
+    from flexkit.errors import StateMismatchError
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    state = _pipeline(tmp_path / "a", saved).state_dict()
+    pipe = _pipeline(tmp_path / "b", loading)
+    before = json_round_trip(pipe.state_dict(), back_to_arrays=False)
+    with pytest.raises(StateMismatchError, match=message):
+        pipe.load_state_dict(state)
+    assert json_round_trip(pipe.state_dict(), back_to_arrays=False) == before
+
+
+@pytest.mark.parametrize("damage", [
+    lambda s: s.pop("informative"),
+    lambda s: s.update(groups="x"),
+    lambda s: s.update(informative="ab"),
+    lambda s: s.update(rng=3),
+    lambda s: s["held_out"].update(evaluated=["x", "y", "z", "w"]),
+])
+def test_a_damaged_frontier_state_is_refused_with_state_mismatch(tmp_path: Any, damage: Any) -> None:
+    from flexkit.errors import StateMismatchError
+
+    pipe = _pipeline(tmp_path, 'type = "frontier"\nfeature_keys = ["level"]\nretain = 1.0\n'
+                               'guard_metric = "eval_accuracy/{}"')
+    state = json_round_trip(pipe.state_dict(), back_to_arrays=False)
+    damage(state["scheduler"]["selectors"][0])
+    with pytest.raises(StateMismatchError):
+        pipe.load_state_dict(state)
