@@ -22,12 +22,18 @@ def draw_candidates(rng: np.random.Generator, size: int, count: int) -> np.ndarr
     return rng.choice(size, size=count, replace=False).astype(np.int64, copy=False)
 
 
-def uniform_floor(batch_size: int, fraction: float) -> int:
-    """How many of a batch are kept from the uniform candidates as drawn: ``round(fraction · batch_size)``.
+def uniform_floor(batch_size: int, fraction: float, rng: np.random.Generator) -> int:
+    """How many of a batch are kept from the uniform candidates as drawn: ``fraction · batch_size`` on average,
+    rounded at random (down, or up with the chance of its fractional part; a whole number draws nothing from
+    ``rng``), so a small batch keeps its share in expectation rather than none or all of it.
 
     Learning selectors draw their candidates uniformly; keeping the first ``floor`` of them as they are gives every
     group of tasks (solved ones too) a share of the draws whatever the estimates say, against forgetting."""
-    return min(batch_size, round(fraction * batch_size))
+    exact = fraction * batch_size
+    whole = round(exact)
+    if abs(exact - whole) > 1e-9:  # not a whole number, float error aside
+        whole = math.floor(exact) + int(rng.random() < exact - math.floor(exact))
+    return min(batch_size, whole)
 
 
 def top_k(keys: np.ndarray, k: int) -> np.ndarray:
@@ -163,7 +169,9 @@ class GroupBeta:
         big_a = np.bincount(self.parents, weights=self.a)  # one entry per parent id up to the largest
         big_b = np.bincount(self.parents, weights=self.b)
         parent_mean = ((1.0 + big_a) / (2.0 + big_a + big_b))[self.parents]
-        return self.prior * parent_mean + self.a, self.prior * (1.0 - parent_mean) + self.b
+        tiny = np.finfo(np.float64).tiny  # a tiny prior times a tiny mean underflows to 0, which Beta refuses
+        return (np.maximum(self.prior * parent_mean + self.a, tiny),
+                np.maximum(self.prior * (1.0 - parent_mean) + self.b, tiny))
 
     def mean(self) -> np.ndarray:
         """Posterior mean of each group."""

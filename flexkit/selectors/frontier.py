@@ -24,10 +24,10 @@ arXiv 1707.09727; Garivier & Moulines, arXiv 0805.3415 for discounting in non-st
   answers right, all advantages 0); its evidence fades while it is not drawn, so it is re-probed, and a probe
   that comes back mixed wins it draws until it is solved again. A slow slide of its greedy accuracy by a few
   points is not caught: with a few of its tasks a batch its sampled pass rate barely moves (``retain`` below);
-- each batch: ``K = ceil(candidates · B)`` tasks drawn uniformly; the first ``round(uniform_fraction · B)`` of
-  them are kept as they are (an optional uniform floor, 0 by default: its steady draws on hopeless and solved
-  groups keep their evidence fresh and *slow down* the detection of a change); for each other candidate a value
-  ``θ ~ Beta(1 + a_g, 1 + b_g)`` of its group is drawn
+- each batch: ``K = ceil(candidates · B)`` tasks drawn uniformly; the first ``uniform_fraction · B`` of them
+  (rounded at random) are kept as they are (an optional uniform floor, 0 by default: its steady draws on
+  hopeless and solved groups keep their evidence fresh and *slow down* the detection of a change); for each
+  other candidate a value ``θ ~ Beta(1 + a_g, 1 + b_g)`` of its group is drawn
   (``thompson = false``: the posterior mean instead), and ``B`` of them are drawn without replacement with
   probability ∝ ``θ^(1/tau)``: with ``tau = 1`` (the default) each group's share of the batch follows its chance
   of informative answers (probability matching), so a level whose pass rate is still low but rising keeps a share
@@ -49,9 +49,9 @@ arXiv 1707.09727; Garivier & Moulines, arXiv 0805.3415 for discounting in non-st
   Beta-binomial: :class:`~flexkit.selectors._estimates.GroupBeta`). Finer groups can find the frontier inside a
   level, but each group of a level out of reach is otherwise re-probed on its own, and their draws add up; with
   the prior a group with little evidence is valued as its level is until its own evidence says otherwise;
-- with ``retain = r > 0`` (default 0), the next ``round(r · B)`` uniform candidates after the floor are kept as
-  they are when their group is **learnt** (its pass rate at least ``retain_above``) and go back to the valued
-  draw otherwise: every learnt group keeps about ``r`` times its uniform share of each batch whatever its value,
+- with ``retain = r > 0`` (default 0), the next ``r · B`` uniform candidates (rounded at random) after the floor
+  are kept as they are when their group is **learnt** (its pass rate at least ``retain_above``) and go back to the
+  valued draw otherwise: every learnt group keeps about ``r`` times its uniform share of each batch whatever its value,
   and groups not yet learnt get no floor (unlike ``uniform_fraction``, nothing is spent on hopeless levels).
   A learnt level's all-right groups give no gradient, but its few mixed ones keep its sampled answers sharp; with
   ``unsolved_weight`` alone its share falls to a few percent, and on a hard task family its greedy accuracy
@@ -93,7 +93,7 @@ from flexkit.selectors._estimates import (
     uniform_floor,
 )
 from flexkit.selectors._grouping import TaskGroups, bins_field, uniform_fraction_field
-from flexkit.selectors._held_out import HeldOutWatch, metric_names
+from flexkit.selectors._held_out import PLACEHOLDER, HeldOutWatch, metric_names
 from flexkit.selectors.base import Selector
 from flexkit.state_problems import is_count, short
 
@@ -176,6 +176,10 @@ class FrontierConfig:
     )
 
     def __attrs_post_init__(self) -> None:
+        if PLACEHOLDER in self.guard_metric and not self.feature_keys:
+            raise ConfigError(f"guard_metric = {self.guard_metric!r} names each group's metric by its first feature "
+                              "value ({}), and without feature_keys there are no groups: set feature_keys (such as "
+                              '["level"]), or name one metric for the whole pool ("eval_accuracy")')
         if self.guard_metric and self.retain == 0:
             raise ConfigError(f"guard_metric = {self.guard_metric!r} decides where retain's floor goes, and "
                               "retain = 0 has none: set retain > 0 (1: a learnt group's whole uniform share) or "
@@ -238,7 +242,7 @@ class FrontierSelector(Selector):
     def _select(self, batch_size: int, return_extra_info: bool) -> tuple[np.ndarray, dict[str, Any]]:
         config = self.config
         cand = draw_candidates(self.rng, self.size, candidate_count(batch_size, config.candidates, self.size))
-        floor = uniform_floor(batch_size, config.uniform_fraction)
+        floor = uniform_floor(batch_size, config.uniform_fraction, self.rng)
         kept, rest = cand[:floor], cand[floor:]
         if config.retain:
             kept, rest = self._retained(kept, rest, batch_size)
@@ -276,9 +280,10 @@ class FrontierSelector(Selector):
             self.held_out.observe(metrics)
 
     def _retained(self, kept: np.ndarray, rest: np.ndarray, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
-        """Move the learnt groups' tasks among the next ``round(retain · B)`` candidates from ``rest`` to
+        """Move the learnt groups' tasks among the next ``retain · B`` candidates (rounded at random) from ``rest`` to
         ``kept`` (the others stay in the valued draw)."""
-        probe = rest[:min(len(rest), uniform_floor(batch_size, self.config.retain), batch_size - len(kept))]
+        probe = rest[:min(len(rest), uniform_floor(batch_size, self.config.retain, self.rng),
+                           batch_size - len(kept))]
         shares = self.floor_shares()[self.groups.group[probe]]
         learnt = shares > 0
         if ((shares > 0) & (shares < 1)).any():  # a part of the floor: keep each such candidate with that chance

@@ -22,8 +22,8 @@ spent on the filter):
   re-probed, so a level out of reach when last seen gets draws again when it may have become learnable (the
   ``frontier`` selector's mechanism, :mod:`flexkit.selectors.frontier`). Without it, a group whose rate is near 0
   or 1 keeps a learnability near 0 and is never drawn again;
-- each batch: ``K = ceil(candidates · B)`` tasks drawn uniformly; the first ``round(uniform_fraction · B)`` are
-  kept as drawn (a uniform floor, 0 by default), then the rest are the highest ``p̂(1 − p̂)`` of the other
+- each batch: ``K = ceil(candidates · B)`` tasks drawn uniformly; the first ``uniform_fraction · B`` (rounded at
+  random) are kept as drawn (a uniform floor, 0 by default), then the rest are the highest ``p̂(1 − p̂)`` of the other
   candidates (``tau = 0``) or drawn without replacement with probability ∝ ``(p̂(1 − p̂))^(1/tau)``.
 
 Cost per step: O(K) to select, O(feedback) to update. State: ``S``, ``n`` (two floats per task), ``p̄``, RNG,
@@ -135,7 +135,7 @@ class LearnabilitySelector(Selector):
 
     def _select(self, batch_size: int, return_extra_info: bool) -> tuple[np.ndarray, dict[str, Any]]:
         cand = draw_candidates(self.rng, self.size, candidate_count(batch_size, self.config.candidates, self.size))
-        floor = uniform_floor(batch_size, self.config.uniform_fraction)
+        floor = uniform_floor(batch_size, self.config.uniform_fraction, self.rng)
         rest = cand[floor:]
         if self.posterior is None:
             p = self.estimates(rest)

@@ -248,3 +248,51 @@ def test_group_prior_zero_draws_exactly_as_before_and_resume_is_exact() -> None:
     other.load_state_dict(sel.state_dict())
     assert other.get_indices(64).tolist() == sel.get_indices(64).tolist()
     assert other.informative_rates().tolist() == sel.informative_rates().tolist()
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3, 5])
+def test_retain_keeps_about_r_of_a_learnt_share_at_every_batch_size(batch: int) -> None:
+    """``retain · B`` is rounded at random, not to the nearest whole number: with B = 1 and r = 0.5 it used to
+    keep no floor at all (round(0.5) = 0), with B = 3 two thirds instead of half."""
+    rates = [1.0, 0.95, 0.4, 0.2, 0.0, 0.0]
+
+    def share(retain: float) -> float:
+        sel = _frontier(retain=retain, retain_above=0.9, discount=1.0)
+        drawn = _simulate(sel, lambda step: rates, 1500, np.random.default_rng(3), batch=batch)[300:]
+        return float(drawn[:, 0].sum() / drawn.sum())
+
+    without, half, whole = share(0.0), share(0.5), share(1.0)
+    assert without < 0.05
+    assert whole > 0.12  # near the uniform share of a level, 1/6
+    assert half == pytest.approx((without + whole) / 2, abs=0.04)  # about half of it
+
+
+def test_a_whole_floor_draws_no_extra_random_numbers() -> None:
+    """``retain · B`` and ``uniform_fraction · B`` whole: the batches are those of round(), draw for draw."""
+    from flexkit.selectors._estimates import uniform_floor
+
+    rng = np.random.default_rng(0)
+    state = rng.bit_generator.state
+    assert [uniform_floor(64, f, rng) for f in (0.0, 0.5, 1.0, 0.25)] == [0, 32, 64, 16]
+    assert uniform_floor(10, 0.3, rng) == 3  # 0.3 · 10 is 3.0000000000000004
+    assert rng.bit_generator.state == state
+    draws = [uniform_floor(1, 0.3, rng) for _ in range(4000)]
+    assert np.mean(draws) == pytest.approx(0.3, abs=0.03)
+
+
+def test_guard_metric_naming_groups_without_feature_keys_is_a_config_error() -> None:
+    from flexkit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"without feature_keys there are no groups"):
+        make_selector("frontier", size=20, retain=1.0, guard_metric="eval_accuracy/{}")
+    sel = make_selector("frontier", size=20, retain=1.0, retain_above=0.0, guard_metric="eval_accuracy")
+    assert sel.held_out.metrics == ["eval_accuracy"]  # one metric for the whole pool
+
+
+def test_a_group_prior_that_underflows_still_draws() -> None:
+    sel = _by_level_and_subgroup(group_prior=5e-324)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        idx = sel.get_indices(32)
+        sel.feedback(idx, rng.random(len(idx)))
+    assert len(set(sel.get_indices(32).tolist())) == 32
