@@ -13,6 +13,7 @@ rule, for code that handles experiences itself (e.g. the distributed pipeline).
 from __future__ import annotations
 
 import copy
+import numbers
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeGuard
 
@@ -129,13 +130,29 @@ def task_triples(experiences: Iterable[Any] | Mapping[str, Any]) -> list[tuple[A
         raise FeedbackError(f"an experience lacks reward/taskset_id/index: {exc!r}") from None
 
 
+def _rewards(values: Any) -> np.ndarray:
+    """``values`` as float64 rewards; :class:`~flexkit.errors.FeedbackError` for text, ``None`` or other values
+    that are not numbers (``"1"`` is not read as 1.0)."""
+    try:
+        raw = np.asarray(values)
+    except (TypeError, ValueError) as exc:
+        raise FeedbackError(f"experience rewards must be numbers: {exc}") from None
+    if raw.dtype.kind in "USV":
+        raise FeedbackError("experience rewards must be numbers, got text")
+    if raw.dtype.kind == "O":  # numbers mixed with other objects: name the first that is not a number
+        bad = [v for v in raw.reshape(-1).tolist() if not isinstance(v, numbers.Real)][:1]
+        if bad:
+            raise FeedbackError(f"experience rewards must be numbers, got {type(bad[0]).__name__} {bad[0]!r}"[:120])
+    try:
+        return np.asarray(raw, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise FeedbackError(f"experience rewards must be numbers: {exc}") from None
+
+
 def _rows(exps: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(taskset ids, indices, rewards) of a list of experiences."""
     triples = task_triples(exps)
-    try:
-        rewards = np.asarray([t[2] for t in triples], dtype=np.float64)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise FeedbackError(f"experience rewards must be numbers: {exc}") from None
+    rewards = _rewards([t[2] for t in triples])
     if rewards.ndim != 1:
         raise FeedbackError("experience rewards must be numbers, got sequences")
     try:
@@ -148,10 +165,7 @@ def _rows(exps: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _columns(columns: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(taskset ids, indices, rewards) of columnar experiences."""
-    try:
-        rewards = np.asarray(columns["reward"], dtype=np.float64)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise FeedbackError(f"experience rewards must be numbers: {exc}") from None
+    rewards = _rewards(columns["reward"])
     if rewards.ndim != 1:
         raise FeedbackError(f"the reward column must be one-dimensional, got shape {rewards.shape}")
     try:

@@ -10,6 +10,7 @@ drops, and the scheduler is read again until the kept groups fill the batch, as 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -71,10 +72,21 @@ def field_bins(tasks: Sequence[Any], field: str) -> dict[str, int]:
     labels = [f"{edges[i]:g}-{edges[i + 1]:g}" for i in range(FIELD_BINS)]
     counts = dict.fromkeys(labels, 0)
     for task in tasks:
-        value = task.data.get(field) if isinstance(task.data, Mapping) else None
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            counts[labels[min(FIELD_BINS - 1, max(0, int(float(value) * FIELD_BINS)))]] += 1
+        value = _finite(task.data.get(field) if isinstance(task.data, Mapping) else None)
+        if value is not None:
+            counts[labels[min(FIELD_BINS - 1, max(0, int(min(max(value, 0.0), 1.0) * FIELD_BINS)))]] += 1
     return counts
+
+
+def _finite(value: Any) -> float | None:
+    """``value`` as a finite float, or ``None`` (not a number, a bool, NaN, infinite, too large for a float)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def simulated_feedback(
@@ -91,11 +103,13 @@ def simulated_feedback(
         if mode == "random":
             value = float(rng.uniform())
         else:
-            raw = task.data.get(mode)
-            if isinstance(raw, bool) or not isinstance(raw, (int, float)):
-                raise FlexkitError(f"--feedback {mode}: task {task.index} of {task.taskset!r} has no numeric "
-                                   f"field {mode!r}")
-            value = float(raw)
+            raw = task.data.get(mode) if isinstance(task.data, Mapping) else None
+            number = _finite(raw)
+            if number is None:
+                got = "no such field" if raw is None else f"{raw!r}"[:40]
+                raise FlexkitError(f"--feedback {mode}: task {task.index} of {task.taskset!r} has no finite numeric "
+                                   f"field {mode!r} ({got})")
+            value = number
         part["indices"].append(task.index)
         part["values"].append(value)
     return values

@@ -107,6 +107,7 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/feedback.py::PassRateCalculator.process: TypeError": _DATA + " (iterating the payload)",
     "flexkit/feedback.py::_columns: TypeError, ValueError": _DATA,
     "flexkit/feedback.py::_copied_row: Exception": "an object that cannot be copied is fed back as it is",
+    "flexkit/feedback.py::_rewards: TypeError, ValueError": _DATA,
     "flexkit/feedback.py::_rows: TypeError, ValueError": _DATA,
     "flexkit/feedback.py::task_triples: AttributeError, KeyError, TypeError": _DATA + " (an experience's fields)",
     "flexkit/feedback.py::task_triples: TypeError": _DATA + " (iterating the payload)",
@@ -143,10 +144,14 @@ CAUGHT_BUILTINS: dict[str, str] = {
         _DATA + " (the scores a scorer returned, a SampleError naming it)",
     "flexkit/scheduler.py::TasksetScheduler._produce: Exception": "carried with the selection and raised as it is",
     "flexkit/scheduler_state.py::SchedulerState.load_state_dict: Exception": _CLEANUP,
+    "flexkit/scheduler_state.py::SchedulerState._load: AttributeError, IndexError, KeyError, TypeError, ValueError":
+        "a selector's load_state_dict failing on a saved state that does not fit it, reported as "
+        "StateMismatchError naming the taskset, the selector and the original error",
     "flexkit/schema_line.py::retarget_schema_line: ValueError": "os.path.relpath across drives",
     "flexkit/selectors/_grouping.py::_any_column: Exception":
         "a taskset refusing a non-numeric column: read as labels, else raised as it is",
     "flexkit/selectors/_grouping.py::_any_column: KeyError": "the Mapping protocol: a missing feature column",
+    "flexkit/selectors/_estimates.py::load_array: TypeError, ValueError": _DATA,
     "flexkit/selectors/base.py::read_feature_columns: Exception": "a lazy mapping that cannot list its keys",
     "flexkit/selectors/base.py::read_feature_columns: KeyError": "the Mapping protocol: a missing feature column",
     "flexkit/selectors/base.py::validate_feedback: TypeError, ValueError": _DATA,

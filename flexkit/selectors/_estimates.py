@@ -205,11 +205,11 @@ def load_array(state: Mapping[str, Any], key: str, size: int, dtype: Any, *, low
         raise StateMismatchError(f"saved state has no {key!r}")
     try:
         raw = np.asarray(state[key])
-        if dtype is bool and raw.size and raw.dtype.kind != "b":
-            raise TypeError(f"expected true/false values, got {raw.dtype}")
         arr = np.array(raw, dtype=dtype)
     except (TypeError, ValueError, OverflowError) as exc:
         raise StateMismatchError(f"saved {key!r} is not an array of {np.dtype(dtype).name} ({exc})") from None
+    if dtype is bool and raw.size and raw.dtype.kind != "b":
+        raise StateMismatchError(f"saved {key!r} holds {raw.dtype} values, expected true/false")
     if arr.shape != (size,):
         raise StateMismatchError(f"saved {key!r} has shape {arr.shape}, expected ({size},)")
     if arr.size and np.issubdtype(arr.dtype, np.floating) and not np.isfinite(arr).all():

@@ -165,7 +165,18 @@ def test_preview_feedback_from_a_row_field_steers_difficulty_based(capsys: pytes
 def test_preview_reports_a_missing_feedback_field(capsys: pytest.CaptureFixture[str]) -> None:
     example = str(ROOT / "examples" / "minimal.toml")
     assert main(["preview", example, "--steps", "1", "--feedback", "nope"]) == 1
-    assert "no numeric field 'nope'" in capsys.readouterr().err
+    assert "no finite numeric field 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "1e999"])
+def test_regression_preview_feedback_from_a_non_finite_field_is_a_message(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str) -> None:
+    rows = [f'{{"prompt": "p{i}", "p": {value if i == 1 else 0.5}}}' for i in range(6)]
+    (tmp_path / "tasks.jsonl").write_text("\n".join(rows) + "\n")
+    (tmp_path / "p.toml").write_text('[run]\nbatch_size = 6\ntotal_steps = 2\n\n[[tasksets]]\nname = "t"\n'
+                                     'path = "tasks.jsonl"\n')
+    assert main(["preview", str(tmp_path / "p.toml"), "--steps", "2", "--feedback", "p"]) == 1
+    assert "task 1 of 't' has no finite numeric field 'p'" in capsys.readouterr().err
 
 
 def test_preview_stops_at_the_end_of_the_run(capsys: pytest.CaptureFixture[str]) -> None:

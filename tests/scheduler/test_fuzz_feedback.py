@@ -452,12 +452,18 @@ def test_regression_state_dict_with_a_prefetch_pending_does_not_deadlock(task_ro
      [{"reward": 0.5, "taskset_id": [1, 2], "index": 0}, {"reward": 0.5, "taskset_id": 3, "index": 0}],
      [{"reward": 0.5, "taskset_id": [1], "index": [0]}, {"reward": 0.5, "taskset_id": [2], "index": [1]}],
      [{"reward": [0.5], "taskset_id": 0, "index": 0}, {"reward": [1.0], "taskset_id": 0, "index": 1}],
-     [{"reward": 0.5, "taskset_id": 2**63, "index": 0}]],
-    ids=["none", "int", "float", "huge_reward", "ragged_ids", "list_ids", "list_rewards", "uint64_id"],
+     [{"reward": 0.5, "taskset_id": 2**63, "index": 0}],
+     [{"reward": "1", "taskset_id": 0, "index": 1}],
+     [{"reward": None, "taskset_id": 0, "index": 1}, {"reward": 0.5, "taskset_id": 0, "index": 2}],
+     {"reward": np.array(["1", "0"]), "taskset_id": np.array([0, 0]), "index": np.array([1, 2])},
+     {"reward": [0.5, None], "taskset_id": np.array([0, 0]), "index": np.array([1, 2])}],
+    ids=["none", "int", "float", "huge_reward", "ragged_ids", "list_ids", "list_rewards", "uint64_id", "text_reward",
+         "none_reward", "text_column", "none_in_column"],
 )
 def test_regression_pass_rate_calculator_refuses_malformed_experiences(exps: Any) -> None:
     """Non-iterables (TypeError), ragged or list ids and list rewards (ValueError from numpy), a reward beyond the
-    float range (OverflowError), an id past int64 (wrapped to a negative id) now raise FeedbackError."""
+    float range (OverflowError), an id past int64 (wrapped to a negative id) now raise FeedbackError; so do text
+    rewards (``"1"`` was read as 1.0) and ``None`` (read as NaN, then refused as "not finite")."""
     with pytest.raises(FeedbackError):
         PassRateCalculator().process(exps)
 
