@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ORPHANED_EXIT", "exit_with_parent", "main", "run_job"]
+__all__ = ["ORPHANED_EXIT", "compared_evaluation", "exit_with_parent", "main", "run_job"]
 
 #: Exit status of a worker that ended because its parent was gone.
 ORPHANED_EXIT = 75
@@ -54,8 +54,25 @@ def run_job(job: Mapping[str, Any]) -> dict[str, Any]:
     pipe = pipeline_from_dict(job["data"], base_dir=Path(str(job["base_dir"])), source=str(job["source"]),
                               plugins=list(job["plugins"]))
     run = run_pipeline(pipe, run_dir=str(job["run_dir"]), progress=None)
-    return {"first_eval": dict(run.first_eval), "last_eval": dict(run.last_eval),
-            "seconds": time.monotonic() - t0}
+    return {"first_eval": compared_evaluation(run.first_eval, "first"),
+            "last_eval": compared_evaluation(run.last_eval, "last"), "seconds": time.monotonic() - t0}
+
+
+def compared_evaluation(evaluation: Mapping[str, Any], which: str) -> dict[str, float]:
+    """The finite numbers of a run's ``which`` (first or last) evaluation, what ``compare`` reports; a value
+    that is not one (``None``, NaN, text) is left out. Raises :class:`~flexkit.errors.ComponentError` when
+    ``eval_accuracy``, the accuracy every report is about, is missing or not a finite number."""
+    from flexkit.errors import ComponentError
+    from flexkit.metric_names import TRAINER_EVAL_ACCURACY as EVAL_ACCURACY
+    from flexkit.state_problems import is_number, short
+
+    accuracy = evaluation.get(EVAL_ACCURACY)
+    if not is_number(accuracy):
+        got = short(accuracy) if EVAL_ACCURACY in evaluation else f"no such key (keys: {short(sorted(evaluation))})"
+        raise ComponentError(f"flexkit compare reads the trainer's held-out accuracy as {EVAL_ACCURACY!r}, a finite "
+                             f"number, and the run's {which} evaluation has {got}: make the trainer's evaluate() "
+                             f"return it (a value in [0, 1])")
+    return {key: float(value) for key, value in evaluation.items() if is_number(value)}
 
 
 def main(argv: list[str] | None = None) -> int:

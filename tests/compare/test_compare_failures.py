@@ -182,3 +182,59 @@ def test_a_damaged_setting_file_is_refused_naming_it(tmp_path: Path, edit: dict,
     with pytest.raises(FlexkitError, match=re.escape(f"is damaged ({damage}); delete")):
         compare(path, [parse_setting("a:")], [0], tmp_path / "out", progress=None, plots=False)
     assert setting_file.read_text() == before
+
+
+_EVAL_PLUGIN = '''
+import flexkit
+from flexkit.simulator import SimulatorConfig, SimulatorTrainer
+
+MODE = {mode!r}
+
+
+class OddEvaluation(SimulatorTrainer):
+    def evaluate(self, *, step):
+        metrics = dict(super().evaluate(step=step))
+        if MODE == "renamed":
+            return {{"val/acc": metrics["eval_accuracy"]}}
+        if MODE == "nan":
+            metrics["eval_accuracy"] = float("nan")
+        if MODE == "none_level":
+            metrics["eval_accuracy/1"] = None
+        return metrics
+
+
+@flexkit.hookimpl
+def flexkit_register_trainers(register):
+    register("odd_eval", OddEvaluation, SimulatorConfig)
+'''
+
+
+def _odd_pipeline(tmp_path: Path, mode: str) -> Path:
+    (tmp_path / "odd_eval.py").write_text(_EVAL_PLUGIN.format(mode=mode))
+    (tmp_path / "p.toml").write_text(
+        'plugins = ["./odd_eval.py"]\n\n[run]\nbatch_size = 8\ntotal_steps = 4\neval_every = 2\n\n'
+        '[[tasksets]]\nname = "g"\nstorage_type = "simulated"\nsize = 80\nlevels = [1, 2]\n\n'
+        '[trainer]\ntype = "odd_eval"\n')
+    return tmp_path / "p.toml"
+
+
+@pytest.mark.parametrize(("mode", "got"), [("renamed", "no such key (keys: ['val/acc'])"), ("nan", "nan")])
+def test_regression_a_trainer_without_a_finite_eval_accuracy_fails_its_runs_with_a_message(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str, got: str) -> None:
+    """Every run used to finish, then the report crashed (KeyError 'eval_accuracy'), or reported NaN and called
+    its own runs damaged on the next invocation."""
+    path = _odd_pipeline(tmp_path, mode)
+    out = tmp_path / "out"
+    assert main(["compare", str(path), "--seeds", "0,1", "--out", str(out)]) == 1
+    report = (out / "results.md").read_text()
+    assert f"the run's first evaluation has {got}" in report and "2 run(s) FAILED" in capsys.readouterr().err
+    assert len(json.loads((out / "results.json").read_text())["settings"][0]["failed"]) == 2
+
+
+def test_regression_a_level_accuracy_of_none_is_left_out_not_a_crash(tmp_path: Path) -> None:
+    path = _odd_pipeline(tmp_path, "none_level")
+    out = tmp_path / "out"
+    assert main(["compare", str(path), "--seeds", "0,1", "--out", str(out)]) == 0
+    setting = json.loads((out / "results.json").read_text())["settings"][0]
+    assert "eval_accuracy/1" not in setting["final"] and "eval_accuracy/2" in setting["final"]
+    assert main(["compare", str(path), "--seeds", "0,1", "--out", str(out)]) == 0  # its runs reused, not "damaged"
