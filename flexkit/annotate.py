@@ -41,6 +41,9 @@ from flexkit.protocols import TrainerLike
 from flexkit.runner import CHECKPOINT_DIR, trainer_seed
 from flexkit.scheduler import Task
 
+#: Most responses per task ``annotate`` draws (``--samples``): a pass rate needs no more.
+MAX_SAMPLES = 1_000_000
+
 
 def load_reference(pipe: Pipeline, checkpoint: str | os.PathLike[str]) -> tuple[Mapping[str, Any], str]:
     """The trainer state of a run folder's checkpoint (``RUN_DIR`` or ``RUN_DIR/checkpoint``) and the digest of
@@ -138,8 +141,8 @@ def annotate(
     same file as an uninterrupted call. ``column`` must not be a column of the taskset unless ``overwrite``.
     Everything that can be checked is checked before the first rollout.
     """
-    if samples < 1:
-        raise ConfigError(f"samples must be >= 1, got {samples}")
+    if not 1 <= samples <= MAX_SAMPLES:
+        raise ConfigError(f"samples must be between 1 and {MAX_SAMPLES:,} responses per task, got {samples}")
     out = Path(out)
     fmt = output_format(out)
     require_regular_file(out, "--out", ConfigError)  # a folder or a FIFO there would fail only after every rollout

@@ -90,7 +90,7 @@ def make_simulated_taskset(config: SimulatedTasksConfig, *, name: str, **_contex
 class SimulatorConfig:
     """Parameters of the ``simulator`` trainer."""
 
-    group_size: int = field(default=8, ge=1, doc="Responses per task (G).")
+    group_size: int = field(default=8, ge=2, doc="Responses per task (G; the reward-variance signal needs 2 or more).")
     initial_skill: float = field(default=1.5, doc="Skill after the (simulated) warm start.")
     slope: float = field(default=3.0, gt=0, doc="Steepness of the success curve sigmoid(slope·(skill − d)).")
     learning_rate: float = field(default=0.05, ge=0, doc="Skill gained per unit of reward-variance signal.")

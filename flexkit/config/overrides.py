@@ -135,7 +135,11 @@ def parse_value(text: str) -> Any:
         raise ConfigError(f"value nested {depth} levels deep; at most {MAX_VALUE_DEPTH} levels of arrays and inline "
                           "tables are accepted")
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        document = tomllib.loads(f"v = {text}")
+        if set(document) != {"v"}:  # a newline let more keys in: they would be dropped without a word
+            raise ConfigError(f"{text!r} is not one TOML value: it holds a line break and further keys "
+                              f"({', '.join(sorted(set(document) - {'v'}))}); give each override its own KEY=VALUE")
+        return document["v"]
     except RecursionError:  # pragma: no cover - the depth check comes first
         raise ConfigError(f"value nested too deeply (at most {MAX_VALUE_DEPTH} levels)") from None
     except tomllib.TOMLDecodeError as exc:

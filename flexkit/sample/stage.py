@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 
-from flexkit.errors import KeyPath
+from flexkit.errors import KeyPath, SampleError
 from flexkit.metric_names import KEPT_FRACTION, MEAN_WEIGHT, proportion, sample_metric
 from flexkit.protocols import ActuatorLike, ScorerLike
 from flexkit.sample.actuator import Action, Actuator, Keep, Mix, Weights
@@ -177,7 +177,11 @@ class SampleStage:
         mask = batch["response_mask"]
         existing = batch.get(self.weights_key)
         if existing is not None and not isinstance(existing, torch.Tensor):
-            existing = torch.as_tensor(np.asarray(existing, dtype=np.float32))
+            raw = np.asarray(existing)
+            if raw.dtype.kind not in "fb":
+                raise SampleError(f"existing weights (the batch's {self.weights_key!r} field) must be floats, got "
+                                  f"{raw.dtype}: is [sample] weights_key the name of a weights field?")
+            existing = torch.as_tensor(raw.astype(np.float32))
         if isinstance(self.last_action, Mix):
             if existing is not None:
                 out = combine(existing, torch.ones(tuple(mask.shape), dtype=torch.float32, device=mask.device))

@@ -108,9 +108,17 @@ def combine(existing: torch.Tensor | None, new: torch.Tensor) -> torch.Tensor:
 
     ``existing`` may be (B,) or (B, T); the result has ``new``'s shape and ``existing``'s floating dtype.
     """
+    import torch
+
     if existing is None:
         return new
     e = existing.detach()
+    if not (e.is_floating_point() or e.dtype == torch.bool):
+        raise SampleError(f"existing weights (the batch's weights field) must be floats, got {e.dtype}: is "
+                          "[sample] weights_key the name of a weights field?")
+    if e.numel() and not bool((torch.isfinite(e) & (e >= 0)).all()):
+        raise SampleError("existing weights (the batch's weights field) must be finite and >= 0, got NaN, infinite "
+                          "or negative values")
     if e.ndim == 1 and new.ndim == 2 and e.shape[0] == new.shape[0]:
         e = e[:, None]
     elif tuple(e.shape) != tuple(new.shape):

@@ -89,6 +89,9 @@ def test_cli_annotate_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["annotate", str(pipeline), "-k", "8", "--out", str(tmp_path / "x.csv"), "--quiet"]) == 1
     assert "must end in .jsonl or .parquet" in capsys.readouterr().err
     assert main(["annotate", str(pipeline), "-k", "0", "--out", str(tmp_path / "y.jsonl")]) == 2
+    capsys.readouterr()
+    assert main(["annotate", str(pipeline), "-k", str(10**20), "--out", str(tmp_path / "y.jsonl")]) == 1
+    assert "samples must be between 1 and 1,000,000" in capsys.readouterr().err  # it used to loop for ever
     assert main(["annotate", str(pipeline), "-k", "8", "--out", str(tmp_path / "z.jsonl"), "--taskset", "nope",
                  "--quiet"]) == 1
     assert "no taskset 'nope'" in capsys.readouterr().err

@@ -86,3 +86,10 @@ def test_compare_accepts_a_replaced_type(tmp_path: Path) -> None:
     result = compare(path, [parse_setting("random:tasksets[1].selector.type=random")], [0], tmp_path / "out",
                      progress=None)
     assert result.results[0].runs[0].curve[0][0] == 0
+
+
+@pytest.mark.parametrize("text", ["run.total_steps=2\nrun.eval_every=0", "run.total_steps=2\nzzz = 5"])
+def test_regression_an_override_value_with_a_line_break_and_more_keys_is_refused(text: str) -> None:
+    """``tomllib`` parsed the whole document and the keys after the line break were dropped without a word."""
+    with pytest.raises(ConfigError, match="is not one TOML value: it holds a line break and further keys"):
+        run_setting([text])

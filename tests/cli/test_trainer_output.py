@@ -133,3 +133,16 @@ def test_regression_feedback_reads_the_rewards_not_the_advantages(tmp_path: Path
     assert records("centring_run") == records("plain_run")
     assert all(0.0 <= r["flexkit/feedback/pass_rate_mean"] <= 1.0 for r in records("centring_run")[1:])
     assert json.loads((tmp_path / "centring_run" / "metrics.jsonl").read_text().splitlines()[1])["step"] == 0
+
+
+def test_regression_the_simulator_refuses_groups_of_one_answer() -> None:
+    """With one answer per task the simulator's reward-variance signal is always 0: a run learnt nothing, and
+    with DAPO's filter kept nothing, without a word."""
+    from flexkit import ConfigError
+    from flexkit.pipeline import pipeline_from_dict
+
+    data = {"run": {"batch_size": 4, "total_steps": 1},
+            "tasksets": [{"name": "s", "storage_type": "simulated", "size": 20}],
+            "trainer": {"type": "simulator", "group_size": 1}}
+    with pytest.raises(ConfigError, match=r"trainer\.group_size: must be >= 2, got 1"):
+        pipeline_from_dict(data)

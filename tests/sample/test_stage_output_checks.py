@@ -170,3 +170,43 @@ def test_good_outputs_pass() -> None:
     reweight = SampleStage(DuckScorer(lambda b: torch.arange(B)), DuckReweighter(lambda b: Weights(torch.ones(B, T))),
                            mechanism="reweight", estimator="grpo")
     assert tuple(reweight.run(batch(), step=0).weights.shape) == (B, T)  # int scores are fine
+
+
+@pytest.mark.parametrize(("existing", "message"), [
+    (np.arange(B), "must be floats, got int64: is \\[sample\\] weights_key"),
+    (torch.arange(B), "must be floats, got torch.int64"),
+    (torch.tensor([float("nan")] + [1.0] * (B - 1)), "must be finite and >= 0"),
+    (np.array([-3.0] + [1.0] * (B - 1)), "must be finite and >= 0"),
+])
+def test_regression_weights_already_in_the_batch_are_checked(existing: Any, message: str) -> None:
+    """The batch's own weights (``weights_key``) went into the loss unchecked: ids as weights, NaN, negatives."""
+    b = batch()
+    b["rollout_is_weights"] = existing
+    stage = SampleStage(GOOD_SCORES, KEEP_ALL, mechanism="select", estimator="grpo", weights_key="rollout_is_weights")
+    with pytest.raises(SampleError, match=message):
+        stage.token_weights(b, step=0)
+
+
+def test_regression_group_solve_rate_refuses_non_finite_rewards() -> None:
+    from flexkit.sample.scorers import GroupSolveRateScorer
+
+    b = batch()
+    b["token_level_scores"][0, -1] = float("nan")
+    with pytest.raises(SampleError, match="group_solve_rate': rewards must be finite"):
+        GroupSolveRateScorer()(b, step=0)
+
+
+def test_regression_gfpo_keeps_nothing_of_an_empty_batch() -> None:
+    from flexkit.sample.actuators import GfpoFilter
+
+    empty = RolloutBatch.from_dict({"token_level_scores": torch.zeros(0, T), "response_mask": torch.ones(0, T),
+                                    "uid": np.array([], dtype=object)})
+    assert GfpoFilter()(torch.zeros(0), empty, step=0).indices.tolist() == []
+
+
+def test_regression_mean_one_refuses_non_finite_raw_weights_instead_of_dropping_the_batch() -> None:
+    from flexkit.sample.actuators.mean_one import mean_one
+
+    with pytest.raises(SampleError, match="raw weights must be finite"):
+        mean_one(torch.tensor([float("nan"), 1.0]), None, torch.float32)
+    assert mean_one(torch.zeros(3), None, torch.float32).tolist() == [0.0, 0.0, 0.0]  # all zero stays so

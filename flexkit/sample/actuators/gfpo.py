@@ -63,6 +63,8 @@ class GfpoFilter(Actuator):
         batch.require(["uid", "response_mask"], who="actuator 'gfpo'")
         gid, _ = batch.group_index()
         mask = batch["response_mask"].detach()
+        if mask.shape[0] == 0:
+            return Keep(np.empty(0, dtype=np.int64))
         length = np.maximum(mask.reshape(mask.shape[0], -1).double().sum(-1).cpu().numpy(), 1.0)
         reward = as_float(scores).double().cpu().numpy().reshape(-1)
         key = -length if self.config.metric == "short" else reward / length

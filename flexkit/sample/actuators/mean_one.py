@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from flexkit.errors import SampleError
+
 if TYPE_CHECKING:
     import torch
 
@@ -24,6 +26,9 @@ def mean_one(raw: torch.Tensor, mask: torch.Tensor | None, dtype: torch.dtype) -
         count = keep.sum().to(torch.float64)
     else:
         count = torch.tensor(float(raw.numel()), dtype=torch.float64, device=raw.device)
+    if raw.numel() and not bool(torch.isfinite(raw).all()):
+        raise SampleError("raw weights must be finite before they are scaled to mean 1, got NaN or infinite values "
+                          "(scores or a temperature so extreme that they overflow)")
     total = raw.sum()
     if not bool(total > 0):
         return torch.zeros_like(raw, dtype=dtype)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from flexkit.config import field
+from flexkit.errors import SampleError
 from flexkit.sample.scorers._common import GroupRewardScorer, group_mean, reward_key_field
 
 if TYPE_CHECKING:
@@ -40,5 +41,9 @@ class GroupSolveRateScorer(GroupRewardScorer):
 
     def per_group(self, rewards: torch.Tensor, gid: torch.Tensor, num_groups: int) -> torch.Tensor:
         """Fraction of responses per group whose reward is above ``success_threshold``, (G,)."""
+        import torch
+
+        if rewards.numel() and not bool(torch.isfinite(rewards).all()):
+            raise SampleError("scorer 'group_solve_rate': rewards must be finite, got NaN or infinite values")
         success = (rewards > self.config.success_threshold).to(rewards.dtype)
         return group_mean(success, gid, num_groups)

@@ -30,7 +30,9 @@ class ToyRLConfig:
     clip_ratio: float = field(default=0.2, gt=0, lt=1, doc="PPO clip range.")
     entropy_coef: float = field(default=0.001, ge=0, doc="Weight of the entropy bonus.")
     max_grad_norm: float = field(default=1.0, gt=0, doc="Gradient norm clip.")
-    temperature: float = field(default=1.0, gt=0, doc="Sampling temperature of the rollouts.")
+    temperature: float = field(default=1.0, ge=0.01, le=100,
+                               doc="Sampling temperature of the rollouts (0.01-100: beyond, float32 logits overflow or "
+                                   "every answer is uniform noise).")
     aggregation: Literal["token-mean", "kept-token-mean"] = field(
         default="token-mean", doc="Loss aggregation (see flexkit.policy_loss)."
     )
@@ -71,8 +73,9 @@ class ToyRLConfig:
         if self.base < family.min_base:
             raise ValueError(f'operation = "{self.operation}" needs base >= {family.min_base}, got base = '
                              f"{self.base}: set base = {family.min_base} or more")
-        if any(w < 0 or not math.isfinite(w) for w in self.warmup_level_weights) or not sum(
-                self.warmup_level_weights) > 0:
+        total = sum(self.warmup_level_weights)
+        if any(w < 0 or not math.isfinite(w) for w in self.warmup_level_weights) or not (
+                0 < total < math.inf):  # a sum that overflows normalises to zeros
             raise ValueError("warmup_level_weights must be finite, >= 0, with a positive sum")
         bad = [level for level in self.eval_levels if not 1 <= level <= self.max_digits]
         if bad:

@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from flexkit import FlexkitError
+
 
 class Block(nn.Module):
     """One pre-norm transformer block: causal self-attention, then an MLP."""
@@ -118,6 +120,9 @@ def generate(model: TinyTransformer, prompts: torch.Tensor, answer_len: int, *, 
             position += 1
         if allowed is not None:
             logits = logits[:, :allowed]
+        if not bool(torch.isfinite(logits).all()):
+            raise FlexkitError("toyrl: the policy's logits are not finite (its weights overflowed): the policy "
+                               "diverged; lower learning_rate (or warmup_learning_rate)")
         logp_all = torch.log_softmax(logits, dim=-1)
         if temperature == 0:
             token = logits.argmax(-1)

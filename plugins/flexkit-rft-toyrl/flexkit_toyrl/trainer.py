@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from flexkit import ConfigError, ConfigIssue, Rollout, Trainer, aggregate, keep_mask, policy_loss
+from flexkit import ConfigError, ConfigIssue, FlexkitError, Rollout, Trainer, aggregate, keep_mask, policy_loss
 from flexkit_toyrl.config import ToyRLConfig
 from flexkit_toyrl.families import FAMILIES
 from flexkit_toyrl.model import TinyTransformer, answer_log_probs, generate
@@ -243,7 +243,13 @@ class ToyRLTrainer(Trainer):
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+        if not (torch.isfinite(loss) and torch.isfinite(norm)):
+            raise FlexkitError(f"toyrl: step {step}: the loss ({float(loss):g}) or gradient norm ({float(norm):g}) is "
+                               "not finite: the policy diverged; lower learning_rate or entropy_coef")
         self.optimizer.step()
+        if not all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
+            raise FlexkitError(f"toyrl: step {step}: the update left weights that are not finite: the policy "
+                               "diverged; lower learning_rate")
         return {"loss": float(loss.detach()), "entropy": float(entropy.detach().mean()), "grad_norm": float(norm)}
 
     # -- evaluation -------------------------------------------------------------------------------------

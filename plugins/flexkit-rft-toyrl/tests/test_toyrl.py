@@ -254,3 +254,30 @@ def test_quickstart_learns_on_the_frontier_and_counts_its_rollouts(tmp_path: Pat
     assert last["eval_accuracy/3"] - first["eval_accuracy/3"] >= 0.1  # and the selector moves on to the next
     assert last["eval_accuracy/1"] > 0.9  # and the solved level is kept
     assert 200_000 <= result.last_metrics["flexkit/run/rollouts"] < 200_000 + 512  # stopped at the budget
+
+
+def test_regression_a_diverged_policy_stops_with_a_flexkit_error() -> None:
+    """A loss or gradient that is not finite (a huge ``entropy_coef``), or weights blown up by a huge learning
+    rate, used to train on silently (``grad_norm`` Infinity) or end in torch's ``RuntimeError`` from
+    ``multinomial``."""
+    from flexkit import FlexkitError
+
+    base = dict(max_digits=2, d_model=16, n_heads=2, group_size=4, warmup_steps=0, eval_levels=(1, 2),
+                warmup_level_weights=(1.0,))
+    trainer = ToyRLTrainer(ToyRLConfig(**base, entropy_coef=1e30), seed=0)
+    with pytest.raises(FlexkitError, match=r"step 3: the loss .* not finite: the policy diverged"):
+        trainer.update(_batch_for(trainer), None, step=3)
+    trainer = ToyRLTrainer(ToyRLConfig(**base), seed=0)
+    with torch.no_grad():
+        trainer.model.head.bias.fill_(float("inf"))  # as an overflowing update leaves it
+    with pytest.raises(FlexkitError, match="logits are not finite"):
+        _batch_for(trainer)
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"temperature": 1e-40}, "must be >= 0.01"),
+    ({"warmup_level_weights": (1e308, 1e308)}, "with a positive sum"),
+])
+def test_regression_settings_that_overflow_are_refused(params: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ToyRLConfig(**params)
