@@ -99,11 +99,12 @@ def _add_draws(draws: dict[str, int], mix: Any) -> None:
 def _add_eval(out: RunRecords, steps: int, rollouts: int, record: dict[str, Any]) -> None:
     """Add one evaluation of a record (overall and per level) to the curves; values that are not finite numbers
     (a trainer's ``None`` or NaN) are no points of them."""
-    acc = record.get(EVAL_ACCURACY)
-    if not is_number(acc):
+    raw = record.get(EVAL_ACCURACY)
+    if not is_number(raw):
         return
-    out.curve.append((steps, float(acc)))
-    out.rollout_curve.append((rollouts, float(acc)))
+    acc = float(raw)  # type: ignore[arg-type]  # is_number: a finite int or float
+    out.curve.append((steps, acc))
+    out.rollout_curve.append((rollouts, acc))
     for key, value in record.items():
         if key.startswith(_RECORD_LEVEL_PREFIX) and is_number(value):
             level = LEVEL_PREFIX + key.removeprefix(_RECORD_LEVEL_PREFIX)
