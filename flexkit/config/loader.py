@@ -28,6 +28,7 @@ def parse_toml(text: str | bytes, source: str | None = None) -> dict[str, Any]:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ConfigError([ConfigIssue("", f"not valid UTF-8 text (byte {exc.start})")], source) from None
+    text = text.removeprefix("\ufeff")  # a byte-order mark some editors write: not TOML, and no content either
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -133,6 +133,12 @@ def test_toml_syntax_error_has_line_and_column() -> None:
     assert text.startswith("p.toml: line 2, column 14: TOML syntax error")
 
 
+def test_regression_a_byte_order_mark_is_read_past() -> None:
+    """A UTF-8 file some editors write with a BOM was 'line 1, column 1: TOML syntax error: Invalid statement'."""
+    assert parse_toml("\ufeff[run]\nbatch_size = 3\n".encode()) == {"run": {"batch_size": 3}}
+    assert parse_toml("\ufeff[run]\n") == {"run": {}}
+
+
 def test_missing_file_and_bad_encoding(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no such file"):
         load_pipeline(tmp_path / "nope.toml")
