@@ -42,7 +42,7 @@ except ImportError:  # pragma: no cover - Windows: no advisory locks, one writer
     fcntl = None  # type: ignore[assignment]  # no such module on Windows
 
 __all__ = ["FORMAT_VERSION", "LOCK_FILE", "MAX_DEPTH", "META_KEY", "STATE_FILE", "check_state", "format_key_path",
-           "join_arrays", "load_state", "save_state", "split_arrays"]
+           "join_arrays", "load_state", "remove_leftovers", "save_state", "split_arrays"]
 
 #: Layout version of ``state.json``: 2 adds the checksums (version 1 checkpoints are refused with a clear error).
 FORMAT_VERSION = 2
@@ -262,6 +262,21 @@ def _remove_stale(root: Path, keep: str | None, *, arrays: bool = True) -> None:
         for stale in root.glob("arrays-*.npz"):
             if stale.name != keep:
                 stale.unlink(missing_ok=True)
+
+
+def remove_leftovers(directory: str | os.PathLike[str]) -> None:
+    """Remove what interrupted saves left in a checkpoint directory (temp files, arrays files ``state.json`` does
+    not name), as the next save would; nothing when ``state.json`` cannot be read but the temp files. For a run
+    that will not save again: one killed inside its last save and resumed finished. Errors are ignored (a
+    leftover stays until a later save)."""
+    root = Path(directory)
+    if not root.is_dir():
+        return
+    with suppress(OSError), _writer_lock(root):
+        try:
+            _remove_stale(root, _committed_arrays(root))
+        except CheckpointError:
+            _remove_stale(root, None, arrays=False)
 
 
 def _write_synced(path: Path, data: bytes) -> None:

@@ -27,7 +27,7 @@ from typing import Any, TypeGuard
 import attrs
 import structlog
 
-from flexkit.checkpoint import STATE_FILE
+from flexkit.checkpoint import STATE_FILE, remove_leftovers
 from flexkit.errors import CheckpointError, FlexkitError
 from flexkit.metric_names import upgrade_record
 from flexkit.pipeline import Pipeline
@@ -165,6 +165,7 @@ def resume_run_folder(pipe: Pipeline, trainer: TrainerLike, run_dir: Path) -> Re
             f"{run_dir} has no checkpoint yet: the run stopped before its first one ([run] checkpoint_every = "
             f"{cfg.run.checkpoint_every}); start it again without --resume (--out {run_dir} reuses the folder)")
     extra = pipe.load_checkpoint(ckpt)
+    remove_leftovers(ckpt)  # a run killed inside its last save may never save again
     runner = _runner_state(pipe, extra, ckpt)
     try:
         trainer.load_state_dict(extra[TRAINER_KEY])

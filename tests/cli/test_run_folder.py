@@ -266,3 +266,19 @@ def test_a_file_size_limit_mid_run_is_a_message_and_the_run_resumes_exactly(tmp_
     assert main(["run", str(path), "--resume", str(run_dir), "--quiet"]) == 0
     assert (run_dir / "metrics.jsonl").read_bytes() == (reference[0] / "metrics.jsonl").read_bytes()
     assert json.loads(lines[-1])["step"] == 59
+
+
+def test_regression_resuming_a_finished_run_removes_what_its_interrupted_last_save_left(tmp_path: Path) -> None:
+    """A run killed inside its last save, after ``state.json`` was replaced and before the old arrays file was
+    removed, finished there; its ``--resume`` saves nothing, so the leftover stayed (seen in the kill campaign)."""
+    path = write(tmp_path)
+    run_dir = tmp_path / "r"
+    assert main(["run", str(path), "--out", str(run_dir), "--quiet"]) == 0
+    ckpt = run_dir / "checkpoint"
+    current = json.loads((ckpt / STATE_FILE).read_text())["arrays"]
+    (ckpt / "arrays-0123456789abcdef0123456789abcdef.npz").write_bytes((ckpt / current).read_bytes())
+    (ckpt / f".{STATE_FILE}.0123.tmp").write_text("{}")
+    assert stale_files(ckpt)
+    assert main(["run", str(path), "--resume", str(run_dir), "--quiet"]) == 0
+    assert not stale_files(ckpt)
+    assert load_state(ckpt)[0]  # the committed checkpoint is whole
