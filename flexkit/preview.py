@@ -10,7 +10,6 @@ drops, and the scheduler is read again until the kept groups fill the batch, as 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -19,6 +18,7 @@ import numpy as np
 
 from flexkit.errors import FlexkitError
 from flexkit.run_estimates import level_mix
+from flexkit.tasksets.base import finite_number
 
 #: Responses per task when the pipeline names no ``[trainer] group_size``.
 DEFAULT_GROUP_SIZE = 8
@@ -72,21 +72,11 @@ def field_bins(tasks: Sequence[Any], field: str) -> dict[str, int]:
     labels = [f"{edges[i]:g}-{edges[i + 1]:g}" for i in range(FIELD_BINS)]
     counts = dict.fromkeys(labels, 0)
     for task in tasks:
-        value = _finite(task.data.get(field) if isinstance(task.data, Mapping) else None)
+        value = finite_number(task.data.get(field) if isinstance(task.data, Mapping) else None)
         if value is not None:
             counts[labels[min(FIELD_BINS - 1, max(0, int(min(max(value, 0.0), 1.0) * FIELD_BINS)))]] += 1
     return counts
 
-
-def _finite(value: Any) -> float | None:
-    """``value`` as a finite float, or ``None`` (not a number, a bool, NaN, infinite, too large for a float)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
 
 
 def simulated_feedback(
@@ -104,7 +94,7 @@ def simulated_feedback(
             value = float(rng.uniform())
         else:
             raw = task.data.get(mode) if isinstance(task.data, Mapping) else None
-            number = _finite(raw)
+            number = finite_number(raw)
             if number is None:
                 got = "no such field" if raw is None else f"{raw!r}"[:40]
                 raise FlexkitError(f"--feedback {mode}: task {task.index} of {task.taskset!r} has no finite numeric "

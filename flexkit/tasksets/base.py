@@ -292,7 +292,7 @@ def lazy_features(taskset: TasksetLike, keys: Sequence[str]) -> Mapping[str, np.
 # -- values -----------------------------------------------------------------------------------------------
 
 
-def _feature_value(value: Any) -> float | None:
+def finite_number(value: Any) -> float | None:
     """``value`` as a finite float, or ``None`` when it is not a finite number (bools are not numbers)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         return None
@@ -325,7 +325,7 @@ def _column_from_rows(
             if i == 0:
                 raise taskset._error(_missing_key_message(key, list(row)))
             raise taskset._error(f"no feature {key!r} at {where.format(i=i)}")
-        number = _feature_value(row[key])
+        number = finite_number(row[key])
         if number is None:
             raise taskset._error(_value_error(key, row[key], where.format(i=i)))
         out[i] = number

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from flexkit.tasksets._fdpool import POOL
-from flexkit.tasksets.base import Taskset, _feature_value, _missing_key_message, _readonly, _value_error
+from flexkit.tasksets.base import Taskset, _missing_key_message, _readonly, _value_error, finite_number
 
 __all__ = ["JsonlTaskset"]
 
@@ -414,7 +414,7 @@ class JsonlTaskset(Taskset):
                     if i == 0:
                         raise self._error(_missing_key_message(key, list(row))) from None
                     raise self._error(f"no feature {key!r} at line {self.line_number(i)}") from None
-                number = _feature_value(value)
+                number = finite_number(value)
                 if number is None:
                     raise self._error(_value_error(key, value, f"line {self.line_number(i)}"))
                 out[i] = number

@@ -122,19 +122,24 @@ def test_make_selector_reads_mixed_python_values_as_labels_like_a_taskset() -> N
     assert selector.groups.names == ("x=3", "x=a", "x=true")
 
 
+def _taskset_group_names(tmp_path: Path, rows: list[dict], key: str) -> tuple[str, ...]:
+    """The group names of ``frontier`` grouped by ``key`` over ``rows`` read from a JSONL taskset."""
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "p.toml").write_text(
+        '[run]\nbatch_size = 2\ntotal_steps = 1\n\n[[tasksets]]\nname = "t"\npath = "tasks.jsonl"\n\n'
+        f'[tasksets.selector]\ntype = "frontier"\nfeature_keys = ["{key}"]\n')
+    pipe = load_pipeline(tmp_path / "p.toml")
+    pipe.scheduler.read()
+    return tuple(pipe.scheduler.entries[0].selector.groups.names)
+
+
 def test_integer_labels_beyond_float64_precision_keep_one_group_each(tmp_path: Path) -> None:
     ids = np.array([2**53, 2**53 + 1, 2**53 + 2, 2**53 + 3], dtype=np.int64)
     assert make_selector("frontier", size=4, features={"id": ids}).groups.count == 4  # float64 merged them
     assert make_selector("frontier", size=3, features={"id": [10**30, 10**30 + 1, 1]}).groups.names == (
         "id=1", "id=1000000000000000000000000000000", "id=1000000000000000000000000000001")
     rows = [{"prompt": f"p{i}", "id": 2**53 + i % 2} for i in range(4)]
-    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (tmp_path / "p.toml").write_text(
-        '[run]\nbatch_size = 2\ntotal_steps = 1\n\n[[tasksets]]\nname = "t"\npath = "tasks.jsonl"\n\n'
-        '[tasksets.selector]\ntype = "frontier"\nfeature_keys = ["id"]\n')
-    pipe = load_pipeline(tmp_path / "p.toml")
-    pipe.scheduler.read()
-    assert pipe.scheduler.entries[0].selector.groups.names == ("id=9007199254740992", "id=9007199254740993")
+    assert _taskset_group_names(tmp_path, rows, "id") == ("id=9007199254740992", "id=9007199254740993")
 
 
 @pytest.mark.parametrize(("column", "message"), [
@@ -151,13 +156,7 @@ def test_equal_numbers_are_one_label_on_both_paths(tmp_path: Path) -> None:
     mixed = [True, 1, "1", 1.0, 2.5]
     assert make_selector("frontier", size=5, features={"x": mixed}).groups.names == ("x=1", "x=2.5", "x=true")
     rows = [{"prompt": f"p{i}", "x": value} for i, value in enumerate(mixed)]
-    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (tmp_path / "p.toml").write_text(
-        '[run]\nbatch_size = 2\ntotal_steps = 1\n\n[[tasksets]]\nname = "t"\npath = "tasks.jsonl"\n\n'
-        '[tasksets.selector]\ntype = "frontier"\nfeature_keys = ["x"]\n')
-    pipe = load_pipeline(tmp_path / "p.toml")
-    pipe.scheduler.read()
-    assert pipe.scheduler.entries[0].selector.groups.names == ("x=1", "x=2.5", "x=true")
+    assert _taskset_group_names(tmp_path, rows, "x") == ("x=1", "x=2.5", "x=true")
     bools = make_selector("frontier", size=2, features={"x": np.array([True, False])})
     assert bools.groups.names == ("x=false", "x=true")  # bools are labels, as a taskset reads them
 
