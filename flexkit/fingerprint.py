@@ -1,8 +1,8 @@
 """A pipeline's checkpoint fingerprint, and what of it is identity: content, not place or speed.
 
 :func:`pipeline_fingerprint` records what a checkpoint must match to be loaded: batch size, seed, the sample
-stage (with ``[sample.refill]``), the ``[feedback]`` table, the trainer, and for each taskset its name, size,
-content digest, storage type and parameters, weight, and selector type and parameters.
+stage (with ``[sample.refill]``), the ``[feedback]`` table, the trainer, ``[replay]`` when set, and for each
+taskset its name, size, content digest, storage type and parameters, weight, and selector type and parameters.
 
 :func:`compare_fingerprints` compares the identity in two fingerprints, leaving out:
 
@@ -81,7 +81,7 @@ def pipeline_fingerprint(pipe: Pipeline) -> dict[str, Any]:
                   "refill": None if cfg.sample.refill is None else _plain(cfg.sample.refill)}
     feedback = {"type": cfg.feedback.operator.type, "params": _plain(cfg.feedback.operator.config),
                 "out_of_range": cfg.feedback.out_of_range}
-    return {
+    out: dict[str, Any] = {
         "batch_size": cfg.run.batch_size,
         "seed": cfg.run.seed,
         "sample": sample,
@@ -94,6 +94,9 @@ def pipeline_fingerprint(pipe: Pipeline) -> dict[str, Any]:
             for ts, entry in zip(cfg.tasksets, pipe.scheduler.entries, strict=True)
         ],
     }
+    if cfg.replay is not None:  # recorded only when set: a checkpoint without it had none
+        out["replay"] = _plain(cfg.replay)
+    return out
 
 
 def _drop(table: Any, keys: frozenset[str]) -> None:
@@ -263,6 +266,9 @@ def fingerprint_hints(diffs: Sequence[str]) -> list[str]:
         hints.append("[sample.refill] (dynamic sampling) cannot be added, removed or changed within a run (the "
                      "checkpointed steps were drawn and trained with the checkpoint's setting): put it back as it "
                      "was to resume, or start a new run")
+    if any(d.startswith("replay") for d in diffs):
+        hints.append("[replay] cannot be added, removed or changed within a run (the checkpointed steps trained "
+                     "on what it replayed): put it back as it was to resume, or start a new run")
     if any(d.startswith("feedback") for d in diffs):
         hints.append("the [feedback] table cannot change within a run (the selectors' state was learnt from its "
                      "values): put it back as it was to resume, or start a new run")

@@ -22,9 +22,10 @@ __all__ = [
     "EPOCH", "EVAL_ACCURACY", "FEEDBACK_ONE_FRACTION", "FEEDBACK_PASS_RATE_MAX", "FEEDBACK_PASS_RATE_MEAN",
     "FEEDBACK_PASS_RATE_MIN", "FEEDBACK_PASS_RATE_STD", "FEEDBACK_TASKS", "FEEDBACK_ZERO_FRACTION", "FILTER_ROUNDS",
     "GROUPS_NEEDED", "KEPT_FRACTION", "KEPT_GROUPS", "LEGACY_NAMES", "LEVEL_MIX", "MEAN_WEIGHT", "METRICS",
-    "PREDICTED_PASS_RATE", "PREFIX", "REWARD_MEAN", "ROLLOUTS", "RUN_GENERATED_TOKENS", "RUN_ROLLOUTS",
-    "SCHEDULER_STEP", "STEP", "TASKSET_MIX", "TRAINER_EVAL_ACCURACY", "Metric", "eval_level", "evaluation_of",
-    "mix_share", "proportion", "record_evaluation", "sample_metric", "selector_metric", "upgrade_record",
+    "PREDICTED_PASS_RATE", "PREFIX", "REPLAY_GROUPS", "REPLAY_RESPONSES", "REWARD_MEAN", "ROLLOUTS",
+    "RUN_GENERATED_TOKENS", "RUN_ROLLOUTS", "SCHEDULER_STEP", "STEP", "TASKSET_MIX", "TRAINER_EVAL_ACCURACY", "Metric",
+    "eval_level", "evaluation_of", "mix_share", "proportion", "record_evaluation", "sample_metric", "selector_metric",
+    "upgrade_record",
 ]
 
 #: The prefix of every flexkit metric name.
@@ -48,6 +49,8 @@ FILTER_ROUNDS = _SAMPLE + "filter_rounds"
 GROUPS_NEEDED = _SAMPLE + "groups_needed"
 KEPT_FRACTION = _SAMPLE + "kept_fraction"
 MEAN_WEIGHT = _SAMPLE + "mean_weight"
+REPLAY_GROUPS = PREFIX + "replay/groups"
+REPLAY_RESPONSES = PREFIX + "replay/responses"
 _FEEDBACK = PREFIX + "feedback/"
 FEEDBACK_TASKS = _FEEDBACK + "tasks"
 FEEDBACK_PASS_RATE_MEAN = _FEEDBACK + "pass_rate_mean"
@@ -125,6 +128,8 @@ METRICS: tuple[Metric, ...] = (
            "select: responses trained on / responses generated this step; weights: share of responses with a "
            "positive weight"),
     Metric(MEAN_WEIGHT, True, True, "the sample stage's mean weight per response (its latest call)"),
+    Metric(REPLAY_GROUPS, True, False, "`[replay]`: stored groups this step's update trained on again"),
+    Metric(REPLAY_RESPONSES, True, False, "`[replay]`: their responses (not counted as rollouts)"),
     Metric(proportion("<id>"), True, True, "a mix actuator's latest share of each taskset id"),
     Metric(sample_metric("<name>"), True, True, "a plugin actuator's own metrics (`metrics()`)"),
     Metric(FEEDBACK_TASKS, False, True, "tasks in this step's feedback"),

@@ -33,6 +33,7 @@ from flexkit.metric_names import upgrade_record
 from flexkit.pipeline import Pipeline
 from flexkit.pipeline_state import EXTRA_KEY, TRAINER_KEY
 from flexkit.protocols import TrainerLike
+from flexkit.replay import REPLAY_KEY, ReplayBuffer
 from flexkit.run_counters import RUNNER_KEY, RunCounters
 from flexkit.schema_line import copy_pipeline_file
 from flexkit.state_problems import add_problem, is_count
@@ -153,9 +154,11 @@ def _runner_state(pipe: Pipeline, extra: Mapping[str, Any], ckpt: Path) -> Mappi
     return extra[RUNNER_KEY]  # type: ignore[no-any-return]  # checked: a table
 
 
-def resume_run_folder(pipe: Pipeline, trainer: TrainerLike, run_dir: Path) -> Resumed:
-    """Load ``run_dir``'s checkpoint into ``pipe`` and ``trainer``, restore the run's counters and evaluations
-    and the last record, and cut ``metrics.jsonl`` back to the checkpoint's step."""
+def resume_run_folder(pipe: Pipeline, trainer: TrainerLike, run_dir: Path, replay: ReplayBuffer | None = None
+                      ) -> Resumed:
+    """Load ``run_dir``'s checkpoint into ``pipe``, ``trainer`` and ``replay`` (``[replay]``'s buffer), restore
+    the run's counters and evaluations and the last record, and cut ``metrics.jsonl`` back to the checkpoint's
+    step."""
     cfg = pipe.config
     ckpt = run_dir / CHECKPOINT_DIR
     if not run_dir.is_dir():
@@ -173,6 +176,11 @@ def resume_run_folder(pipe: Pipeline, trainer: TrainerLike, run_dir: Path) -> Re
         kind = cfg.trainer.type if cfg.trainer is not None else "?"
         raise CheckpointError(f"checkpoint in {ckpt}: the state of trainer {kind!r} does not fit: "
                               f"{type(exc).__name__}: {exc}") from None
+    if replay is not None:
+        try:
+            replay.load_state_dict(extra.get(REPLAY_KEY))
+        except CheckpointError as exc:
+            raise CheckpointError(f"checkpoint in {ckpt}: {exc}") from None
     start, total = RunCounters.step_of(runner), pipe.scheduler.total_steps
     if start > total:
         raise FlexkitError(

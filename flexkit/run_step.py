@@ -18,11 +18,14 @@ from flexkit.metric_names import (
     FEEDBACK_PASS_RATE_MEAN,
     LEVEL_MIX,
     PREDICTED_PASS_RATE,
+    REPLAY_GROUPS,
+    REPLAY_RESPONSES,
     STEP,
     TASKSET_MIX,
 )
 from flexkit.pipeline import Pipeline
 from flexkit.protocols import TrainerLike
+from flexkit.replay import ReplayBuffer
 from flexkit.run_counters import RunCounters
 from flexkit.run_estimates import EstimateSnapshot, level_mix
 from flexkit.sample.actuator import Keep, Mix
@@ -46,16 +49,18 @@ class _StepOutcome:
     count: RefillCount
 
 
-def train_step(pipe: Pipeline, trainer: TrainerLike, stage: SampleStage | None, step: int, counters: RunCounters
+def train_step(pipe: Pipeline, trainer: TrainerLike, stage: SampleStage | None, step: int, counters: RunCounters,
+               replay: ReplayBuffer | None = None
                ) -> tuple[dict[str, Any], list[Any], list[Mapping[str, Any]], RefillCount]:
     """One step (plain, or with dynamic sampling under ``[sample.refill]``) as a metrics record, the tasks it
     drew, its feedback payloads (one per round) and its count (:class:`RefillCount`, whose metrics the record
-    holds); adds the responses and tokens generated to the run's ``counters``."""
+    holds); adds the responses and tokens generated to the run's ``counters``. With ``replay`` (``[replay]``)
+    the update also trains on the stored groups it hands back, and the step's informative groups are stored."""
     sample = pipe.config.sample
     if sample is not None and sample.refill is not None:
-        outcome = _refill_step(pipe, trainer, step)
+        outcome = _refill_step(pipe, trainer, step, replay)
     else:
-        outcome = _plain_step(pipe, trainer, stage, step)
+        outcome = _plain_step(pipe, trainer, stage, step, replay)
     counters.add(outcome.count.responses, outcome.count.tokens)
     mix: dict[str, int] = {}
     for task in outcome.tasks:
@@ -67,6 +72,8 @@ def train_step(pipe: Pipeline, trainer: TrainerLike, stage: SampleStage | None, 
     if stage is not None:
         record.update(stage.metrics())
     record.update(outcome.count.metrics())  # the step's counts, not the sample stage's latest round's
+    if replay is not None:
+        record[REPLAY_GROUPS], record[REPLAY_RESPONSES] = replay.last_groups, replay.last_responses
     return record, outcome.tasks, outcome.feedback, outcome.count
 
 
@@ -84,7 +91,8 @@ def record_selection(record: dict[str, Any], tasks: list[Any], before: EstimateS
     return EstimateSnapshot.take(sched)
 
 
-def _plain_step(pipe: Pipeline, trainer: TrainerLike, stage: SampleStage | None, step: int) -> _StepOutcome:
+def _plain_step(pipe: Pipeline, trainer: TrainerLike, stage: SampleStage | None, step: int,
+                replay: ReplayBuffer | None = None) -> _StepOutcome:
     """Read, roll out, sample stage at its timings, advantages, then the update with the feedback alongside it.
 
     The feedback (pass rates, selector updates and, with the default prefetch, the next batch's selection) runs
@@ -108,11 +116,14 @@ def _plain_step(pipe: Pipeline, trainer: TrainerLike, stage: SampleStage | None,
         pipe.apply_sample_stage(batch, step=step, timing="post_advantage")
         if not isinstance(stage.last_action, Mix) and stage.last_step == step:
             weights = stage.token_weights(batch, step=step)
+    trained = replay.extend(batch, step) if replay is not None else batch
     pending = _background().submit(pipe.feedback, experiences)
     try:
-        update = trainer.update(batch, weights, step=step)
+        update = trainer.update(trained, weights, step=step)
     finally:
         feedback = pending.result()  # waits even when the update failed, so no feedback outlives the step
+    if replay is not None:
+        replay.store(batch, step)
     return _StepOutcome(tasks=tasks, feedback=[feedback], rollout_metrics=rollout_metrics,
                         update=trainer_metrics(trainer, update, "update"),
                         count=_plain_count(batch, stage.last_action if stage is not None else None, step))
@@ -124,14 +135,20 @@ def _background() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="flexkit-feedback")
 
 
-def _refill_step(pipe: Pipeline, trainer: TrainerLike, step: int) -> _StepOutcome:
-    """Dynamic sampling: rounds of rollouts until the kept groups fill the batch, then one update on them."""
+def _refill_step(pipe: Pipeline, trainer: TrainerLike, step: int, replay: ReplayBuffer | None = None
+                 ) -> _StepOutcome:
+    """Dynamic sampling: rounds of rollouts until the kept groups fill the batch, then one update on them (and
+    on the groups ``replay`` hands back)."""
     filled = fill_batch(pipe, lambda tasks: trainer.rollout(tasks, step=step), step=step)
     batch = filled.batch
     update: Mapping[str, float] = {}
-    if batch.batch_size:  # nothing kept after every round: no update this step
+    if batch.batch_size:
         trainer.compute_advantages(batch, step=step)
-        update = trainer_metrics(trainer, trainer.update(batch, None, step=step), "update")
+    trained = replay.extend(batch, step) if replay is not None else batch
+    if trained.batch_size:  # nothing kept after every round and nothing to replay: no update this step
+        update = trainer_metrics(trainer, trainer.update(trained, None, step=step), "update")
+    if replay is not None and batch.batch_size:
+        replay.store(batch, step)
     metrics: dict[str, float] = {}
     rounds = [(trainer_metrics(trainer, r.rollout.metrics, "rollout"), r.responses) for r in filled.rounds]
     for key in {k for m, _n in rounds for k in m}:  # response-weighted mean over rounds

@@ -27,6 +27,7 @@ from flexkit.log import say
 from flexkit.metric_names import RUN_ROLLOUTS, STEP, record_evaluation
 from flexkit.pipeline import Pipeline
 from flexkit.pipeline_state import EXTRA_KEY, TRAINER_KEY
+from flexkit.replay import REPLAY_KEY, ReplayBuffer
 from flexkit.run_counters import RUNNER_KEY, RunCounters
 from flexkit.run_estimates import EstimateSnapshot
 from flexkit.run_folder import (
@@ -139,9 +140,10 @@ def run_pipeline(
     if callable(getattr(trainer, "set_progress", None)):  # optional: trainers from before it existed lack it
         trainer.set_progress(bar.phase)
     trainer.setup(pipe)
+    replay = _replay_buffer(pipe, trainer)
     metrics_path = run_dir / METRICS_FILE
     if resume:
-        resumed = resume_run_folder(pipe, trainer, run_dir)
+        resumed = resume_run_folder(pipe, trainer, run_dir, replay)
         _say_resumed(run_dir, resumed, sched.total_steps, resumed.counters.rollouts)
     else:
         start_run_folder(pipe, run_dir)
@@ -151,7 +153,7 @@ def run_pipeline(
     saved = {"step": start} if resume else {}  # the step of the last committed checkpoint
     try:
         if not resumed.finished:
-            last = _loop(pipe, trainer, run_dir, metrics_path, counters, bar, saved, trackers)
+            last = _loop(pipe, trainer, run_dir, metrics_path, counters, bar, saved, trackers, replay)
     except KeyboardInterrupt:
         raise RunInterrupted(run_dir, _committed_step(run_dir, saved)) from None
     except BrokenPipeError:
@@ -171,6 +173,20 @@ def run_pipeline(
                      last_metrics=last, stop_reason=stop_reason(steps, sched.total_steps, last.get(RUN_ROLLOUTS),
                                                                 budget),
                      total_steps=sched.total_steps, max_rollouts=budget)
+
+
+def _replay_buffer(pipe: Pipeline, trainer: Any) -> ReplayBuffer | None:
+    """The run's :class:`ReplayBuffer` under ``[replay]`` (``None`` without); refuses a trainer that does not
+    declare :attr:`~flexkit.trainer.Trainer.supports_replay`."""
+    cfg = pipe.config.replay
+    if cfg is None:
+        return None
+    if not getattr(trainer, "supports_replay", False):
+        kind = pipe.config.trainer.type if pipe.config.trainer is not None else "?"
+        raise ConfigError([ConfigIssue("replay", f"the trainer {kind!r} does not support [replay] (replayed rows "
+                                       "need their behaviour log-probabilities in the loss: a trainer declares it "
+                                       "with supports_replay = True): remove [replay]")], pipe.source)
+    return ReplayBuffer(cfg.groups, cfg.max_age)
 
 
 def _say_resumed(run_dir: Path, resumed: Resumed, total: int, rollouts: int) -> None:
@@ -194,6 +210,7 @@ def _loop(
     bar: ProgressDisplay,
     saved: dict[str, int],
     trackers: Any = None,
+    replay: ReplayBuffer | None = None,
 ) -> dict[str, Any]:
     """The step loop of :func:`run_pipeline` from step ``counters.step`` on; returns the last record, keeps the
     run's counters and evaluations in ``counters`` and the step of the last checkpoint it committed in
@@ -217,7 +234,7 @@ def _loop(
         snapshot = EstimateSnapshot.take(sched)  # what the selectors believe before the step
         for step in range(counters.step, total):
             spent = counters.rollouts
-            record, tasks, feedback, count = train_step(pipe, trainer, stage, step, counters)
+            record, tasks, feedback, count = train_step(pipe, trainer, stage, step, counters, replay)
             counters.step = step + 1
             snapshot = record_selection(record, tasks, snapshot, sched)
             done = step + 1 == total or (budget is not None and counters.rollouts >= budget)
@@ -233,8 +250,10 @@ def _loop(
             bar.update(step, record, counters.last_eval.get("eval_accuracy"))
             if (ckpt_every and (step + 1) % ckpt_every == 0) or done:
                 saved["pending"] = step + 1  # a Ctrl-C from here on may land before or after the commit
-                pipe.save_checkpoint(run_dir / CHECKPOINT_DIR, extra={TRAINER_KEY: trainer.state_dict(),
-                                                                     RUNNER_KEY: counters.state_dict()})
+                extra = {TRAINER_KEY: trainer.state_dict(), RUNNER_KEY: counters.state_dict()}
+                if replay is not None:
+                    extra[REPLAY_KEY] = replay.state_dict()
+                pipe.save_checkpoint(run_dir / CHECKPOINT_DIR, extra=extra)
                 saved["step"] = step + 1
                 del saved["pending"]
             if done:

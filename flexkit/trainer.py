@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -74,6 +74,11 @@ class Trainer(Configurable, abc.ABC):
     Built by its registered factory as ``factory(config, seed=...)``; a subclass sets :attr:`Config` and calls
     ``super().__init__(config)`` (``None``: ``Config()``, its defaults) before reading ``self.config``.
     """
+
+    #: Whether :meth:`update` honours ``[replay]``: rows whose ``replay_age`` field is above 0 were generated
+    #: by an earlier policy, and the loss must use their ``old_log_probs`` (the generating policy's) in the
+    #: importance ratio (:mod:`flexkit.replay`). ``flexkit run`` refuses ``[replay]`` for a trainer without it.
+    supports_replay: ClassVar[bool] = False
 
     #: Where :meth:`report_progress` goes (set by :meth:`set_progress`); ``None``: nowhere.
     progress_callback: ProgressCallback | None = None

@@ -13,6 +13,7 @@ from flexkit.metric_names import (
     EVAL_ACCURACY,
     KEPT_FRACTION,
     LEVEL_MIX,
+    REPLAY_RESPONSES,
     RUN_ROLLOUTS,
     TRAINER_EVAL_ACCURACY,
     record_evaluation,
@@ -51,7 +52,8 @@ def read_run_records(run_dir: Path, first: dict[str, float], rollouts_per_step: 
     ``eval_accuracy/<level>``, as the final evaluation.
 
     Counts, from the training records (``step >= 0``): a step trains on ``flexkit/sample/kept_fraction`` × the
-    responses it generated (all of them without one: no filter), rounded; it is an optimizer step when that is
+    responses it generated (all of them without one: no filter), rounded, plus the responses ``[replay]`` trained on
+    again (``flexkit/replay/responses``); it is an optimizer step when that is
     more than zero (a dynamic-sampling step that kept nothing makes no update). Draws per level: the tasks drawn
     per ``level`` of their rows (``flexkit/level_mix``), summed over the steps (empty when no step logged one).
     """
@@ -79,11 +81,13 @@ def read_run_records(run_dir: Path, first: dict[str, float], rollouts_per_step: 
 
 
 def _trained(record: dict[str, Any], responses: int) -> int:
-    """Samples of a step's ``responses`` that entered the loss."""
+    """Samples of a step's ``responses`` that entered the loss, and the responses ``[replay]`` trained on again."""
     kept = record.get(KEPT_FRACTION)
+    replayed = record.get(REPLAY_RESPONSES)
+    again = int(replayed) if isinstance(replayed, int) and replayed > 0 else 0
     if kept is None:
-        return responses
-    return round(float(kept) * responses)
+        return responses + again
+    return round(float(kept) * responses) + again
 
 
 def _add_draws(draws: dict[str, int], mix: Any) -> None:

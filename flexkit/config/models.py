@@ -132,6 +132,24 @@ class SampleConfig:
 
 
 @attrs.frozen(kw_only=True)
+class ReplayConfig:
+    """``[replay]``: rollout replay in ``flexkit run`` (after DOTS, arXiv 2506.05316; :mod:`flexkit.replay`).
+
+    Each step's update also trains on up to ``groups`` informative answer groups (their rewards differ) that
+    earlier steps generated, newest first, none older than ``max_age`` steps. Replayed answers are not generated
+    again, so each step generates only ``[run] batch_size`` tasks' answers: set it to the fresh part of the batch
+    (e.g. half the batch you trained on before, with ``groups`` the other half). The trainer must weigh replayed
+    rows by their behaviour log-probabilities (:attr:`flexkit.trainer.Trainer.supports_replay`).
+    """
+
+    groups: int = field(ge=1, doc="Stored groups added to each step's update at most (newest first).")
+    max_age: int = field(
+        default=2, ge=1,
+        doc="A stored group is replayed on the steps at most this many after the one that generated it.",
+    )
+
+
+@attrs.frozen(kw_only=True)
 class PipelineConfig:
     """A whole pipeline file."""
 
@@ -142,6 +160,9 @@ class PipelineConfig:
     tasksets: tuple[TasksetConfig, ...] = field(min_items=1, doc="The tasksets batches are drawn from.")
     feedback: FeedbackConfig = default_table(doc="Feedback operator and policy (default: pass_rate_calculator).")
     sample: SampleConfig | None = field(default=None, doc="The sample-level stage (optional).")
+    replay: ReplayConfig | None = field(
+        default=None, doc="flexkit run: train each step on recent informative groups again (optional)."
+    )
     trainer: TrainerSpec | None = field(
         default=None, doc="The trainer backend `flexkit run` drives (key: type), e.g. the simulator."
     )
@@ -159,5 +180,9 @@ class PipelineConfig:
                                       "prefetched refill round would be selected before the previous round's "
                                       "feedback; remove prefetch (by default each refill round is selected "
                                       "right after the previous round's feedback)"))
+        if self.replay is not None and self.sample is not None and self.sample.refill is None:
+            issues.append(ConfigIssue("replay", "[replay] cannot be combined with a [sample] stage without "
+                                      "[sample.refill] (its per-sample weights would not cover the replayed rows): "
+                                      "drop one of them, or add [sample.refill] to its group filter"))
         if issues:
             raise ConfigError(issues)

@@ -63,7 +63,7 @@ _FILE_HEADER = re.compile(r"\A#\s*(?:file:\s*)?([\w.-]+(?:/[\w.-]+)*\.(?:py|toml
 #: Keys of a minimal pipeline, added around a TOML fragment so the loader can check it.
 MINIMAL_RUN = {"batch_size": 4}
 MINIMAL_TASKSET = {"name": "t", "storage_type": "simulated", "size": 64}
-PIPELINE_KEYS = frozenset({"plugins", "run", "tasksets", "feedback", "sample", "trainer"})
+PIPELINE_KEYS = frozenset({"plugins", "run", "tasksets", "feedback", "sample", "replay", "trainer"})
 
 
 def file_header(source: str) -> str | None:

@@ -60,6 +60,9 @@ def _torch_seed(seq: np.random.SeedSequence, key: int) -> int:
 class ToyRLTrainer(Trainer):
     """The embedded GRPO backend of this module's docstring."""
 
+    #: ``[replay]``'s rows are weighed by their generating policy's log-probabilities (:meth:`update`).
+    supports_replay = True
+
     def __init__(self, config: ToyRLConfig, *, seed: int | np.random.SeedSequence = 0) -> None:
         self.config = config
         seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
@@ -231,13 +234,15 @@ class ToyRLTrainer(Trainer):
         batch["advantages"] = (adv.reshape(-1, 1) * batch["response_mask"]).to(torch.float32)
 
     def update(self, batch: Any, weights: Any, *, step: int) -> Mapping[str, float]:
-        """One clipped policy-gradient step with per-token ``weights`` and an entropy bonus."""
+        """One clipped policy-gradient step with per-token ``weights`` and an entropy bonus. Rows this step
+        generated have importance ratio 1; rows ``[replay]`` hands back are weighed against the policy that
+        generated them (their ``old_log_probs``), clipped at ``clip_ratio`` as PPO does."""
         cfg = self.config
         self.model.train()
         mask = batch["response_mask"]
         logp, entropy = answer_log_probs(self.model, batch["input_ids"], self.answer_len, cfg.base)
-        pg = policy_loss(logp, logp.detach(), batch["advantages"], mask, weights, clip_ratio=cfg.clip_ratio,
-                         aggregation=cfg.aggregation)
+        pg = policy_loss(logp, _behaviour_log_probs(batch, logp), batch["advantages"], mask, weights,
+                         clip_ratio=cfg.clip_ratio, aggregation=cfg.aggregation)
         ent = aggregate(entropy, mask, keep_mask(weights, mask), aggregation=cfg.aggregation)
         loss = pg - cfg.entropy_coef * ent
         self.optimizer.zero_grad(set_to_none=True)
@@ -292,6 +297,20 @@ class ToyRLTrainer(Trainer):
         })
         self.generator.set_state(torch.from_numpy(np.array(state["generator"], dtype=np.uint8)))
         self.warm = bool(state["warm"])
+
+
+def _behaviour_log_probs(batch: Any, logp: torch.Tensor) -> torch.Tensor:
+    """The importance ratio's denominator: the current policy's (detached) log-probabilities for the rows this
+    step generated, and the generating policy's ``old_log_probs`` for the rows ``[replay]`` hands back
+    (``replay_age`` > 0, :mod:`flexkit.replay`)."""
+    old = logp.detach()
+    age = batch.get("replay_age")
+    if age is None:
+        return old
+    replayed = torch.from_numpy(np.asarray(age) > 0)
+    if not bool(replayed.any()):
+        return old
+    return torch.where(replayed[:, None], batch["old_log_probs"].to(old.dtype), old)
 
 
 def _level(task: Any) -> int:
