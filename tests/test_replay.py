@@ -1,0 +1,160 @@
+"""Rollout replay (:mod:`flexkit.replay`): what is stored, what is replayed and when, its checkpoint state, and the
+config and trainer checks of ``flexkit run``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from flexkit import ConfigError, Pipeline, load_pipeline, run_pipeline
+from flexkit.compare.records import _trained
+from flexkit.errors import CheckpointError
+from flexkit.metric_names import KEPT_FRACTION, REPLAY_RESPONSES
+from flexkit.replay import REPLAY_AGE, ReplayBuffer
+from flexkit.sample.batch import RolloutBatch
+
+G, T = 2, 3  # answers per group, tokens per answer
+
+
+def _batch(step: int, informative: list[bool]) -> RolloutBatch:
+    """One group per entry; an informative group's advantages are ±1, the others 0. ``index`` encodes the step and
+    the group (``100 * step + group``) so a test can tell replayed rows apart."""
+    n = len(informative)
+    adv = torch.zeros(n * G, T)
+    for g, yes in enumerate(informative):
+        if yes:
+            adv[g * G] = 1.0
+            adv[g * G + 1] = -1.0
+    return RolloutBatch.from_dict({
+        "input_ids": torch.arange(n * G * T).reshape(n * G, T),
+        "response_mask": torch.ones(n * G, T),
+        "advantages": adv,
+        "old_log_probs": torch.full((n * G, T), -float(step)),
+        "uid": np.repeat(np.arange(n), G),
+        "index": np.repeat(100 * step + np.arange(n), G),
+    })
+
+
+def _groups(batch: RolloutBatch) -> list[int]:
+    """The ``index`` of each group of ``batch``, in order."""
+    return [int(i) for i in np.asarray(batch["index"])[::G]]
+
+
+def test_only_informative_groups_are_stored_and_replayed_newest_first_up_to_groups() -> None:
+    buf = ReplayBuffer(groups=3, max_age=2)
+    first = _batch(0, [True, False, True])
+    assert buf.extend(first, 0) is first  # nothing stored yet: the fresh batch as it is
+    assert list(first[REPLAY_AGE]) == [0] * 6
+    buf.store(first, 0)
+    assert buf.stored_groups == 2  # group 1 (all advantages 0) is not kept
+    second = _batch(1, [True, True])
+    trained = buf.extend(second, 1)
+    assert _groups(trained) == [100, 101, 0, 2]
+    assert list(trained[REPLAY_AGE]) == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert (buf.last_groups, buf.last_responses) == (2, 4)
+    buf.store(second, 1)
+    trained = buf.extend(_batch(2, [True]), 2)
+    assert _groups(trained) == [200, 100, 101, 0]  # step 1's groups first, then step 0's, three in all
+    assert list(trained[REPLAY_AGE])[2:] == [1, 1, 1, 1, 2, 2]
+    # replayed rows keep what they were generated with: their advantages and behaviour log-probabilities
+    assert torch.equal(trained["old_log_probs"][2:6], torch.full((4, T), -1.0))
+    assert torch.equal(trained["advantages"][6:], _batch(0, [True])["advantages"])
+    # each group keeps one uid of its own
+    uid = np.asarray(trained["uid"]).reshape(-1, G)
+    assert (uid == uid[:, :1]).all() and len(set(uid[:, 0].tolist())) == 4
+
+
+def test_groups_older_than_max_age_are_forgotten() -> None:
+    buf = ReplayBuffer(groups=10, max_age=1)
+    buf.store(_batch(0, [True]), 0)
+    buf.store(_batch(1, [True]), 1)
+    assert buf.stored_groups == 1  # step 0's group cannot be replayed at step 2
+    assert _groups(buf.extend(_batch(2, [True]), 2)) == [200, 100]
+    buf.store(_batch(2, [False]), 2)
+    assert buf.stored_groups == 0
+    assert buf.extend(_batch(3, [True]), 3).batch_size == G
+
+
+def test_a_resumed_buffer_replays_exactly_what_the_original_does() -> None:
+    buf = ReplayBuffer(groups=4, max_age=2)
+    for step in range(3):
+        buf.store(_batch(step, [True, step % 2 == 0, True]), step)
+    copy = ReplayBuffer(groups=4, max_age=2)
+    copy.load_state_dict(buf.state_dict())
+    one, two = buf.extend(_batch(3, [True]), 3), copy.extend(_batch(3, [True]), 3)
+    assert one.keys() == two.keys()
+    for name in one:
+        a, b = one[name], two[name]
+        assert type(a) is type(b), name
+        assert (torch.equal(a, b) if isinstance(a, torch.Tensor) else np.array_equal(a, b)), name
+    empty = ReplayBuffer(groups=1, max_age=1)
+    empty.load_state_dict(ReplayBuffer(groups=1, max_age=1).state_dict())
+    assert empty.stored_groups == 0
+
+
+@pytest.mark.parametrize("state", [None, {}, {"born": [1], "columns": {}, "tensors": []},
+                                   {"born": np.array([1, 2]), "columns": {"uid": np.array([0])}, "tensors": []},
+                                   {"born": np.array([1]), "columns": {"x": np.array([0])}, "tensors": []},
+                                   {"born": np.array([1]), "columns": {"uid": np.array([0])}, "tensors": ["y"]}])
+def test_a_damaged_buffer_state_is_a_checkpoint_error(state: object) -> None:
+    with pytest.raises(CheckpointError, match=r"\[replay\]"):
+        ReplayBuffer(groups=1, max_age=1).load_state_dict(state)
+
+
+def test_a_batch_without_advantages_cannot_be_stored() -> None:
+    batch = _batch(0, [True])
+    batch = RolloutBatch.from_dict({k: batch[k] for k in batch if k != "advantages"})
+    with pytest.raises(Exception, match="advantages"):
+        ReplayBuffer(groups=1, max_age=1).store(batch, 0)
+
+
+def test_compare_counts_replayed_responses_as_trained_samples() -> None:
+    assert _trained({REPLAY_RESPONSES: 24}, 64) == 88
+    assert _trained({REPLAY_RESPONSES: 24, KEPT_FRACTION: 0.5}, 64) == 56
+    assert _trained({}, 64) == 64
+
+
+SIMULATED = """
+[run]
+batch_size = 4
+total_steps = 2
+
+[[tasksets]]
+name = "sim"
+storage_type = "simulated"
+size = 50
+
+[trainer]
+type = "simulator"
+
+[replay]
+groups = 2
+"""
+
+
+def _load(tmp_path: Path, text: str) -> Pipeline:
+    path = tmp_path / "pipeline.toml"
+    path.write_text(text, encoding="utf-8")
+    return load_pipeline(path)
+
+
+def test_config_checks(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="groups"):
+        _load(tmp_path, SIMULATED.replace("groups = 2", "groups = 0"))
+    with_stage = SIMULATED + """
+[sample]
+mechanism = "select"
+[sample.scorer]
+type = "group_solve_rate"
+[sample.actuator]
+type = "threshold_band"
+"""
+    with pytest.raises(ConfigError, match=r"\[sample.refill\]"):
+        _load(tmp_path, with_stage)
+    pipe = _load(tmp_path, SIMULATED)
+    with pytest.raises(ConfigError, match="does not support \\[replay\\]"):
+        run_pipeline(pipe, run_dir=tmp_path / "run", progress=None)
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
