@@ -40,9 +40,17 @@ REPLAY_AGE = "replay_age"
 REPLAY_KEY = "replay"
 
 
+def _check_batch(batch: Any, step: int) -> RolloutBatch:
+    """``batch`` when it is a :class:`RolloutBatch` with the fields replay reads, else a ``SampleError``."""
+    if not isinstance(batch, RolloutBatch):
+        raise SampleError(f"[replay]: step {step}'s rollout batch is a {type(batch).__name__}; replay needs a "
+                          "flexkit.RolloutBatch (the trainer's Rollout.batch)")
+    batch.require(["advantages", "response_mask", "uid", "old_log_probs"], who="[replay]")
+    return batch
+
+
 def _informative_rows(batch: RolloutBatch) -> np.ndarray:
     """The rows of ``batch``'s groups that have a non-zero advantage on a response token."""
-    batch.require(["advantages", "response_mask", "uid"], who="[replay]")
     adv = batch["advantages"].detach()
     mask = batch["response_mask"].detach()
     if adv.ndim == 1:
@@ -75,6 +83,7 @@ class ReplayBuffer:
         """``batch`` (the step's fresh rows, ``replay_age`` 0) followed by up to ``groups`` stored groups that
         ``step`` may replay, newest first (``replay_age`` = ``step`` − the step that generated them). Adds
         ``replay_age`` to ``batch`` itself."""
+        batch = _check_batch(batch, step)
         batch[REPLAY_AGE] = np.zeros(batch.batch_size, dtype=np.int64)
         self.last_groups = self.last_responses = 0
         if self._rows is None:
@@ -101,7 +110,7 @@ class ReplayBuffer:
     def store(self, batch: RolloutBatch, step: int) -> None:
         """Keep ``batch``'s informative groups (generated at ``step``) and forget the groups no later step may
         replay (older than ``max_age`` steps from the next one)."""
-        rows = _informative_rows(batch)
+        rows = _informative_rows(_check_batch(batch, step))
         keep_old = np.flatnonzero(step + 1 - self._born <= self.max_age) if self._rows is not None else None
         parts: list[RolloutBatch] = []
         selections: list[np.ndarray] = []

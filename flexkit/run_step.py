@@ -138,17 +138,18 @@ def _background() -> ThreadPoolExecutor:
 def _refill_step(pipe: Pipeline, trainer: TrainerLike, step: int, replay: ReplayBuffer | None = None
                  ) -> _StepOutcome:
     """Dynamic sampling: rounds of rollouts until the kept groups fill the batch, then one update on them (and
-    on the groups ``replay`` hands back)."""
+    on the groups ``replay`` hands back; a step that kept nothing makes no update and replays nothing)."""
     filled = fill_batch(pipe, lambda tasks: trainer.rollout(tasks, step=step), step=step)
     batch = filled.batch
     update: Mapping[str, float] = {}
-    if batch.batch_size:
+    if batch.batch_size:  # nothing kept after every round: no update this step (and nothing replayed)
         trainer.compute_advantages(batch, step=step)
-    trained = replay.extend(batch, step) if replay is not None else batch
-    if trained.batch_size:  # nothing kept after every round and nothing to replay: no update this step
+        trained = replay.extend(batch, step) if replay is not None else batch
         update = trainer_metrics(trainer, trainer.update(trained, None, step=step), "update")
-    if replay is not None and batch.batch_size:
-        replay.store(batch, step)
+        if replay is not None:
+            replay.store(batch, step)
+    elif replay is not None:
+        replay.last_groups = replay.last_responses = 0
     metrics: dict[str, float] = {}
     rounds = [(trainer_metrics(trainer, r.rollout.metrics, "rollout"), r.responses) for r in filled.rounds]
     for key in {k for m, _n in rounds for k in m}:  # response-weighted mean over rounds

@@ -11,7 +11,7 @@ import torch
 
 from flexkit import ConfigError, Pipeline, load_pipeline, run_pipeline
 from flexkit.compare.records import _trained
-from flexkit.errors import CheckpointError
+from flexkit.errors import CheckpointError, SampleError
 from flexkit.metric_names import KEPT_FRACTION, REPLAY_RESPONSES
 from flexkit.replay import REPLAY_AGE, ReplayBuffer
 from flexkit.sample.batch import RolloutBatch
@@ -107,7 +107,7 @@ def test_a_damaged_buffer_state_is_a_checkpoint_error(state: object) -> None:
 def test_a_batch_without_advantages_cannot_be_stored() -> None:
     batch = _batch(0, [True])
     batch = RolloutBatch.from_dict({k: batch[k] for k in batch if k != "advantages"})
-    with pytest.raises(Exception, match="advantages"):
+    with pytest.raises(SampleError, match="advantages"):
         ReplayBuffer(groups=1, max_age=1).store(batch, 0)
 
 
@@ -158,3 +158,13 @@ type = "threshold_band"
     with pytest.raises(ConfigError, match="does not support \\[replay\\]"):
         run_pipeline(pipe, run_dir=tmp_path / "run", progress=None)
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_a_batch_that_replay_cannot_read_is_a_sample_error() -> None:
+    buf = ReplayBuffer(groups=1, max_age=1)
+    with pytest.raises(SampleError, match="RolloutBatch"):
+        buf.extend({"advantages": None}, 0)
+    batch = _batch(0, [True])
+    batch = RolloutBatch.from_dict({k: batch[k] for k in batch if k != "old_log_probs"})
+    with pytest.raises(SampleError, match="old_log_probs"):
+        buf.store(batch, 0)

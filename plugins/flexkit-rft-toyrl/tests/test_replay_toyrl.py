@@ -126,3 +126,22 @@ def test_a_replay_run_counts_fresh_answers_and_resumes_exactly(tmp_path: Path) -
     other.write_text(no_replay)
     with pytest.raises(Exception, match=r"\[replay\]"):
         run_pipeline(load_pipeline(other), run_dir=tmp_path / "broken", resume=True, progress=None)
+
+
+def test_replay_with_dynamic_sampling_replays_kept_groups(tmp_path: Path) -> None:
+    path = tmp_path / "pipeline.toml"
+    path.write_text(PIPELINE + """
+[sample]
+mechanism = "select"
+[sample.scorer]
+type = "group_solve_rate"
+[sample.actuator]
+type = "zero_variance_filter"
+max_rounds = 2
+[sample.refill]
+""")
+    run_pipeline(load_pipeline(path), run_dir=tmp_path / "run", progress=None)
+    steps = _steps(tmp_path / "run")
+    assert all(s["flexkit/run/rollouts"] % 32 == 0 for s in steps)  # whole rounds of fresh answers only
+    assert max(s["flexkit/replay/groups"] for s in steps) > 0
+    assert all(s["flexkit/replay/groups"] <= 6 for s in steps)
