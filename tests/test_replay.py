@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from flexkit import ConfigError, Pipeline, load_pipeline, run_pipeline
 from flexkit.compare.records import _trained
@@ -95,13 +97,98 @@ def test_a_resumed_buffer_replays_exactly_what_the_original_does() -> None:
     assert empty.stored_groups == 0
 
 
-@pytest.mark.parametrize("state", [None, {}, {"born": [1], "columns": {}, "tensors": []},
-                                   {"born": np.array([1, 2]), "columns": {"uid": np.array([0])}, "tensors": []},
-                                   {"born": np.array([1]), "columns": {"x": np.array([0])}, "tensors": []},
-                                   {"born": np.array([1]), "columns": {"uid": np.array([0])}, "tensors": ["y"]}])
+def _state(**changes: object) -> dict:
+    buf = ReplayBuffer(groups=4, max_age=2)
+    buf.store(_batch(0, [True, True]), 0)
+    state = buf.state_dict()
+    for key, value in changes.items():
+        if key in state:
+            state[key] = value
+        else:
+            state["columns"][key] = value
+    return state
+
+
+@pytest.mark.parametrize("state", [
+    None, {}, {"born": [1], "columns": {}, "tensors": {}},
+    _state(born=np.array([0, 0])), _state(born=np.array([-1, 0, 0, 0])), _state(born=np.zeros((2, 2), int)),
+    _state(born=np.array([0.0, 0, 0, 0])), _state(born=np.array([0, 1, 0, 0])),
+    _state(tensors={"uid": "complex"}), _state(tensors=["advantages"]),
+    _state(tensors={"nope": "float32"}), _state(replay_age=np.zeros(4, int)),
+    _state(columns={"uid": np.zeros(4, int)}),
+])
 def test_a_damaged_buffer_state_is_a_checkpoint_error(state: object) -> None:
     with pytest.raises(CheckpointError, match=r"\[replay\]"):
         ReplayBuffer(groups=1, max_age=1).load_state_dict(state)
+
+
+def test_state_keeps_dtypes_bfloat16_included() -> None:
+    batch = _batch(0, [True])
+    batch["old_log_probs"] = batch["old_log_probs"].to(torch.bfloat16)
+    batch["flags"] = torch.ones(batch.batch_size, dtype=torch.bool)
+    buf = ReplayBuffer(groups=1, max_age=1)
+    buf.store(batch, 0)
+    copy = ReplayBuffer(groups=1, max_age=1)
+    copy.load_state_dict(buf.state_dict())
+    fresh = _batch(1, [True])
+    fresh["old_log_probs"] = fresh["old_log_probs"].to(torch.bfloat16)
+    fresh["flags"] = torch.zeros(fresh.batch_size, dtype=torch.bool)
+    trained = copy.extend(fresh, 1)
+    assert trained["old_log_probs"].dtype == torch.bfloat16 and trained["flags"].dtype == torch.bool
+    assert trained["flags"].tolist() == [False, False, True, True]
+
+
+def test_what_the_update_writes_into_its_batch_is_not_stored() -> None:
+    buf = ReplayBuffer(groups=2, max_age=2)
+    for step in range(3):
+        batch = _batch(step, [True])
+        trained = buf.extend(batch, step)
+        buf.store(batch, step)  # as the runner does: before the update
+        trained["advantages"].mul_(0.5)  # an update that rescales in place ...
+        trained["log_probs"] = torch.zeros(trained.batch_size, T)  # ... and adds a field
+    replayed = buf.extend(_batch(3, [True]), 3)
+    assert "log_probs" not in replayed
+    assert torch.equal(replayed["advantages"][G:], torch.cat([_batch(2, [True])["advantages"],
+                                                               _batch(1, [True])["advantages"]]))
+
+
+def test_a_field_named_replay_age_is_refused() -> None:
+    batch = _batch(0, [True])
+    batch[REPLAY_AGE] = np.ones(batch.batch_size, dtype=np.int64)
+    with pytest.raises(SampleError, match=REPLAY_AGE):
+        ReplayBuffer(groups=1, max_age=1).extend(batch, 0)
+
+
+def test_numpy_advantages_and_masks_are_read() -> None:
+    batch = _batch(0, [True, False])
+    batch = RolloutBatch.from_dict({**{k: batch[k] for k in batch}, "advantages": np.array([1.0, -1, 0, 0]),
+                                    "response_mask": np.ones(4)})
+    buf = ReplayBuffer(groups=2, max_age=1)
+    buf.store(batch, 0)
+    assert buf.stored_groups == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 4), st.lists(st.lists(st.booleans(), min_size=0, max_size=4),
+                                                      min_size=1, max_size=8))
+def test_replay_matches_a_buffer_that_keeps_everything(groups: int, max_age: int,
+                                                       steps: list[list[bool]]) -> None:
+    """The buffer keeps only what a later step can draw; it draws what a buffer of every informative group ever
+    generated would: the newest ``groups`` of those at most ``max_age`` steps old, newest step first."""
+    buf = ReplayBuffer(groups=groups, max_age=max_age)
+    everything: list[tuple[int, int]] = []  # (step, group index) of every informative group, in order
+    for step, informative in enumerate(steps):
+        batch = _batch(step, informative)
+        trained = buf.extend(batch, step)
+        eligible = [(s, g) for s, g in everything if 1 <= step - s <= max_age]
+        eligible.sort(key=lambda sg: -sg[0])  # stable: group order within a step kept
+        expected = [100 * s + g for s, g in eligible[:groups]]
+        assert _groups(trained)[len(informative):] == expected
+        assert list(trained[REPLAY_AGE])[len(informative) * G:] == [step - s for s, _ in eligible[:groups]
+                                                                     for _ in range(G)]
+        buf.store(batch, step)
+        everything += [(step, g) for g, yes in enumerate(informative) if yes]
+        assert buf.stored_groups <= groups
 
 
 def test_a_batch_without_advantages_cannot_be_stored() -> None:

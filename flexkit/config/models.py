@@ -180,9 +180,11 @@ class PipelineConfig:
                                       "prefetched refill round would be selected before the previous round's "
                                       "feedback; remove prefetch (by default each refill round is selected "
                                       "right after the previous round's feedback)"))
-        if self.replay is not None and self.sample is not None and self.sample.refill is None:
-            issues.append(ConfigIssue("replay", "[replay] cannot be combined with a [sample] stage without "
-                                      "[sample.refill] (its per-sample weights would not cover the replayed rows): "
-                                      "drop one of them, or add [sample.refill] to its group filter"))
+        if (self.replay is not None and self.sample is not None and self.sample.refill is None
+                and self.sample.mechanism != "mix"):
+            issues.append(ConfigIssue("replay", f"[replay] cannot be combined with a {self.sample.mechanism} "
+                                      "[sample] stage without [sample.refill] (its per-sample weights would not "
+                                      "cover the replayed rows): drop one of them, or add [sample.refill] to its "
+                                      "group filter"))
         if issues:
             raise ConfigError(issues)

@@ -25,7 +25,15 @@ import attrs
 from flexkit._version import DISTRIBUTION
 from flexkit.config.components import STAGES, ComponentSpec, component_meta, default_table_of
 from flexkit.config.fields import FACTORY_CLASS, field_meta
-from flexkit.config.models import FeedbackConfig, PipelineConfig, RefillConfig, RunConfig, SampleConfig, TasksetConfig
+from flexkit.config.models import (
+    FeedbackConfig,
+    PipelineConfig,
+    RefillConfig,
+    ReplayConfig,
+    RunConfig,
+    SampleConfig,
+    TasksetConfig,
+)
 
 #: The committed reference, relative to the repository root.
 REFERENCE_PATH = "docs/components.md"
@@ -53,6 +61,7 @@ PIPELINE_TABLES: tuple[tuple[str, type], ...] = (
     ("[feedback]", FeedbackConfig),
     ("[sample]", SampleConfig),
     ("[sample.refill]", RefillConfig),
+    ("[replay]", ReplayConfig),
 )
 
 #: What each stage's class attributes mean, for the line under a component's heading.
