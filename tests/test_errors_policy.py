@@ -132,6 +132,8 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/plugins.py::PluginHost.add: Exception": _NAMED + " (a plugin failure)",
     "flexkit/plugins.py::PluginHost.add_local: Exception": _NAMED + " (cannot load plugin ...)",
     "flexkit/prefetch.py::Prefetcher._run: BaseException": "handed to the reader and raised there, as it is",
+    "flexkit/replay.py::ReplayBuffer.load_state_dict: RuntimeError, TypeError, ValueError":
+        _DATA + " (numpy and torch on a checkpoint's stored rows: a CheckpointError)",
     "flexkit/run_folder.py::_is_pipeline_file: ValueError": "a NUL byte in a path: not a file",
     "flexkit/run_folder.py::read_metrics: ValueError": _DATA,
     "flexkit/run_folder.py::resume_run_folder: Exception": _NAMED + " (a CheckpointError: the trainer's state)",

@@ -15,8 +15,10 @@ from flexkit_toyrl.model import answer_log_probs  # noqa: E402
 from flexkit_toyrl.trainer import ToyRLTrainer  # noqa: E402
 
 from flexkit import load_pipeline, run_pipeline  # noqa: E402
-from flexkit.replay import REPLAY_AGE  # noqa: E402
 from flexkit.testing import crash_run, read_metrics  # noqa: E402
+
+#: The field ``[replay]`` gives every row of the update's batch (docs/plugins/trainer.md).
+REPLAY_AGE = "replay_age"
 
 PIPELINE = """
 [run]
