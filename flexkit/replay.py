@@ -151,12 +151,22 @@ class ReplayBuffer:
                               f"needs the same fields, and the same widths outside the token fields, every "
                               f"step): {exc}") from None
 
+    def train_batch(self, batch: RolloutBatch, step: int) -> RolloutBatch:
+        """What ``step``'s update trains on (:meth:`extend`), with ``batch``'s informative groups stored for later
+        steps (:meth:`store`) before the update can write into it."""
+        trained = self.extend(batch, step)
+        self.store(batch, step)
+        return trained
+
     def store(self, batch: RolloutBatch, step: int) -> None:
         """Keep copies of ``batch``'s informative groups (generated at ``step``), and of the stored groups a
         later step may still replay: generated at most ``max_age`` steps before the next one, and among the
         newest ``groups`` (no later step draws any other). Call it before the update, so that nothing the
         trainer writes into the batch is kept."""
-        rows = _informative_rows(_check_batch(batch, step))
+        batch = _check_batch(batch, step)
+        if REPLAY_AGE in batch:  # added by extend: the stored rows leave it out (a view, no copy of the tensors)
+            batch = RolloutBatch.from_dict({k: batch[k] for k in batch if k != REPLAY_AGE})
+        rows = _informative_rows(batch)
         parts: list[RolloutBatch] = []
         selections: list[np.ndarray] = []
         born: list[np.ndarray] = []
@@ -167,13 +177,10 @@ class ReplayBuffer:
                 selections.append(keep_old)
                 born.append(self._born[keep_old])
         if rows.size:
-            fresh = concat_rows([batch], [rows])
-            if REPLAY_AGE in fresh:
-                fresh = RolloutBatch.from_dict({k: fresh[k] for k in fresh if k != REPLAY_AGE})
-            _refuse_objects(fresh, step)
-            parts.append(fresh)
-            selections.append(np.arange(fresh.batch_size))
-            born.append(np.full(fresh.batch_size, step, dtype=np.int64))
+            _refuse_objects(batch, step)
+            parts.append(batch)
+            selections.append(rows)
+            born.append(np.full(rows.size, step, dtype=np.int64))
         if not parts:
             self._rows, self._born = None, np.empty(0, dtype=np.int64)
             return

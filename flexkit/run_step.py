@@ -116,10 +116,7 @@ def _plain_step(pipe: Pipeline, trainer: TrainerLike, stage: SampleStage | None,
         pipe.apply_sample_stage(batch, step=step, timing="post_advantage")
         if not isinstance(stage.last_action, Mix) and stage.last_step == step:
             weights = stage.token_weights(batch, step=step)
-    trained = batch
-    if replay is not None:
-        trained = replay.extend(batch, step)
-        replay.store(batch, step)  # copies, before the update can write into the batch
+    trained = replay.train_batch(batch, step) if replay is not None else batch
     pending = _background().submit(pipe.feedback, experiences)
     try:
         update = trainer.update(trained, weights, step=step)
@@ -145,10 +142,7 @@ def _refill_step(pipe: Pipeline, trainer: TrainerLike, step: int, replay: Replay
     update: Mapping[str, float] = {}
     if batch.batch_size:  # nothing kept after every round: no update this step (and nothing replayed)
         trainer.compute_advantages(batch, step=step)
-        trained = batch
-        if replay is not None:
-            trained = replay.extend(batch, step)
-            replay.store(batch, step)  # copies, before the update can write into the batch
+        trained = replay.train_batch(batch, step) if replay is not None else batch
         update = trainer_metrics(trainer, trainer.update(trained, None, step=step), "update")
     elif replay is not None:
         replay.last_groups = replay.last_responses = 0
