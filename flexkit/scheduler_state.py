@@ -131,7 +131,7 @@ class SchedulerState:
                     entry.selector.load_state_dict(sel_state)
                 except FlexkitError:
                     raise
-                except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+                except (KeyError, TypeError, ValueError, IndexError, AttributeError, ArithmeticError) as exc:
                     raise StateMismatchError(
                         f"the saved state of taskset {entry.name!r}'s selector does not fit its "
                         f"{type(entry.selector).__name__} ({type(exc).__name__}: {exc})") from exc

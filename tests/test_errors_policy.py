@@ -146,7 +146,12 @@ CAUGHT_BUILTINS: dict[str, str] = {
         _DATA + " (the scores a scorer returned, a SampleError naming it)",
     "flexkit/scheduler.py::TasksetScheduler._produce: Exception": "carried with the selection and raised as it is",
     "flexkit/scheduler_state.py::SchedulerState.load_state_dict: Exception": _CLEANUP,
-    "flexkit/scheduler_state.py::SchedulerState._load: AttributeError, IndexError, KeyError, TypeError, ValueError":
+    "flexkit/selectors/base.py::checked_load.load_state_dict: ArithmeticError, AttributeError, IndexError, "
+    "KeyError, TypeError, ValueError":
+        "a selector's own load_state_dict failing on a state that does not fit it: restored to the state before "
+        "and reported as StateMismatchError naming the selector and the original error",
+    "flexkit/scheduler_state.py::SchedulerState._load: ArithmeticError, AttributeError, IndexError, KeyError, "
+    "TypeError, ValueError":
         "a selector's load_state_dict failing on a saved state that does not fit it, reported as "
         "StateMismatchError naming the taskset, the selector and the original error",
     "flexkit/schema_line.py::retarget_schema_line: ValueError": "os.path.relpath across drives",

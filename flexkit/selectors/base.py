@@ -25,21 +25,61 @@ The conventions a pipeline relies on (also listed under ``flexkit_register_selec
 from __future__ import annotations
 
 import abc
+import copy
+import functools
 import itertools
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
 from flexkit.configurable import Configurable, display_name
-from flexkit.errors import ComponentError, ConfigError, FeedbackError, TasksetError
+from flexkit.errors import ComponentError, ConfigError, FeedbackError, FlexkitError, StateMismatchError, TasksetError
 from flexkit.protocols import OutOfRange as OutOfRange  # "clip" or "error"; its home is the selector protocol's
 
 Seed = int | np.random.SeedSequence
 
 #: The config field naming the feature columns a selector reads (in order).
 FEATURE_KEYS = "feature_keys"
+
+LoadStateDict = Callable[[Any, Mapping[str, Any]], None]
+
+
+def checked_load(load: LoadStateDict) -> LoadStateDict:
+    """Make a selector's ``load_state_dict`` all or nothing, with one error type for a state that does not fit.
+
+    The outermost call (a subclass's method calling ``super().load_state_dict`` runs inside it) takes a copy of
+    :meth:`Selector.state_dict` first; when loading fails part-way it restores that copy, so the selector is left
+    as it was, and what reading a damaged or foreign state raises (a missing key, a value of the wrong type or
+    shape, a number out of range for the RNG) becomes a :class:`~flexkit.errors.StateMismatchError` naming the
+    selector (flexkit's own errors pass through as they are). :class:`Selector` applies it to every
+    ``load_state_dict`` a subclass defines.
+    """
+    if getattr(load, "_flexkit_checked", False):
+        return load
+
+    @functools.wraps(load)
+    def load_state_dict(self: Any, state: Mapping[str, Any]) -> None:
+        if self.__dict__.get("_loading_state"):
+            load(self, state)
+            return
+        before = copy.deepcopy(self.state_dict())
+        self._loading_state = True
+        try:
+            load(self, state)
+        except FlexkitError:
+            load(self, before)
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, ArithmeticError) as exc:
+            load(self, before)
+            raise StateMismatchError(f"the saved state does not fit this {display_name(self)} selector "
+                                     f"({type(exc).__name__}: {exc})") from exc
+        finally:
+            self._loading_state = False
+
+    load_state_dict._flexkit_checked = True  # type: ignore[attr-defined]
+    return load_state_dict
 
 
 def feature_keys_of(config: Any) -> tuple[str, ...]:
@@ -82,6 +122,8 @@ class Selector(Configurable, abc.ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if "load_state_dict" in cls.__dict__:
+            cls.load_state_dict = checked_load(cls.__dict__["load_state_dict"])  # type: ignore[method-assign]
         if "atomic_feedback" not in cls.__dict__:
             declarer = next(c for c in cls.__mro__[1:] if "atomic_feedback" in c.__dict__)
             if (getattr(cls, "_update", None) is not getattr(declarer, "_update", None)
@@ -163,8 +205,13 @@ class Selector(Configurable, abc.ABC):
         """Everything needed to continue exactly where this selector is (RNG state included)."""
         return {"rng": self.rng.bit_generator.state}
 
+    @checked_load
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore a state produced by :meth:`state_dict` of a selector built with the same config and size."""
+        """Restore a state produced by :meth:`state_dict` of a selector built with the same config and size.
+
+        All or nothing: a state that does not fit raises :class:`~flexkit.errors.StateMismatchError` (a
+        ``ValueError``) and leaves the selector as it was (:func:`checked_load`, which wraps every subclass's
+        ``load_state_dict`` too)."""
         self.rng.bit_generator.state = _plain(state["rng"])
 
     # -- for subclasses ---------------------------------------------------------------------------------
