@@ -134,13 +134,13 @@ def run_pipeline(
     run_dir = Path(run_dir)
     trainer = pipe.plugins.component("trainer", cfg.trainer.type).build(cfg.trainer.config,
                                                                          seed=trainer_seed(cfg.run.seed))
+    replay = _replay_buffer(pipe, trainer)  # before the rows are read and the trainer set up (both can be slow)
     sched = pipe.scheduler
     check_taskset_rows(pipe)
     bar = ProgressDisplay(sched.total_steps, progress, cfg.run.max_rollouts)
     if callable(getattr(trainer, "set_progress", None)):  # optional: trainers from before it existed lack it
         trainer.set_progress(bar.phase)
     trainer.setup(pipe)
-    replay = _replay_buffer(pipe, trainer)
     metrics_path = run_dir / METRICS_FILE
     if resume:
         resumed = resume_run_folder(pipe, trainer, run_dir, replay)

@@ -17,6 +17,7 @@ from flexkit.errors import CheckpointError, SampleError
 from flexkit.metric_names import KEPT_FRACTION, REPLAY_RESPONSES
 from flexkit.replay import REPLAY_AGE, ReplayBuffer
 from flexkit.sample.batch import RolloutBatch
+from flexkit.simulator import SimulatorTrainer
 
 G, T = 2, 3  # answers per group, tokens per answer
 
@@ -228,7 +229,7 @@ def _load(tmp_path: Path, text: str) -> Pipeline:
     return load_pipeline(path)
 
 
-def test_config_checks(tmp_path: Path) -> None:
+def test_config_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigError, match="groups"):
         _load(tmp_path, SIMULATED.replace("groups = 2", "groups = 0"))
     with_stage = SIMULATED + """
@@ -242,9 +243,12 @@ type = "threshold_band"
     with pytest.raises(ConfigError, match=r"\[sample.refill\]"):
         _load(tmp_path, with_stage)
     pipe = _load(tmp_path, SIMULATED)
+    set_up: list[object] = []
+    monkeypatch.setattr(SimulatorTrainer, "setup", lambda self, p: set_up.append(p))
     with pytest.raises(ConfigError, match="does not support \\[replay\\]"):
         run_pipeline(pipe, run_dir=tmp_path / "run", progress=None)
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
+    assert not set_up  # refused before the trainer's setup (a warm start can take minutes)
 
 
 def test_a_batch_that_replay_cannot_read_is_a_sample_error() -> None:
