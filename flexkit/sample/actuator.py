@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 import numpy as np
 
-from flexkit.configurable import Configurable, display_name
+from flexkit.configurable import Configurable, display_name, registered_name_of
 from flexkit.errors import ComponentTypeError, SampleError
 from flexkit.sample.batch import RolloutBatch
 from flexkit.sample.scorer import GRANULARITIES, MECHANISMS
@@ -143,7 +143,13 @@ class Actuator(Configurable, abc.ABC):
         action's type matches :attr:`mechanism`."""
         if not scores_checked:
             check_finite(scores, batch, who=f"actuator {display_name(self)}")
-        action = self.act(scores, batch, step=step)
+        try:
+            action = self.act(scores, batch, step=step)
+        except SampleError as exc:  # name the actuator where its own message does not (same error type kept)
+            named = registered_name_of(self) or type(self).__name__
+            if exc.args and isinstance(exc.args[0], str) and named not in exc.args[0]:
+                exc.args = (f"actuator {display_name(self)}: {exc.args[0]}", *exc.args[1:])
+            raise
         expected = ACTION_OF[self.mechanism]
         if not isinstance(action, expected):
             raise SampleError(f"actuator {display_name(self)} is a {self.mechanism!r} actuator and must return "

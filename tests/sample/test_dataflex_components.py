@@ -167,6 +167,15 @@ def test_per_advantage_is_abs_score_to_the_alpha_with_mean_one() -> None:
     torch.testing.assert_close(tw.weights, torch.tensor([[0.5, 0.0], [1.0, 1.5]]))
 
 
+def test_an_actuator_error_names_the_actuator() -> None:
+    """Regression: weights that overflow (|score|^α past the float maximum) raised a message naming no actuator."""
+    batch = RolloutBatch.from_dict({"response_mask": torch.ones(2, 1)})
+    with pytest.raises(SampleError, match=r"^actuator 'per_advantage'.*overflow"):
+        PerAdvantageReweighter(PerAdvantageConfig(alpha=400.0))(torch.tensor([1e3, 2.0]), batch, step=0)
+    with pytest.raises(SampleError, match=r"^actuator 'advantage_reweight' needs"):  # named once
+        AdvantageReweighter()(torch.tensor([-0.1, 0.5]), batch, step=0)
+
+
 # -- softmax precision ---------------------------------------------------------------------------------------
 
 
