@@ -160,26 +160,54 @@ def test_rounding_keeps_integers_and_hides_only_the_last_bits() -> None:
     assert _rounded(0.123456789) != _rounded(0.1234)
 
 
-#: sha256 of metrics.jsonl of test_toyrl.py's TINY addition run, identical before and after the second family
-#: existed (checked with both on one machine), by the CPU instructions torch 2.13.0 uses (one thread): the warm
-#: start and every step round differently on other instruction sets, and small differences grow. Changed only
-#: by the metric names of flexkit.metric_names (was 06a502ad...: the same records under the old names, checked
-#: with upgrade_record on one machine).
-TINY_RUN_HASHES = {"AVX512": "d60a1782fdea0617b46f162c34633efaaee11670e14dffc20c6d9354a6260b76"}
+#: metrics.jsonl of test_toyrl.py's TINY addition run, identical before and after the second family existed
+#: (checked with both on one machine; sha256 d60a1782..., the same records as 06a502ad... under the metric names
+#: of before flexkit.metric_names). CPUs round differently: ATen's AVX-512 and AVX2 kernels on one Intel Xeon
+#: give the same records but for ``entropy``'s last bits (2.4e-7), which is why they are compared with a tolerance
+#: and not by their hash. Elsewhere a different last bit can change a sampled token and grow, so the test runs
+#: where that was measured not to happen.
+TINY_RUN_METRICS = Path(__file__).parent / "data" / "tiny_run_metrics.jsonl"
+#: How far a float of the run may be from the stored one: far above rounding, far below any change of behaviour.
+TINY_RUN_TOLERANCE = 1e-4
+TINY_RUN_CPUS = ("AVX512",)
 
 
 def _cpu_capability() -> str:
     return str(torch.backends.cpu.get_cpu_capability())
 
 
-@pytest.mark.skipif(not torch.__version__.startswith("2.13.0") or _cpu_capability() not in TINY_RUN_HASHES,
-                    reason="pinned with torch 2.13.0 on AVX512 CPUs")
+def _differences(got: object, want: object, where: str) -> list[str]:
+    """Where ``got`` differs from ``want``: other keys, types or exact values; floats beyond the tolerance."""
+    if isinstance(want, dict) and isinstance(got, dict):
+        if set(got) != set(want):
+            return [f"{where}: keys {sorted(set(got) ^ set(want))} differ"]
+        return [d for k in want for d in _differences(got[k], want[k], f"{where}.{k}")]
+    if isinstance(want, float) and isinstance(got, (int, float)) and not isinstance(got, bool):
+        ok = abs(got - want) <= TINY_RUN_TOLERANCE * (1 + abs(want))
+        return [] if ok else [f"{where}: {got!r} against {want!r}"]
+    return [] if type(got) is type(want) and got == want else [f"{where}: {got!r} against {want!r}"]
+
+
+def test_the_tolerant_comparison_sees_a_change_and_forgives_rounding() -> None:
+    want = {"step": 3, "loss": 0.5, "mix": {"addition": 8}}
+    assert not _differences({"step": 3, "loss": 0.5 + 2e-7, "mix": {"addition": 8}}, want, "")
+    assert _differences({"step": 3, "loss": 0.51, "mix": {"addition": 8}}, want, "")
+    assert _differences({"step": 3, "loss": 0.5, "mix": {"addition": 7}}, want, "")
+    assert _differences({"step": 3.0, "loss": 0.5, "mix": {"addition": 8}}, want, "")
+    assert _differences({"step": 3, "loss": 0.5}, want, "")
+
+
+@pytest.mark.skipif(not torch.__version__.startswith("2.13.0") or _cpu_capability() not in TINY_RUN_CPUS,
+                    reason="measured with torch 2.13.0 on AVX512 CPUs")
 def test_a_short_addition_run_is_unchanged(tmp_path: Path) -> None:
     path = tmp_path / "p.toml"
     path.write_text(tiny_pipeline())
     run_pipeline(load_pipeline(path), run_dir=tmp_path / "run", progress=None)
-    digest = hashlib.sha256((tmp_path / "run" / "metrics.jsonl").read_bytes()).hexdigest()
-    assert digest == TINY_RUN_HASHES[_cpu_capability()]
+    got = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    want = [json.loads(line) for line in TINY_RUN_METRICS.read_text().splitlines()]
+    assert len(got) == len(want)
+    problems = [d for i, (g, w) in enumerate(zip(got, want, strict=True)) for d in _differences(g, w, f"record {i}")]
+    assert not problems, problems[:10]
 
 
 def _mul(text: str) -> str:
