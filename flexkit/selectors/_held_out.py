@@ -38,17 +38,18 @@ class HeldOutWatch:
         metrics: the evaluation metric of each group (:func:`metric_names`).
         margin: how far below its best a group's latest value must be to count as sliding.
         raise_by: added to a group's floor share (capped at 1) at each evaluation that shows it sliding.
-        lower_by: taken from it (down to 0) at each evaluation that shows it within ``margin`` of its best.
+        lower_by: taken from it (down to ``minimum``) at each evaluation that shows it within ``margin`` of its best.
+        minimum: every group's share before any evaluation, and the least it falls to.
     """
 
     def __init__(self, metrics: Sequence[str], margin: float, *, raise_by: float = 1.0,
-                 lower_by: float = 1.0) -> None:
+                 lower_by: float = 1.0, minimum: float = 0.0) -> None:
         self.metrics = list(metrics)
         self.margin = float(margin)
-        self.raise_by, self.lower_by = float(raise_by), float(lower_by)
+        self.raise_by, self.lower_by, self.minimum = float(raise_by), float(lower_by), float(minimum)
         self.latest = np.full(len(self.metrics), np.nan)
         self.best = np.full(len(self.metrics), np.nan)
-        self.share = np.zeros(len(self.metrics))
+        self.share = np.full(len(self.metrics), self.minimum)
 
     def observe(self, evaluation: Mapping[str, Any]) -> None:
         """Take one evaluation: each group whose metric is a finite number gets it as its latest value (and as
@@ -62,7 +63,7 @@ class HeldOutWatch:
         self.best = np.where(seen, np.fmax(self.best, latest), self.best)
         sliding = self.sliding()
         moved = np.where(sliding, self.share + self.raise_by, self.share - self.lower_by)
-        self.share = np.where(seen, np.clip(moved, 0.0, 1.0), self.share)
+        self.share = np.where(seen, np.clip(moved, self.minimum, 1.0), self.share)
 
     def sliding(self) -> np.ndarray:
         """Per group: whether its latest value is more than ``margin`` below its best (never evaluated: not)."""
@@ -77,7 +78,8 @@ class HeldOutWatch:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` output (checked first: same number of groups, finite values, a best no
-        lower than the latest value, shares in [0, 1])."""
+        lower than the latest value, shares in [0, 1]; a share below ``minimum``, saved with a lower one, is
+        raised to it)."""
         count = len(self.metrics)
         missing = [key for key in ("evaluated", "latest", "best", "share") if key not in state]
         if missing:
@@ -90,4 +92,4 @@ class HeldOutWatch:
             raise StateMismatchError("saved held-out values have a best below the latest value")
         self.latest = np.where(seen, latest, np.nan)
         self.best = np.where(seen, best, np.nan)
-        self.share = share
+        self.share = np.maximum(share, self.minimum)

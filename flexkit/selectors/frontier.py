@@ -68,7 +68,9 @@ arXiv 1707.09727; Garivier & Moulines, arXiv 0805.3415 for discounting in non-st
   shows it holding takes ``guard_lower`` away (additive increase and decrease), and each of its candidates among
   the floor's is kept with that share's chance; the share settles near the least floor that keeps slides rare
   (the group slides at about ``guard_lower / (guard_raise + guard_lower)`` of the evaluations), none where a
-  level never slides.
+  level never slides. ``guard_min = m`` keeps the share at ``m`` or above: a learnt group has part of the floor in
+  every batch, from its first batch as a learnt group, and the loop adds the rest while it slides (a slide between
+  two evaluations then meets draws at once, and only a level that keeps sliding costs the whole floor).
 
 Cost per step: O(K) to select, O(feedback) to update, plus one group id per task (4 bytes). State: four floats
 and a pass-rate average per group (with ``guard_metric``, two held-out values too), and the RNG.
@@ -174,6 +176,11 @@ class FrontierConfig:
         doc="Share of retain's floor a learnt group loses at each evaluation that shows it within guard_margin of "
             "its best (with guard_metric; 1: all of it at once, so the floor is on only while it slides).",
     )
+    guard_min: float = field(
+        default=0.0, ge=0, le=1,
+        doc="Least share of retain's floor a learnt group keeps however many evaluations show it holding (with "
+            "guard_metric; the loop moves the share between guard_min and 1; 0: none while it holds).",
+    )
 
     def __attrs_post_init__(self) -> None:
         if PLACEHOLDER in self.guard_metric and not self.feature_keys:
@@ -184,6 +191,10 @@ class FrontierConfig:
             raise ConfigError(f"guard_metric = {self.guard_metric!r} decides where retain's floor goes, and "
                               "retain = 0 has none: set retain > 0 (1: a learnt group's whole uniform share) or "
                               "leave guard_metric empty")
+        if self.guard_min and not self.guard_metric:
+            raise ConfigError(f"guard_min = {self.guard_min!r} is the least share of the floor the held-out guard "
+                              "leaves a learnt group, and without guard_metric there is no guard (every learnt "
+                              "group keeps the whole floor): set guard_metric or lower retain instead")
 
 
 class FrontierSelector(Selector):
@@ -209,7 +220,8 @@ class FrontierSelector(Selector):
     def _new_watch(self) -> HeldOutWatch:
         config = self.config
         names = metric_names(config.guard_metric, self.groups.first_values, self.groups.count)
-        return HeldOutWatch(names, config.guard_margin, raise_by=config.guard_raise, lower_by=config.guard_lower)
+        return HeldOutWatch(names, config.guard_margin, raise_by=config.guard_raise, lower_by=config.guard_lower,
+                            minimum=config.guard_min)
 
     def _new_posterior(self) -> GroupBeta:
         return GroupBeta(self.groups.group, self.groups.count, self.config.discount, ("informative", "uninformative"),
@@ -269,7 +281,7 @@ class FrontierSelector(Selector):
     def floor_shares(self) -> np.ndarray:
         """Each group's share of ``retain``'s floor: 0 unless its pass rate is at least ``retain_above``; then 1,
         or with ``guard_metric`` the share its held-out evaluations set (raised by ``guard_raise`` at each one that
-        shows it sliding, lowered by ``guard_lower`` at each one that shows it holding)."""
+        shows it sliding, lowered by ``guard_lower`` at each one that shows it holding, never below ``guard_min``)."""
         learnt = self.pass_rates.values >= self.config.retain_above  # NaN (unseen) compares False
         shares: np.ndarray = np.where(learnt, self.held_out.share if self.config.guard_metric else 1.0, 0.0)
         return shares

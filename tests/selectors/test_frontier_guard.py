@@ -211,6 +211,63 @@ def test_exact_resume_with_a_part_of_the_floor() -> None:
             == _simulate(sel, rates, 10, np.random.default_rng(1)).tolist())
 
 
+# -- guard_min: part of the floor in every batch, the loop adding the rest -----------------------------------------
+
+
+def test_the_share_starts_at_guard_min_and_never_falls_below_it() -> None:
+    watch = HeldOutWatch(["a", "b"], 0.02, raise_by=0.5, lower_by=0.2, minimum=0.3)
+    assert watch.share.tolist() == [0.3, 0.3]
+    shares = []
+    for a in (1.0, 0.9, 1.0, 1.0, 1.0, 1.0):
+        watch.observe({"a": a})
+        shares.append(round(float(watch.share[0]), 6))
+    assert shares == [0.3, 0.8, 0.6, 0.4, 0.3, 0.3]
+    assert watch.share[1] == 0.3  # never evaluated: the minimum
+
+
+def test_guard_min_gives_a_learnt_level_part_of_the_floor_before_any_slide() -> None:
+    rates = [1.0, 0.95, 0.4, 0.2, 0.0, 0.0]
+
+    def level_1_draws(minimum: float, slide: bool) -> float:
+        sel = _guarded(guard_raise=1.0, guard_lower=1.0, guard_min=minimum)
+        sel.observe_evaluation({"eval_accuracy/1": 1.0})
+        if slide:
+            sel.observe_evaluation({"eval_accuracy/1": 0.9})
+        return float(_simulate(sel, lambda step: rates, 60, np.random.default_rng(3))[10:, 0].mean())
+
+    share = 64 / 6
+    none, half, sliding = level_1_draws(0.0, False), level_1_draws(0.5, False), level_1_draws(0.5, True)
+    assert none < 0.3 * share  # the loop alone: no floor while level 1 holds
+    assert 0.35 * share < half < 0.7 * share  # guard_min: half the floor while it holds
+    assert sliding >= 0.8 * share  # a slide raises it to the whole floor
+
+
+def test_guard_min_needs_the_guard() -> None:
+    with pytest.raises(ConfigError, match="guard_min"):
+        make_selector("frontier", size=len(LEVELS), seed=5, features={"level": LEVELS}, feature_keys=["level"],
+                      **{**GUARD, "guard_metric": "", "guard_min": 0.5})
+
+
+def test_exact_resume_with_guard_min_and_a_state_saved_without_it() -> None:
+    rates = lambda step: [1.0, 0.95, 0.2, 0.0, 0.0, 0.0]  # noqa: E731
+    sel = _guarded(guard_raise=0.4, guard_lower=0.3, guard_min=0.2)
+    _simulate(sel, rates, 4, np.random.default_rng(4))
+    for a in (1.0, 0.9, 1.0, 1.0, 1.0):
+        sel.observe_evaluation({"eval_accuracy/1": a, "eval_accuracy/2": 1.0})
+    other = _guarded(guard_raise=0.4, guard_lower=0.3, guard_min=0.2)
+    other.load_state_dict(json_round_trip(sel.state_dict()))
+    assert other.floor_shares().tolist() == sel.floor_shares().tolist()
+    assert sel.floor_shares()[:2].tolist() == [0.2, 0.2]  # both learnt and holding: the minimum
+    assert (_simulate(other, rates, 10, np.random.default_rng(1)).tolist()
+            == _simulate(sel, rates, 10, np.random.default_rng(1)).tolist())
+    older = _guarded(guard_raise=0.4, guard_lower=0.3)  # saved without a minimum: shares fell to 0
+    _simulate(older, rates, 4, np.random.default_rng(4))
+    older.observe_evaluation({"eval_accuracy/1": 1.0})
+    raised = _guarded(guard_raise=0.4, guard_lower=0.3, guard_min=0.2)
+    raised.load_state_dict(json_round_trip(older.state_dict()))
+    assert older.floor_shares()[0] == 0.0 and raised.floor_shares()[0] == 0.2
+
+
 # -- the evaluation's way from the trainer to the selector ------------------------------------------------------
 
 PIPELINE = """
