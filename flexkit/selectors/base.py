@@ -53,7 +53,8 @@ def checked_load(load: LoadStateDict) -> LoadStateDict:
     :meth:`Selector.state_dict` first; when loading fails part-way it restores that copy, so the selector is left
     as it was, and what reading a damaged or foreign state raises (a missing key, a value of the wrong type or
     shape, a number out of range for the RNG) becomes a :class:`~flexkit.errors.StateMismatchError` naming the
-    selector (flexkit's own errors pass through as they are). :class:`Selector` applies it to every
+    selector; a ``StateMismatchError`` of the selector's own is prefixed with its name unless it names the class
+    already (flexkit's other errors pass through as they are). :class:`Selector` applies it to every
     ``load_state_dict`` a subclass defines.
     """
     if getattr(load, "_flexkit_checked", False):
@@ -68,6 +69,11 @@ def checked_load(load: LoadStateDict) -> LoadStateDict:
         self._loading_state = True
         try:
             load(self, state)
+        except StateMismatchError as exc:
+            load(self, before)
+            if type(self).__name__ in str(exc):
+                raise
+            raise StateMismatchError(f"the saved state does not fit this {display_name(self)} selector: {exc}") from exc
         except FlexkitError:
             load(self, before)
             raise
