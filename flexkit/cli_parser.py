@@ -181,8 +181,8 @@ runs the failed or missing ones again from the start. Ctrl-C writes the reports 
                    help="a named setting: overrides of the file's keys (repeatable; see below). Without any, "
                    "the file is run as it is under the name 'baseline'")
     p.add_argument("--seeds", default="3", metavar="N|LIST",
-                   help="seeds per setting: N means 0..N-1, or a list such as 0,3,7 (default 3; at most "
-                   "1000); replaces [run] seed")
+                   help="seeds per setting: N means 0..N-1, or a list such as 0,3,7 (one seed: 7,) (default 3; "
+                   "at most 1000); replaces [run] seed")
     p.add_argument("--target", metavar="ACC[,ACC...]",
                    help="target eval accuracy for steps/rollouts to target, or several: 0.3,0.4,0.5 (default: "
                    "the initial accuracy plus 90%% of the way to the best setting's mean final accuracy)")

@@ -191,7 +191,7 @@ def run_setting(specs: Sequence[str]) -> Setting:
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``--seeds``: ``N`` (seeds 0..N-1) or a comma-separated list (``0,3,7``); raises
+    """``--seeds``: ``N`` (seeds 0..N-1) or a comma-separated list (``0,3,7``; one seed: ``7,``); raises
     :class:`~flexkit.errors.ConfigError` (a ``ValueError``), also for more than :data:`MAX_SEEDS` seeds (checked
     before any list is built) or a seed above :data:`MAX_SEED`."""
     shown = text if len(text) <= 40 else text[:37] + "..."
@@ -206,6 +206,9 @@ def parse_seeds(text: str) -> list[int]:
     else:
         if numbers[0] > MAX_SEEDS:
             raise ConfigError(f"--seeds {shown}: at most {MAX_SEEDS} seeds, got {numbers[0]:,}")
+        if numbers[0] == 0:
+            raise ConfigError(f"--seeds {shown}: a number alone is a count (N: seeds 0..N-1), and 0 seeds run "
+                              "nothing; for one seed give it with a comma (--seeds 0, or --seeds 7,)")
         seeds = list(range(numbers[0]))
     if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
         raise ConfigError(f"--seeds {shown}: give at least one seed, each >= 0 and distinct")

@@ -144,6 +144,13 @@ def test_parse_seeds() -> None:
     for bad in ("0", "x", "1,1", "-1,2"):
         with pytest.raises(ValueError):
             parse_seeds(bad)
+    assert parse_seeds("7,") == [7] and parse_seeds("0,") == [0]  # one seed
+
+
+def test_a_count_of_zero_seeds_says_how_to_give_seed_0() -> None:
+    """Regression: ``--seeds 0`` said "give at least one seed", which reads as if seed 0 were not one."""
+    with pytest.raises(ValueError, match=r"a number alone is a count.*--seeds 0,"):
+        parse_seeds("0")
 
 
 DATA = {"run": {"seed": 0}, "tasksets": [{"name": "a", "selector": {"type": "difficulty_based", "tau": 0.1}}]}
