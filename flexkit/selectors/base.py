@@ -69,23 +69,29 @@ def checked_load(load: LoadStateDict) -> LoadStateDict:
         self._loading_state = True
         try:
             load(self, state)
-        except StateMismatchError as exc:
+        except (FlexkitError, KeyError, TypeError, ValueError, IndexError, AttributeError, ArithmeticError) as exc:
             load(self, before)
-            if type(self).__name__ in str(exc):
+            named = _named_refusal(self, exc)
+            if named is None:
                 raise
-            raise StateMismatchError(f"the saved state does not fit this {display_name(self)} selector: {exc}") from exc
-        except FlexkitError:
-            load(self, before)
-            raise
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError, ArithmeticError) as exc:
-            load(self, before)
-            raise StateMismatchError(f"the saved state does not fit this {display_name(self)} selector "
-                                     f"({type(exc).__name__}: {exc})") from exc
+            raise named from exc
         finally:
             self._loading_state = False
 
     load_state_dict._flexkit_checked = True  # type: ignore[attr-defined]
     return load_state_dict
+
+
+def _named_refusal(selector: Any, exc: Exception) -> StateMismatchError | None:
+    """The :class:`~flexkit.errors.StateMismatchError` naming ``selector`` that :func:`checked_load` raises for
+    ``exc``; ``None`` where ``exc`` passes through as it is (flexkit's other errors, or a refusal that names the
+    selector's class already)."""
+    refused = f"the saved state does not fit this {display_name(selector)} selector"
+    if isinstance(exc, StateMismatchError):
+        return None if type(selector).__name__ in str(exc) else StateMismatchError(f"{refused}: {exc}")
+    if isinstance(exc, FlexkitError):
+        return None
+    return StateMismatchError(f"{refused} ({type(exc).__name__}: {exc})")
 
 
 def feature_keys_of(config: Any) -> tuple[str, ...]:
