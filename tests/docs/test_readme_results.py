@@ -6,26 +6,43 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 from tests.fixtures import ROOT
 
+#: The recipe's row label (the quickstart's selector and replay), and its setting name in the results files.
+RECIPE = "`frontier` recipe (guarded floor + replay), no filter"
+RECIPE_SETTING = "frontier-window-half-floor-loop-replay64"
 #: The README's rows in order: (pool, arm, seeds) -> (results file under docs/results/, setting name).
 ROWS: dict[tuple[str, str, str], tuple[str, str]] = {
     ("addition", "uniform sampling, no filter", "0–4"): ("frontier-addition-uniform.json", "uniform"),
     ("addition", "uniform + DAPO filter", "0–4"): ("frontier-addition-dapo.json", "uniform-dapo"),
     ("addition", "`frontier` by level + DAPO filter", "0–4"): ("frontier-addition-dapo.json", "frontier-dapo"),
     ("addition", "`frontier` by level, no filter", "0–4"): ("frontier-addition-frontier.json", "frontier"),
+    ("addition", RECIPE, "0–4"): ("probes/frontier-addition-window-half-floor-loop-replay64-seeds0to4.json",
+                                  RECIPE_SETTING),
     ("addition", "uniform sampling, no filter", "5–9 (fresh)"): ("frontier-addition-confirm-uniform.json", "uniform"),
     ("addition", "`frontier` by level, no filter", "5–9 (fresh)"): ("frontier-addition-confirm-frontier.json",
                                                                     "frontier"),
+    ("addition", RECIPE, "5–9 (fresh)"): ("probes/frontier-addition-confirm-window-half-floor-loop-replay64.json",
+                                          RECIPE_SETTING),
     ("multiplication", "uniform sampling, no filter", "0–4"): ("frontier-multiplication-uniform.json", "uniform"),
     ("multiplication", "`frontier` by level, no filter", "0–4"): ("frontier-multiplication-frontier.json",
                                                                    "frontier"),
+    ("multiplication", RECIPE, "0–4"): (
+        "probes/frontier-multiplication-window-half-floor-loop-replay64-seeds0to4.json", RECIPE_SETTING),
     ("multiplication", "uniform sampling, no filter", "5–9 (fresh)"): ("frontier-multiplication-confirm-uniform.json",
                                                                        "uniform"),
     ("multiplication", "`frontier` by level, no filter", "5–9 (fresh)"): (
         "frontier-multiplication-confirm-frontier.json", "frontier"),
+    ("multiplication", RECIPE, "5–9 (fresh)"): (
+        "probes/frontier-multiplication-confirm-window-half-floor-loop-replay64.json", RECIPE_SETTING),
 }
 #: The budgets (rollouts) whose accuracy the table shows, and its targets.
 BUDGETS, TARGETS = (400_000, 800_000), (0.30, 0.40, 0.50)
@@ -68,6 +85,23 @@ def test_every_row_is_the_mean_of_its_results_json() -> None:
 def test_the_table_includes_uniform_sampling_with_no_filter_on_every_pool() -> None:
     pools = {pool for pool, arm, _seeds in ROWS if arm == "uniform sampling, no filter"}
     assert pools == {pool for pool, _arm, _seeds in ROWS}
+
+
+def test_the_quickstart_runs_the_recipe_the_table_measured() -> None:
+    """The main job's selector and replay are exactly the overrides of every recipe row's results file."""
+    quickstart = tomllib.loads((ROOT / "examples" / "quickstart.toml").read_text(encoding="utf-8"))
+    recipe_files = [name for (_pool, arm, _seeds), (name, _setting) in ROWS.items() if arm == RECIPE]
+    assert len(recipe_files) == 4  # both pools, design and fresh seeds
+    for name in recipe_files:
+        overrides = _setting(name, RECIPE_SETTING)["overrides"]
+        assert overrides["tasksets.0.selector"] == quickstart["tasksets"][0]["selector"], name
+        assert overrides["replay"] == quickstart["replay"], name
+        assert quickstart["run"]["batch_size"] == _pipeline(name)["run"]["batch_size"]
+
+
+def _pipeline(name: str) -> dict[str, Any]:
+    path = json.loads((ROOT / "docs" / "results" / name).read_text())["path"]
+    return tomllib.loads((ROOT / path).read_text(encoding="utf-8"))
 
 
 if __name__ == "__main__":

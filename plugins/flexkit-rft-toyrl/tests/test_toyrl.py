@@ -251,9 +251,10 @@ def test_quickstart_learns_on_the_frontier_and_counts_its_rollouts(tmp_path: Pat
     assert first["eval_accuracy/1"] > 0.9 and first["eval_accuracy/3"] < 0.1  # the warm start's spread
     assert last["eval_accuracy"] - first["eval_accuracy"] >= 0.04
     assert last["eval_accuracy/2"] - first["eval_accuracy/2"] >= 0.2  # the frontier level learns most
-    assert last["eval_accuracy/3"] - first["eval_accuracy/3"] >= 0.1  # and the selector moves on to the next
+    assert last["eval_accuracy/3"] - first["eval_accuracy/3"] >= 0.02  # and the selector moves on to the next
     assert last["eval_accuracy/1"] > 0.9  # and the solved level is kept
-    assert 200_000 <= result.last_metrics["flexkit/run/rollouts"] < 200_000 + 512  # stopped at the budget
+    assert result.last_metrics["flexkit/replay/groups"] > 0  # the recipe replays informative groups
+    assert 120_000 <= result.last_metrics["flexkit/run/rollouts"] < 120_000 + 512  # stopped at the budget
 
 
 def test_regression_a_diverged_policy_stops_with_a_flexkit_error() -> None:
