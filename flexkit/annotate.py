@@ -38,7 +38,7 @@ from flexkit.fingerprint import differences
 from flexkit.pipeline import Pipeline
 from flexkit.pipeline_state import EXTRA_KEY, TRAINER_KEY
 from flexkit.protocols import TrainerLike
-from flexkit.runner import CHECKPOINT_DIR, trainer_seed
+from flexkit.runner import CHECKPOINT_DIR, new_trainer
 from flexkit.scheduler import Task
 
 #: Most responses per task ``annotate`` draws (``--samples``): a pass rate needs no more.
@@ -105,8 +105,7 @@ def _set_up_trainer(pipe: Pipeline, state: Mapping[str, Any] | None, where: str)
     cfg = pipe.config
     if cfg.trainer is None:
         raise ConfigError("flexkit annotate needs a [trainer] table whose backend implements rollout", pipe.source)
-    trainer: TrainerLike = pipe.plugins.component("trainer", cfg.trainer.type).build(
-        cfg.trainer.config, seed=trainer_seed(cfg.run.seed))  # checked against the trainer contract when built
+    trainer: TrainerLike = new_trainer(pipe)  # checked against the trainer contract when built
     trainer.setup(pipe)
     if state is not None:
         _load_trainer_state(trainer, state, where, cfg.trainer.type)

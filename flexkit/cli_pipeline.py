@@ -11,6 +11,7 @@ from flexkit.errors import ConfigError
 from flexkit.log import say
 
 if TYPE_CHECKING:
+    from flexkit.pipeline import Pipeline
     from flexkit.scheduler import TasksetScheduler
 
 __all__ = ["cmd_preview", "cmd_validate"]
@@ -27,6 +28,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             pipe = load_pipeline(path, plugins=args.plugin)
             sched = pipe.scheduler  # opens every taskset and builds every selector
             rows = _check_every_row(sched, path)
+            _check_replay(pipe)
         except ConfigError as exc:
             say("config_error", exc.report() if exc.source else exc.with_source(path).report(), level="error")
             status = 1
@@ -36,6 +38,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(f"  {line}")
         print("  rows: every row read and parsed (" + ", ".join(f"{n}: {k}" for n, k in rows.items()) + ")")
     return status
+
+
+def _check_replay(pipe: Pipeline) -> None:
+    """With ``[replay]`` and a ``[trainer]``, build the trainer (not set up: cheap) and refuse ``[replay]`` as
+    ``flexkit run`` does when the trainer does not support it."""
+    if pipe.config.replay is None or pipe.config.trainer is None:
+        return
+    from flexkit.runner import check_replay_support, new_trainer
+
+    check_replay_support(pipe, new_trainer(pipe))
 
 
 def _check_every_row(sched: TasksetScheduler, source: str) -> dict[str, int]:

@@ -46,8 +46,8 @@ from flexkit.tasksets import Taskset
 from flexkit.trainer_output import trainer_metrics
 
 __all__ = ["CHECKPOINT_DIR", "INITIAL_STEP", "METRICS_FILE", "ROLLOUT_BUDGET", "RUN_TIMINGS", "STEP_LIMIT",
-           "RunInterrupted", "RunResult", "check_taskset_rows", "default_run_dir", "run_pipeline", "stop_reason",
-           "summary_lines", "trainer_seed"]
+           "RunInterrupted", "RunResult", "check_replay_support", "check_taskset_rows", "default_run_dir",
+           "new_trainer", "run_pipeline", "stop_reason", "summary_lines", "trainer_seed"]
 
 log = structlog.get_logger("flexkit.runner")
 
@@ -132,8 +132,7 @@ def run_pipeline(
     if pipe.has_sample_stage:
         check_stage_timing(pipe.sample_stage, RUN_TIMINGS, driver="flexkit run", source=pipe.source)
     run_dir = Path(run_dir)
-    trainer = pipe.plugins.component("trainer", cfg.trainer.type).build(cfg.trainer.config,
-                                                                         seed=trainer_seed(cfg.run.seed))
+    trainer = new_trainer(pipe)
     replay = _replay_buffer(pipe, trainer)  # before the rows are read and the trainer set up (both can be slow)
     sched = pipe.scheduler
     check_taskset_rows(pipe)
@@ -175,18 +174,32 @@ def run_pipeline(
                      total_steps=sched.total_steps, max_rollouts=budget)
 
 
+def new_trainer(pipe: Pipeline) -> Any:
+    """The pipeline's ``[trainer]`` built from its config and the run's trainer seed, not yet set up (building is
+    cheap; :meth:`~flexkit.trainer.Trainer.setup`, a warm start for instance, can take minutes)."""
+    cfg = pipe.config
+    if cfg.trainer is None:
+        raise ConfigError("this command needs a [trainer] table (e.g. type = \"simulator\")", pipe.source)
+    return pipe.plugins.component("trainer", cfg.trainer.type).build(cfg.trainer.config,
+                                                                     seed=trainer_seed(cfg.run.seed))
+
+
+def check_replay_support(pipe: Pipeline, trainer: Any) -> None:
+    """Refuse ``[replay]`` (a :class:`~flexkit.ConfigError` at key ``replay``) for a trainer that does not declare
+    :attr:`~flexkit.trainer.Trainer.supports_replay`; nothing to check without ``[replay]``."""
+    if pipe.config.replay is None or getattr(trainer, "supports_replay", False):
+        return
+    kind = pipe.config.trainer.type if pipe.config.trainer is not None else "?"
+    raise ConfigError([ConfigIssue("replay", f"the trainer {kind!r} does not support [replay] (replayed rows "
+                                   "need their behaviour log-probabilities in the loss: a trainer declares it "
+                                   "with supports_replay = True): remove [replay]")], pipe.source)
+
+
 def _replay_buffer(pipe: Pipeline, trainer: Any) -> ReplayBuffer | None:
-    """The run's :class:`ReplayBuffer` under ``[replay]`` (``None`` without); refuses a trainer that does not
-    declare :attr:`~flexkit.trainer.Trainer.supports_replay`."""
+    """The run's :class:`ReplayBuffer` under ``[replay]`` (``None`` without), after :func:`check_replay_support`."""
+    check_replay_support(pipe, trainer)
     cfg = pipe.config.replay
-    if cfg is None:
-        return None
-    if not getattr(trainer, "supports_replay", False):
-        kind = pipe.config.trainer.type if pipe.config.trainer is not None else "?"
-        raise ConfigError([ConfigIssue("replay", f"the trainer {kind!r} does not support [replay] (replayed rows "
-                                       "need their behaviour log-probabilities in the loss: a trainer declares it "
-                                       "with supports_replay = True): remove [replay]")], pipe.source)
-    return ReplayBuffer(cfg.groups, cfg.max_age)
+    return None if cfg is None else ReplayBuffer(cfg.groups, cfg.max_age)
 
 
 def _say_resumed(run_dir: Path, resumed: Resumed, total: int, rollouts: int) -> None:

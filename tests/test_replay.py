@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flexkit import ConfigError, Pipeline, load_pipeline, run_pipeline
+from flexkit.cli import main
 from flexkit.compare.records import _trained
 from flexkit.errors import CheckpointError, SampleError
 from flexkit.metric_names import KEPT_FRACTION, REPLAY_RESPONSES
@@ -249,6 +250,24 @@ type = "threshold_band"
         run_pipeline(pipe, run_dir=tmp_path / "run", progress=None)
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
     assert not set_up  # refused before the trainer's setup (a warm start can take minutes)
+
+
+def test_regression_validate_refuses_replay_with_a_trainer_that_does_not_support_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``flexkit validate`` said "valid" for ``[replay]`` with the simulator, which ``flexkit run`` then refused."""
+    path = tmp_path / "pipeline.toml"
+    path.write_text(SIMULATED, encoding="utf-8")
+    set_up: list[object] = []
+    monkeypatch.setattr(SimulatorTrainer, "setup", lambda self, p: set_up.append(p))
+    assert main(["validate", str(path)]) == 1
+    captured = capsys.readouterr()
+    assert "does not support [replay]" in captured.err and ": valid" not in captured.out
+    assert not set_up  # the trainer is built, never set up
+    path.write_text(SIMULATED.replace("[replay]\ngroups = 2\n", ""), encoding="utf-8")
+    assert main(["validate", str(path)]) == 0
+    monkeypatch.setattr(SimulatorTrainer, "supports_replay", True)
+    path.write_text(SIMULATED, encoding="utf-8")
+    assert main(["validate", str(path)]) == 0 and ": valid" in capsys.readouterr().out
 
 
 def test_a_batch_that_replay_cannot_read_is_a_sample_error() -> None:
