@@ -6,14 +6,9 @@
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
+from flexkit.config.loader import read_toml_file
 from tests.fixtures import ROOT
 
 #: The recipe's row label (the quickstart's selector and replay), and its setting name in the results files.
@@ -49,9 +44,12 @@ BUDGETS, TARGETS = (400_000, 800_000), (0.30, 0.40, 0.50)
 HEADER = ["pool", "arm", "seeds", "accuracy at 400k / 800k rollouts", "rollouts to 0.30", "to 0.40", "to 0.50"]
 
 
+def _results(name: str) -> dict[str, Any]:
+    return json.loads((ROOT / "docs" / "results" / name).read_text())
+
+
 def _setting(name: str, setting: str) -> dict[str, Any]:
-    data = json.loads((ROOT / "docs" / "results" / name).read_text())
-    return next(s for s in data["settings"] if s["name"] == setting)
+    return next(s for s in _results(name)["settings"] if s["name"] == setting)
 
 
 def _rollouts(target: dict[str, Any]) -> str:
@@ -89,19 +87,15 @@ def test_the_table_includes_uniform_sampling_with_no_filter_on_every_pool() -> N
 
 def test_the_quickstart_runs_the_recipe_the_table_measured() -> None:
     """The main job's selector and replay are exactly the overrides of every recipe row's results file."""
-    quickstart = tomllib.loads((ROOT / "examples" / "quickstart.toml").read_text(encoding="utf-8"))
+    quickstart = read_toml_file(ROOT / "examples" / "quickstart.toml")
     recipe_files = [name for (_pool, arm, _seeds), (name, _setting) in ROWS.items() if arm == RECIPE]
     assert len(recipe_files) == 4  # both pools, design and fresh seeds
     for name in recipe_files:
         overrides = _setting(name, RECIPE_SETTING)["overrides"]
         assert overrides["tasksets.0.selector"] == quickstart["tasksets"][0]["selector"], name
         assert overrides["replay"] == quickstart["replay"], name
-        assert quickstart["run"]["batch_size"] == _pipeline(name)["run"]["batch_size"]
-
-
-def _pipeline(name: str) -> dict[str, Any]:
-    path = json.loads((ROOT / "docs" / "results" / name).read_text())["path"]
-    return tomllib.loads((ROOT / path).read_text(encoding="utf-8"))
+        pool = read_toml_file(ROOT / _results(name)["path"])
+        assert quickstart["run"]["batch_size"] == pool["run"]["batch_size"], name
 
 
 if __name__ == "__main__":
