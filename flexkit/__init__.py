@@ -23,11 +23,8 @@ from __future__ import annotations
 
 from flexkit._lazy import lazy_exports
 from flexkit._version import DISTRIBUTION, __version__
-from flexkit.checkpoint import join_arrays, split_arrays
 from flexkit.config import field
 from flexkit.config.converter import make_converter, structure
-from flexkit.configurable import Configurable
-from flexkit.dynamic_sampling import fill_batch
 from flexkit.errors import (
     CheckpointError,
     ComponentError,
@@ -45,18 +42,21 @@ from flexkit.errors import (
     StateMismatchError,
     TasksetError,
 )
-from flexkit.feedback import SELECTOR_METRIC, Experience, PassRateCalculator, task_triples
-from flexkit.hookspecs import Register, hookimpl
-from flexkit.pipeline import Pipeline, load_pipeline, make_selector, pipeline_from_dict
-from flexkit.plugins import PluginHost, get_plugins, plugin_host_for
-from flexkit.protocols import FeedbackOperator
+from flexkit.pipeline.checkpoint import join_arrays, split_arrays
+from flexkit.pipeline.pipeline import Pipeline, load_pipeline, make_selector, pipeline_from_dict
+from flexkit.plugins.configurable import Configurable
+from flexkit.plugins.hookspecs import Register, hookimpl
+from flexkit.plugins.manager import PluginHost, get_plugins, plugin_host_for
+from flexkit.plugins.protocols import FeedbackOperator
+from flexkit.plugins.trainer import Rollout, Trainer
+from flexkit.run.dynamic_sampling import fill_batch
 from flexkit.sample import Actuator, Keep, Mix, RolloutBatch, SampleStage, Scorer, Weights
 from flexkit.sample.actuator import sample_weights_normalised
 from flexkit.sample.weights import aggregate, keep_mask, policy_loss
-from flexkit.scheduler import Task, TasksetScheduler
+from flexkit.scheduler.feedback import SELECTOR_METRIC, Experience, PassRateCalculator, task_triples
+from flexkit.scheduler.scheduler import Task, TasksetScheduler
 from flexkit.selectors import FEATURE_KEYS, Selector, feature_keys_of, read_feature_columns
 from flexkit.tasksets import InMemoryTaskset, Taskset
-from flexkit.trainer import Rollout, Trainer
 
 #: Names loaded on first use, and their modules (torch, a built-in component's module, the runner).
 _LAZY: dict[str, str] = {
@@ -64,9 +64,9 @@ _LAZY: dict[str, str] = {
     "GroupFilter": "flexkit.sample.actuators.group_filter",
     "WithIndex": "flexkit.integrations.torch",
     "max_rounds_field": "flexkit.sample.actuators.group_filter",
-    "pipeline_metrics": "flexkit.host_metrics",
-    "run_pipeline": "flexkit.runner",
-    "selector_metrics": "flexkit.host_metrics",
+    "pipeline_metrics": "flexkit.integrations.host_metrics",
+    "run_pipeline": "flexkit.run.runner",
+    "selector_metrics": "flexkit.integrations.host_metrics",
     "target_groups_field": "flexkit.sample.actuators.group_filter",
 }
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from flexkit.cli import main
+from flexkit.cli.main import main
 
 sys.exit(main())

@@ -114,7 +114,7 @@ def test_import_flexkit_loads_neither_torch_nor_a_component_module() -> None:
     loaded = json.loads(out.stdout)
     assert "torch" not in loaded
     assert not [m for m in loaded if m.startswith(("flexkit.sample.actuators.", "flexkit.sample.scorers.",
-                                                   "flexkit.integrations", "flexkit.testing", "flexkit.runner"))]
+                                                   "flexkit.integrations", "flexkit.testing", "flexkit.run.runner"))]
     code = "import json, sys, flexkit.testing; print(json.dumps(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=ROOT)
     assert not {"torch", "pytest"} & set(json.loads(out.stdout))

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from flexkit.config.components import STAGES
-from flexkit.plugins import REGISTER_HOOKS, Component, plugin_host_for
+from flexkit.plugins.manager import REGISTER_HOOKS, Component, plugin_host_for
 from flexkit.testing import (
     CHECKPOINTED,
     DRIVEN,

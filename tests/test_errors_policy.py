@@ -37,12 +37,12 @@ GENERIC = frozenset({"BaseException", "Exception", "ValueError", "TypeError", "K
 
 #: ``"path::function: Builtin"`` -> why the builtin is right there (nothing a user or a plugin causes reaches it).
 INTERNAL_RAISES: dict[str, str] = {
-    "flexkit/batch_plan.py::mix_counts: ValueError":
+    "flexkit/scheduler/batch_plan.py::mix_counts: ValueError":
         "internal invariant: the scheduler refuses a batch_size above all tasks when it is built",
     "flexkit/compare/statistics.py::mean_interval: ValueError":
         "internal invariant: compare's reports call it with at least one value",
     "flexkit/compare/statistics.py::t_quantile: ValueError": "internal invariant: mean_interval passes n - 1 >= 1",
-    "flexkit/dynamic_sampling.py::concat_rows: ValueError":
+    "flexkit/run/dynamic_sampling.py::concat_rows: ValueError":
         "internal invariant: the refill keeps one row selection per batch",
     "flexkit/selectors/difficulty_based/compact_grid.py::CompactGrid.__init__: ValueError":
         "internal invariant: difficulty_based picks the grid's shape (and a taskset of 2^31 tasks cannot be loaded)",
@@ -62,23 +62,26 @@ _NAMED = "a component's or plugin's own error, reported naming the component and
 #: ``"path::function: Builtins"`` -> why catching those builtins there relabels nothing.
 CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/_files.py::open_regular: BaseException": _CLEANUP,
-    "flexkit/annotate.py::_load_trainer_state: Exception": _NAMED + " (a CheckpointError: the trainer's state)",
-    "flexkit/annotate_output.py::_unwritable: TypeError, ValueError": _DATA,
-    "flexkit/annotate_output.py::check_parquet_columns: TypeError, ValueError": _DATA + " (pyarrow)",
-    "flexkit/annotate_output.py::row_lines: TypeError, ValueError": _DATA,
-    "flexkit/annotate_partial.py::_line_problem: ValueError": _DATA,
-    "flexkit/pipeline.py::_feature_array: ValueError": _DATA + " (numpy on a ragged column)",
-    "flexkit/checkpoint.py::_committed_arrays: KeyError, TypeError, ValueError": _DATA + " (a damaged state.json)",
-    "flexkit/checkpoint.py::_locate_unserialisable: TypeError, ValueError": "probing json.dumps for the bad value",
-    "flexkit/checkpoint.py::_read_arrays: Exception": _DATA + " (whatever numpy raises on hostile bytes)",
-    "flexkit/checkpoint.py::_read_body: ValueError": _DATA,
-    "flexkit/checkpoint.py::_serialise: KeyError, TypeError, ValueError": _DATA + " (a StateError)",
-    "flexkit/checkpoint.py::_serialise: TypeError, ValueError": _DATA + " (a StateError)",
-    "flexkit/checkpoint.py::_sniff_version: ValueError": _DATA,
-    "flexkit/checkpoint.py::load_state: KeyError, TypeError, ValueError": _DATA + " (a CheckpointError)",
-    "flexkit/cli.py::_output_cut: AttributeError, ValueError": "a replaced or closed stream has no file descriptor",
-    "flexkit/cli_compare.py::_number_list: ValueError": _DATA,
-    "flexkit/cli_pipeline.py::_check_every_row: Exception":
+    "flexkit/annotate/command.py::_load_trainer_state: Exception": _NAMED + " (a CheckpointError: the trainer's state)",
+    "flexkit/annotate/output.py::_unwritable: TypeError, ValueError": _DATA,
+    "flexkit/annotate/output.py::check_parquet_columns: TypeError, ValueError": _DATA + " (pyarrow)",
+    "flexkit/annotate/output.py::row_lines: TypeError, ValueError": _DATA,
+    "flexkit/annotate/partial.py::_line_problem: ValueError": _DATA,
+    "flexkit/pipeline/pipeline.py::_feature_array: ValueError": _DATA + " (numpy on a ragged column)",
+    "flexkit/pipeline/checkpoint.py::_committed_arrays: KeyError, TypeError, ValueError":
+        _DATA + " (a damaged state.json)",
+    "flexkit/pipeline/checkpoint.py::_locate_unserialisable: TypeError, ValueError":
+        "probing json.dumps for the bad value",
+    "flexkit/pipeline/checkpoint.py::_read_arrays: Exception": _DATA + " (whatever numpy raises on hostile bytes)",
+    "flexkit/pipeline/checkpoint.py::_read_body: ValueError": _DATA,
+    "flexkit/pipeline/checkpoint.py::_serialise: KeyError, TypeError, ValueError": _DATA + " (a StateError)",
+    "flexkit/pipeline/checkpoint.py::_serialise: TypeError, ValueError": _DATA + " (a StateError)",
+    "flexkit/pipeline/checkpoint.py::_sniff_version: ValueError": _DATA,
+    "flexkit/pipeline/checkpoint.py::load_state: KeyError, TypeError, ValueError": _DATA + " (a CheckpointError)",
+    "flexkit/cli/main.py::_output_cut: AttributeError, ValueError":
+        "a replaced or closed stream has no file descriptor",
+    "flexkit/cli/compare.py::_number_list: ValueError": _DATA,
+    "flexkit/cli/pipeline.py::_check_every_row: Exception":
         "flexkit validate reports every taskset's failure; a storage's own error is shown with its type",
     "flexkit/compare/execution.py::run_in_order: Exception": "any error of one run is that run's failure, reported",
     "flexkit/compare/run.py::_read_setting_file: ValueError": _DATA,
@@ -90,10 +93,10 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/config/loader.py::_first_failing_prefix.fails: Exception": "probing tomllib for the failing prefix",
     "flexkit/config/loader.py::parse_toml: ValueError": _DATA + " (tomllib's int() past the digit limit)",
     "flexkit/config/overrides.py::parse_seeds: ValueError": _DATA,
-    "flexkit/configurable.py::registered_name_of: Exception":
+    "flexkit/plugins/configurable.py::registered_name_of: Exception":
         "a broken plugin must not replace the message being written",
-    "flexkit/contracts.py::check_selection: Exception": _NAMED + " (a ComponentError: its indices)",
-    "flexkit/contracts.py::component_bugs: Exception": _NAMED + " (a ComponentError)",
+    "flexkit/plugins/contracts.py::check_selection: Exception": _NAMED + " (a ComponentError: its indices)",
+    "flexkit/plugins/contracts.py::component_bugs: Exception": _NAMED + " (a ComponentError)",
     "flexkit/distributed/ledger.py::BatchLedger._check_id: TypeError": _DATA + " (operator.index)",
     "flexkit/distributed/torch_dist.py::DistributedPipeline.apply_sample_stage: Exception":
         "gathered from every rank (so no rank waits forever) and raised on all, with its repr",
@@ -104,57 +107,61 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/distributed/torch_dist.py::DistributedPipeline.save_checkpoint: Exception":
         "broadcast from rank 0 (so no rank waits forever) and raised on all, with its repr",
     "flexkit/distributed/torch_dist.py::_concatenate: ValueError": _DATA,
-    "flexkit/feedback.py::PassRateCalculator.process: TypeError": _DATA + " (iterating the payload)",
-    "flexkit/feedback.py::_columns: TypeError, ValueError": _DATA,
-    "flexkit/feedback.py::_copied_row: Exception": "an object that cannot be copied is fed back as it is",
-    "flexkit/feedback.py::_rewards: TypeError, ValueError": _DATA,
-    "flexkit/feedback.py::_rows: TypeError, ValueError": _DATA,
-    "flexkit/feedback.py::task_triples: AttributeError, KeyError, TypeError": _DATA + " (an experience's fields)",
-    "flexkit/feedback.py::task_triples: TypeError": _DATA + " (iterating the payload)",
-    "flexkit/feedback_apply.py::apply_feedback: Exception": _NAMED + " (a ComponentError; the payload rolled back)",
-    "flexkit/scheduler.py::TasksetScheduler.evaluation: Exception": _NAMED + " (a ComponentError naming the selector)",
-    "flexkit/host_metrics.py::feedback_metrics: TypeError, ValueError": "metrics never stop a run",
+    "flexkit/scheduler/feedback.py::PassRateCalculator.process: TypeError": _DATA + " (iterating the payload)",
+    "flexkit/scheduler/feedback.py::_columns: TypeError, ValueError": _DATA,
+    "flexkit/scheduler/feedback.py::_copied_row: Exception": "an object that cannot be copied is fed back as it is",
+    "flexkit/scheduler/feedback.py::_rewards: TypeError, ValueError": _DATA,
+    "flexkit/scheduler/feedback.py::_rows: TypeError, ValueError": _DATA,
+    "flexkit/scheduler/feedback.py::task_triples: AttributeError, KeyError, TypeError":
+        _DATA + " (an experience's fields)",
+    "flexkit/scheduler/feedback.py::task_triples: TypeError": _DATA + " (iterating the payload)",
+    "flexkit/scheduler/feedback_apply.py::apply_feedback: Exception":
+        _NAMED + " (a ComponentError; the payload rolled back)",
+    "flexkit/scheduler/scheduler.py::TasksetScheduler.evaluation: Exception":
+        _NAMED + " (a ComponentError naming the selector)",
+    "flexkit/integrations/host_metrics.py::feedback_metrics: TypeError, ValueError": "metrics never stop a run",
     "flexkit/integrations/_state.py::to_portable: TypeError": "dtypes torch lacks are kept as lists",
     "flexkit/integrations/torch.py::FlexkitSampler.locate: TypeError, ValueError": _DATA,
     "flexkit/integrations/torch.py::_as_numpy: TypeError, ValueError": _DATA,
-    "flexkit/observers.py::notify: Exception": "an observer's failure is logged with its type, not raised",
-    "flexkit/pipeline_state.py::refusing_component: Exception": "probing which component refuses its part of a state",
-    "flexkit/pipeline.py::Pipeline.load_checkpoint: Exception": _NAMED + " (a CheckpointError)",
-    "flexkit/pipeline.py::Pipeline.load_state_dict: BaseException": _CLEANUP,
-    "flexkit/plot.py::_natural: ValueError": _DATA,
-    "flexkit/plot.py::_targets: KeyError, TypeError, ValueError": "best effort: a plot without target lines",
-    "flexkit/plugin_components.py::Component.build: AttributeError, TypeError":
+    "flexkit/scheduler/observers.py::notify: Exception": "an observer's failure is logged with its type, not raised",
+    "flexkit/pipeline/state.py::refusing_component: Exception": "probing which component refuses its part of a state",
+    "flexkit/pipeline/pipeline.py::Pipeline.load_checkpoint: Exception": _NAMED + " (a CheckpointError)",
+    "flexkit/pipeline/pipeline.py::Pipeline.load_state_dict: BaseException": _CLEANUP,
+    "flexkit/plot/figures.py::_natural: ValueError": _DATA,
+    "flexkit/plot/figures.py::_targets: KeyError, TypeError, ValueError": "best effort: a plot without target lines",
+    "flexkit/plugins/registrar.py::Component.build: AttributeError, TypeError":
         "a frozen or slotted component keeps its class's name",
-    "flexkit/plugin_import.py::exit_is_import_error: BaseException": "sys.exit() while importing a plugin",
-    "flexkit/plugin_import.py::exit_is_import_error: Exception": "re-raised as it is",
-    "flexkit/plugin_import.py::load_local_module: BaseException": _CLEANUP,
-    "flexkit/plugins.py::PluginHost._load_entry_points: Exception": _NAMED + " (a plugin failure)",
-    "flexkit/plugins.py::PluginHost.add: Exception": _NAMED + " (a plugin failure)",
-    "flexkit/plugins.py::PluginHost.add_local: Exception": _NAMED + " (cannot load plugin ...)",
-    "flexkit/prefetch.py::Prefetcher._run: BaseException": "handed to the reader and raised there, as it is",
-    "flexkit/replay.py::ReplayBuffer.load_state_dict: RuntimeError, TypeError, ValueError":
+    "flexkit/plugins/local_import.py::exit_is_import_error: BaseException": "sys.exit() while importing a plugin",
+    "flexkit/plugins/local_import.py::exit_is_import_error: Exception": "re-raised as it is",
+    "flexkit/plugins/local_import.py::load_local_module: BaseException": _CLEANUP,
+    "flexkit/plugins/manager.py::PluginHost._load_entry_points: Exception": _NAMED + " (a plugin failure)",
+    "flexkit/plugins/manager.py::PluginHost.add: Exception": _NAMED + " (a plugin failure)",
+    "flexkit/plugins/manager.py::PluginHost.add_local: Exception": _NAMED + " (cannot load plugin ...)",
+    "flexkit/scheduler/prefetch.py::Prefetcher._run: BaseException": "handed to the reader and raised there, as it is",
+    "flexkit/run/replay.py::ReplayBuffer.load_state_dict: RuntimeError, TypeError, ValueError":
         _DATA + " (numpy and torch on a checkpoint's stored rows: a CheckpointError)",
-    "flexkit/run_folder.py::_is_pipeline_file: ValueError": "a NUL byte in a path: not a file",
-    "flexkit/run_folder.py::read_metrics: ValueError": _DATA,
-    "flexkit/run_folder.py::resume_run_folder: Exception": _NAMED + " (a CheckpointError: the trainer's state)",
-    "flexkit/runner.py::_committed_step: KeyError, TypeError, ValueError": _DATA + " (best effort, a fallback)",
+    "flexkit/run/folder.py::_is_pipeline_file: ValueError": "a NUL byte in a path: not a file",
+    "flexkit/run/folder.py::read_metrics: ValueError": _DATA,
+    "flexkit/run/folder.py::resume_run_folder: Exception": _NAMED + " (a CheckpointError: the trainer's state)",
+    "flexkit/run/runner.py::_committed_step: KeyError, TypeError, ValueError": _DATA + " (best effort, a fallback)",
     "flexkit/sample/actuators/static.py::StaticMixer.act: ValueError": _DATA + " (int() of a taskset name)",
     "flexkit/sample/batch.py::RolloutBatch.__getitem__: KeyError": "dict lookup, a SampleError listing the fields",
     "flexkit/sample/batch.py::RolloutBatch.group_index: TypeError": _DATA + " (unhashable group values)",
     "flexkit/sample/batch.py::_per_sample_array: TypeError, ValueError": _DATA + " (ragged values)",
     "flexkit/sample/output_checks.py::check_score_output: TypeError, ValueError":
         _DATA + " (the scores a scorer returned, a SampleError naming it)",
-    "flexkit/scheduler.py::TasksetScheduler._produce: Exception": "carried with the selection and raised as it is",
-    "flexkit/scheduler_state.py::SchedulerState.load_state_dict: Exception": _CLEANUP,
+    "flexkit/scheduler/scheduler.py::TasksetScheduler._produce: Exception":
+        "carried with the selection and raised as it is",
+    "flexkit/scheduler/state.py::SchedulerState.load_state_dict: Exception": _CLEANUP,
     "flexkit/selectors/base.py::checked_load.load_state_dict: ArithmeticError, AttributeError, IndexError, "
     "KeyError, TypeError, ValueError":
         "a selector's own load_state_dict failing on a state that does not fit it: restored to the state before "
         "and reported as StateMismatchError naming the selector and the original error",
-    "flexkit/scheduler_state.py::SchedulerState._load: ArithmeticError, AttributeError, IndexError, KeyError, "
+    "flexkit/scheduler/state.py::SchedulerState._load: ArithmeticError, AttributeError, IndexError, KeyError, "
     "TypeError, ValueError":
         "a selector's load_state_dict failing on a saved state that does not fit it, reported as "
         "StateMismatchError naming the taskset, the selector and the original error",
-    "flexkit/schema_line.py::retarget_schema_line: ValueError": "os.path.relpath across drives",
+    "flexkit/run/schema_line.py::retarget_schema_line: ValueError": "os.path.relpath across drives",
     "flexkit/selectors/_grouping.py::_any_column: Exception":
         "a taskset refusing a non-numeric column: read as labels, else raised as it is",
     "flexkit/selectors/_grouping.py::_any_column: KeyError": "the Mapping protocol: a missing feature column",
@@ -170,7 +177,7 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/tasksets/jsonl.py::_problem: ValueError": _DATA,
     "flexkit/tasksets/memory.py::InMemoryTaskset.__init__: TypeError, ValueError": _DATA,
     "flexkit/tasksets/memory.py::_content_digest: TypeError, ValueError": "rows JSON cannot hold have no digest",
-    "flexkit/trainer_output.py::_number: Exception": "whatever a foreign array type raises: not a number",
+    "flexkit/run/trainer_output.py::_number: Exception": "whatever a foreign array type raises: not a number",
     "plugins/flexkit-rft-ray/flexkit_ray/__init__.py::run_worker: BaseException": _CLEANUP,
     "plugins/flexkit-rft-trinity/flexkit_trinity/config.py::is_flexkit_selector_type: Exception":
         "Trinity-RFT's own registry refusing an unknown name: not a flexkit selector",
@@ -187,7 +194,7 @@ CAUGHT_BUILTINS: dict[str, str] = {
 #: Exception classes defined outside ``flexkit/errors.py``, and why they are not flexkit errors.
 OTHER_EXCEPTION_CLASSES: dict[str, str] = {
     "flexkit/_files.py::NotRegularFileError": "an OSError of the file helpers, caught where files are opened",
-    "flexkit/prefetch.py::RowsFailed": "internal: carries a failed read's selection to the reader",
+    "flexkit/scheduler/prefetch.py::RowsFailed": "internal: carries a failed read's selection to the reader",
     "flexkit/testing/runs.py::Crash": "the contract kit's simulated crash (a BaseException no code catches)",
 }
 
@@ -367,7 +374,7 @@ def _bad_declaration() -> None:
 
 
 def _bad_scheduler_state() -> None:
-    from flexkit.scheduler import TasksetEntry
+    from flexkit.scheduler.scheduler import TasksetEntry
 
     entry = TasksetEntry(name="a", taskset=flexkit.InMemoryTaskset("a", size=3),
                          selector=flexkit.make_selector("shuffle", size=3))

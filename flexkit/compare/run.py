@@ -70,7 +70,7 @@ def compare(
     pipeline, setting or seed is refused with :class:`~flexkit.FlexkitError`. On Ctrl-C the reports of the runs
     finished so far are written before the interrupt goes on.
 
-    With ``plots`` (and matplotlib), each run gets ``plots/overview.png`` (:func:`flexkit.plot.plot_run`),
+    With ``plots`` (and matplotlib), each run gets ``plots/overview.png`` (:func:`flexkit.plot.figures.plot_run`),
     linked from ``results.md``.
     """
     _check_arguments(settings, seeds)
@@ -190,7 +190,7 @@ class _Plan:
 
     def build(self, setting: Setting, seed: int) -> Any:
         """The pipeline of the (setting, seed) run."""
-        from flexkit.pipeline import pipeline_from_dict
+        from flexkit.pipeline.pipeline import pipeline_from_dict
 
         return pipeline_from_dict(self.varied_data(setting, seed), base_dir=self.base_dir,
                                   source=self.source(setting), plugins=self.plugins)
@@ -348,7 +348,7 @@ def _plot_runs(results: list[SettingResult]) -> None:
 
     if importlib.util.find_spec("matplotlib") is None:
         return
-    from flexkit.plot import plot_run
+    from flexkit.plot.figures import plot_run
 
     for res in results:
         for run in res.runs:

@@ -133,13 +133,13 @@ class SampleConfig:
 
 @attrs.frozen(kw_only=True)
 class ReplayConfig:
-    """``[replay]``: rollout replay in ``flexkit run`` (after DOTS, arXiv 2506.05316; :mod:`flexkit.replay`).
+    """``[replay]``: rollout replay in ``flexkit run`` (after DOTS, arXiv 2506.05316; :mod:`flexkit.run.replay`).
 
     Each step's update also trains on up to ``groups`` informative answer groups (their rewards differ) that
     earlier steps generated, newest first, none older than ``max_age`` steps. Replayed answers are not generated
     again, so each step generates only ``[run] batch_size`` tasks' answers: set it to the fresh part of the batch
     (e.g. half the batch you trained on before, with ``groups`` the other half). The trainer must weigh replayed
-    rows by their behaviour log-probabilities (:attr:`flexkit.trainer.Trainer.supports_replay`).
+    rows by their behaviour log-probabilities (:attr:`flexkit.plugins.trainer.Trainer.supports_replay`).
     """
 
     groups: int = field(ge=1, doc="Stored groups added to each step's update at most (newest first).")

@@ -266,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     which.add_argument("--distribution", action="append", default=[], metavar="NAME",
                        help="include the components of this distribution (repeatable)")
     args = parser.parse_args(argv)
-    from flexkit.plugins import get_plugins  # the command asks for the registry; the generator takes one
+    from flexkit.plugins.manager import get_plugins  # the command asks for the registry; the generator takes one
 
     wanted = {*COMMITTED_DISTRIBUTIONS, *args.distribution}
     include = None if args.all_plugins else (lambda c: c.distribution in wanted)

@@ -46,10 +46,10 @@ import attrs
 
 from flexkit.distributed.payload import Payload, as_metrics, normalize, task_pairs
 from flexkit.errors import ConfigError, FeedbackError, StateMismatchError
-from flexkit.scheduler import Task
+from flexkit.scheduler.scheduler import Task
 
 if TYPE_CHECKING:
-    from flexkit.pipeline import Pipeline
+    from flexkit.pipeline.pipeline import Pipeline
 
 #: Layout version of :meth:`BatchLedger.state_dict`'s ``ledger`` part.
 LEDGER_VERSION = 1

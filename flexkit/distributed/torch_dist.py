@@ -32,11 +32,11 @@ import torch.distributed as dist
 
 from flexkit.distributed.payload import as_metrics, digest, merge, normalize
 from flexkit.errors import ConfigError, DistributedStateError, FeedbackError, FlexkitError
-from flexkit.feedback import is_columnar, task_triples
 from flexkit.sample.actuator import Mix
+from flexkit.scheduler.feedback import is_columnar, task_triples
 
 if TYPE_CHECKING:
-    from flexkit.pipeline import Pipeline
+    from flexkit.pipeline.pipeline import Pipeline
 
 
 def shard_bounds(n: int, rank: int, world_size: int) -> tuple[int, int]:
@@ -105,7 +105,8 @@ class DistributedPipeline:
 
         ``experiences`` is what the feedback operator accepts: a sequence of experiences or columns (a mapping
         of equal-length ``reward``, ``taskset_id`` and ``index`` arrays, see
-        :func:`~flexkit.feedback.task_triples`). ``compact`` sends only ``(taskset_id, index, reward)`` of each
+        :func:`~flexkit.scheduler.feedback.task_triples`). ``compact`` sends only ``(taskset_id, index, reward)`` of
+        each
         experience (enough for ``pass_rate_calculator``), and the operator gets a list of such dicts;
         ``compact=False`` sends the experiences themselves (picklable; columns as numpy arrays) for an operator
         that reads more of them, and the operator gets their concatenation (columns when every rank sent

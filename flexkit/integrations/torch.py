@@ -39,10 +39,10 @@ import numpy as np
 import torch.utils.data
 
 from flexkit.errors import ConfigError, ConfigTypeError, FeedbackError, StateMismatchError
-from flexkit.feedback import PassRateCalculator
 from flexkit.integrations._state import from_portable, to_portable
-from flexkit.pipeline import Pipeline, make_selector
-from flexkit.scheduler import TasksetEntry, TasksetScheduler
+from flexkit.pipeline.pipeline import Pipeline, make_selector
+from flexkit.scheduler.feedback import PassRateCalculator
+from flexkit.scheduler.scheduler import TasksetEntry, TasksetScheduler
 from flexkit.tasksets import InMemoryTaskset
 
 #: Version of :meth:`FlexkitSampler.state_dict`'s layout.

@@ -5,7 +5,7 @@ into an action: :class:`Keep` (select), :class:`Weights` (reweight) or :class:`M
 Keep / weights become per-token loss weights (:mod:`flexkit.sample.weights`); mix proportions feed the scheduler.
 :class:`SampleStage` wires one scorer and one actuator. The built-in scorers and actuators (one module each,
 under :mod:`~flexkit.sample.scorers` and :mod:`~flexkit.sample.actuators`) are registered by
-:mod:`flexkit.builtins` through the hooks third-party plugins implement; this package re-exports them lazily,
+:mod:`flexkit.plugins.builtins` through the hooks third-party plugins implement; this package re-exports them lazily,
 so importing it loads none of them (nor torch).
 """
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from flexkit.contracts import describe_component
 from flexkit.errors import SampleError
-from flexkit.protocols import ActuatorLike, ScorerLike
+from flexkit.plugins.contracts import describe_component
+from flexkit.plugins.protocols import ActuatorLike, ScorerLike
 from flexkit.sample.actuator import ACTION_OF, Action, Keep, Mix, Weights, check_finite
 from flexkit.sample.batch import RolloutBatch
 from flexkit.sample.scorer import check_scores

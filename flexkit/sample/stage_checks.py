@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from flexkit.configurable import display_name
 from flexkit.errors import ConfigError, ConfigIssue
-from flexkit.protocols import is_group_filter
+from flexkit.plugins.configurable import display_name
+from flexkit.plugins.protocols import is_group_filter
 from flexkit.sample.scorer import timing_index
 from flexkit.sample.stage import SampleStage
 

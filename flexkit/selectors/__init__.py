@@ -4,7 +4,7 @@ Five selectors after Trinity-RFT's task selection module: ``sequential``,
 ``shuffle``, ``random``, ``offline_easy2hard`` and ``difficulty_based``; and five from the literature (see
 docs/algorithms.md): ``learnability`` (LILO), ``thompson_target`` (MoPPS), ``zero_variance_skip`` (GRESO),
 ``target_difficulty`` (AdaRFT) and ``prioritized_replay`` (PLR); and ``frontier``, discounted Thompson sampling over
-groups of tasks for informative answer groups. One module each; :mod:`flexkit.builtins`
+groups of tasks for informative answer groups. One module each; :mod:`flexkit.plugins.builtins`
 registers them, through the hook third-party plugins implement.
 
 Importing this package is cheap: it loads :mod:`~flexkit.selectors.base` only, and a selector's module when one
@@ -14,7 +14,7 @@ of its names is first read from here (``from flexkit.selectors import Difficulty
 from __future__ import annotations
 
 from flexkit._lazy import lazy_exports
-from flexkit.builtin_table import SELECTORS, lazy_table
+from flexkit.plugins.builtin_table import SELECTORS, lazy_table
 from flexkit.selectors.base import FEATURE_KEYS, Selector, feature_keys_of, read_feature_columns, validate_feedback
 
 #: The module of each name this package re-exports lazily.

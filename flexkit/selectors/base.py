@@ -6,7 +6,7 @@ Names follow Trinity-RFT's task-selection module (``get_indices``, ``feedback``,
 feedback validation, RNG state handling and the default config for free.
 
 The conventions a pipeline relies on (also listed under ``flexkit_register_selectors`` in
-:mod:`flexkit.hookspecs`):
+:mod:`flexkit.plugins.hookspecs`):
 
 - a config field named :data:`FEATURE_KEYS` (``feature_keys``) lists the taskset's feature columns the selector
   reads; the pipeline loads exactly those (:func:`feature_keys_of`) and passes them as ``features``;
@@ -34,9 +34,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from flexkit.configurable import Configurable, display_name
 from flexkit.errors import ComponentError, ConfigError, FeedbackError, FlexkitError, StateMismatchError, TasksetError
-from flexkit.protocols import OutOfRange as OutOfRange  # "clip" or "error"; its home is the selector protocol's
+from flexkit.plugins.configurable import Configurable, display_name
+from flexkit.plugins.protocols import OutOfRange as OutOfRange  # "clip" or "error"; its home is the selector protocol's
 
 Seed = int | np.random.SeedSequence
 
@@ -209,7 +209,8 @@ class Selector(Configurable, abc.ABC):
     def observe_evaluation(self, metrics: Mapping[str, float]) -> None:
         """Take the trainer's latest held-out evaluation (metric name → value, as ``evaluate`` returned it).
 
-        The scheduler passes every evaluation of a run (:meth:`~flexkit.scheduler.TasksetScheduler.evaluation`);
+        The scheduler passes every evaluation of a run
+        (:meth:`~flexkit.scheduler.scheduler.TasksetScheduler.evaluation`);
         whatever a selector keeps from it belongs in its :meth:`state_dict`. The default ignores it.
         """
 

@@ -16,7 +16,7 @@ The built-in ``file`` storage (``storage_type = "file"`` in a ``[[tasksets]]`` t
 Modules, by reader: :mod:`~flexkit.tasksets.base` (the :class:`Taskset` protocol and feature mappings),
 :mod:`~flexkit.tasksets.jsonl`, :mod:`~flexkit.tasksets.json_file`, :mod:`~flexkit.tasksets.parquet`,
 :mod:`~flexkit.tasksets.memory` (one per format) and :mod:`~flexkit.tasksets.storage` (the ``file`` storage).
-:mod:`flexkit.builtins` registers the ``file`` storage.
+:mod:`flexkit.plugins.builtins` registers the ``file`` storage.
 """
 
 from __future__ import annotations

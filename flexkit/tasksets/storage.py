@@ -1,5 +1,5 @@
 """The built-in ``file`` storage: its config, the format resolution from a file's suffix, and opening a taskset
-file (:mod:`flexkit.builtins` registers it)."""
+file (:mod:`flexkit.plugins.builtins` registers it)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flexkit.plugins import PluginHost
+from flexkit.plugins.manager import PluginHost
 from flexkit.testing.contract import (
     CHECKPOINTED,
     DRIVEN,

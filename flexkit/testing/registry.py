@@ -21,10 +21,10 @@ from typing import Any, cast
 import attrs
 import numpy as np
 
-from flexkit.checkpoint import load_state, save_state
 from flexkit.config.components import ComponentSpec
 from flexkit.config.converter import make_converter, structure
-from flexkit.plugins import Component, PluginHost
+from flexkit.pipeline.checkpoint import load_state, save_state
+from flexkit.plugins.manager import Component, PluginHost
 
 __all__ = [
     "BATCH",

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from flexkit.hookspecs import hookimpl
+from flexkit.plugins.hookspecs import hookimpl
 
 __all__ = ["Crash", "CrashAt", "crash_run", "jsonl_pipeline", "read_metrics", "write_jsonl_taskset"]
 
@@ -30,7 +30,7 @@ def jsonl_pipeline(directory: str | Path, sizes: Sequence[int], run: dict[str, A
     """A pipeline over JSONL tasksets ``t0``, ``t1``, ... of ``sizes`` rows (:func:`write_jsonl_taskset`, seeds
     0, 1, ...; written into ``directory`` unless there), each with a ``shuffle`` or a ``difficulty_based`` selector;
     ``run`` is its ``[run]`` table and ``sample``, if given, its ``[sample]`` table."""
-    from flexkit.pipeline import pipeline_from_dict
+    from flexkit.pipeline.pipeline import pipeline_from_dict
 
     directory = Path(directory)
     for i, n in enumerate(sizes):
@@ -55,7 +55,7 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
 class Crash(BaseException):
     """The failure :class:`CrashAt` injects: a ``BaseException``, like the ``KeyboardInterrupt`` of a stopped run,
     so it ends the run where an observer's ordinary exception would only be logged
-    (:func:`flexkit.observers.notify`)."""
+    (:func:`flexkit.scheduler.observers.notify`)."""
 
 
 class CrashAt:
@@ -75,7 +75,7 @@ def crash_run(pipeline: Any, run_dir: str | Path, step: int) -> None:
     """Run ``pipeline`` with :func:`flexkit.run_pipeline` into ``run_dir`` until the scheduler hands out the batch
     of ``step``, where it must crash (:class:`CrashAt`, unregistered afterwards: the plugin host is shared).
     Raises ``AssertionError`` if the run ends without crashing; resume it with ``run_pipeline(..., resume=True)``."""
-    from flexkit.runner import run_pipeline
+    from flexkit.run.runner import run_pipeline
 
     crasher = CrashAt(step)
     pipeline.plugins.pm.register(crasher)

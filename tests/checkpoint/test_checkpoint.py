@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from flexkit.checkpoint import load_state, save_state
 from flexkit.errors import CheckpointError
-from flexkit.feedback import SELECTOR_METRIC
+from flexkit.pipeline.checkpoint import load_state, save_state
+from flexkit.scheduler.feedback import SELECTOR_METRIC
 from tests.scheduler.test_scheduler import batch_key, feedback_for, make_pipeline
 
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from flexkit.checkpoint import load_state, save_state
-from flexkit.cli import main
+from flexkit.cli.main import main
 from flexkit.errors import CheckpointError, TasksetError
-from flexkit.fingerprint import compare_fingerprints
-from flexkit.pipeline import pipeline_from_dict
+from flexkit.pipeline.checkpoint import load_state, save_state
+from flexkit.pipeline.fingerprint import compare_fingerprints
+from flexkit.pipeline.pipeline import pipeline_from_dict
 from tests.fixtures import read_metrics
 
 

@@ -1,7 +1,7 @@
 """Fault injection on the command line: SIGKILL ``flexkit run`` inside its FIRST checkpoint save and later ones.
 
 A child process (the "zygote", started with ``sys.executable``) imports flexkit and torch once and forks one
-worker per command; a worker runs ``flexkit.cli.main(["run", ...])`` with its stdout and stderr in files, as
+worker per command; a worker runs ``flexkit.cli.main.main(["run", ...])`` with its stdout and stderr in files, as
 the ``flexkit`` command does. A worker can be told to SIGKILL itself at the ``n``-th Python line executed
 inside its ``k``-th call of ``Pipeline.save_checkpoint`` (state dicts, fingerprint with the tasksets' content
 digests, encoding, the round-trip check, file writes, renames, cleanup); ``n`` is drawn uniformly from the
@@ -32,7 +32,7 @@ import attrs
 import numpy as np
 import pytest
 
-from flexkit.checkpoint import STATE_FILE, load_state
+from flexkit.pipeline.checkpoint import STATE_FILE, load_state
 from tests.checkpoint.kill_helpers import (
     CampaignReport,
     ZygoteProcess,
@@ -103,7 +103,7 @@ def write_pipeline(folder: Path) -> Path:
 def install_kill_hook(kill_save: int, kill_line: int, count_to: str | None) -> None:
     """SIGKILL this process at the ``kill_line``-th Python line executed inside its ``kill_save``-th call of
     ``Pipeline.save_checkpoint`` (0: never); with ``count_to``, append each save's line count to that file."""
-    from flexkit.pipeline import Pipeline
+    from flexkit.pipeline.pipeline import Pipeline
 
     original = Pipeline.save_checkpoint
     saves = 0
@@ -146,7 +146,7 @@ def _worker(job: dict[str, Any]) -> int:
     sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - the fds above
     sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
     install_kill_hook(job["kill_save"], job["kill_line"], job.get("count_to"))
-    from flexkit.cli import main
+    from flexkit.cli.main import main
 
     os.chdir(job["cwd"])
     code = main(job["argv"])
@@ -171,9 +171,9 @@ def zygote() -> None:
     when it starts and ``reaped <pid> <status>`` when it ends."""
     import torch  # noqa: F401 - imported before forking so workers start fast
 
-    import flexkit.cli
-    import flexkit.simulator  # noqa: F401
-    from flexkit.plugins import get_plugins
+    import flexkit.cli.main
+    import flexkit.run.simulator  # noqa: F401
+    from flexkit.plugins.manager import get_plugins
 
     get_plugins()
     serve_forks(_child, announce_pid=True)

@@ -15,10 +15,10 @@ import json
 import shutil
 from pathlib import Path
 
-from flexkit.checkpoint import load_state, save_state
-from flexkit.cli import main
+from flexkit.cli.main import main
 from flexkit.metric_names import upgrade_record
-from flexkit.pipeline import load_pipeline
+from flexkit.pipeline.checkpoint import load_state, save_state
+from flexkit.pipeline.pipeline import load_pipeline
 from tests.checkpoint.test_kill_checkpoint import canonical
 from tests.fixtures import within_rounding
 

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from flexkit.checkpoint import check_state
 from flexkit.errors import CheckpointError, StateError
-from flexkit.pipeline import Pipeline, pipeline_from_dict
+from flexkit.pipeline.checkpoint import check_state
+from flexkit.pipeline.pipeline import Pipeline, pipeline_from_dict
 from tests.scheduler.test_scheduler import write_taskset
 
 PLUGIN = """

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from flexkit import FlexkitError, pipeline_from_dict
-from flexkit.annotate import annotate
-from flexkit.cli import main
+from flexkit.annotate.command import annotate
+from flexkit.cli.main import main
 
 DATA = {
     "run": {"batch_size": 16, "seed": 0, "total_steps": 5},
@@ -98,7 +98,7 @@ def test_cli_annotate_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_a_trained_checkpoint_is_the_stronger_reference(tmp_path: Path) -> None:
-    from flexkit.runner import run_pipeline
+    from flexkit.run.runner import run_pipeline
 
     pq = pytest.importorskip("pyarrow.parquet")  # the stronger reference is written as Parquet
 

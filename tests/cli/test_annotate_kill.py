@@ -2,7 +2,7 @@
 command) always ends with the file an uninterrupted call writes, byte for byte.
 
 A child process (the "zygote", started with ``sys.executable``) imports flexkit, torch and pyarrow once and forks
-one worker per command; a worker runs ``flexkit.cli.main(["annotate", ...])`` with its output in files, as the
+one worker per command; a worker runs ``flexkit.cli.main.main(["annotate", ...])`` with its output in files, as the
 ``flexkit`` command does. A worker can be told to interrupt itself at the ``n``-th Python line executed inside
 the annotate call (reading the taskset, rollouts, writing rows, committing the trainer state, writing the output):
 with a real SIGKILL (no ``finally`` clause or exit handler runs), or with a SIGINT, which Python turns into the
@@ -55,10 +55,11 @@ EXAMPLES = 200 if os.environ.get("FLEXKIT_SLOW") == "1" else 8
 
 def install_interrupt(mode: str, line: int, count_to: str | None) -> None:
     """Interrupt this process (``mode``: ``"kill"`` SIGKILL, ``"int"`` SIGINT) at the ``line``-th Python line
-    executed inside ``flexkit.annotate.annotate`` (0: never); with ``count_to``, write the call's line count there."""
-    import flexkit.annotate
+    executed inside ``flexkit.annotate.command.annotate`` (0: never); with ``count_to``, write the call's line count
+    there."""
+    import flexkit.annotate.command
 
-    original = flexkit.annotate.annotate
+    original = flexkit.annotate.command.annotate
 
     def annotate(*args: Any, **kwargs: Any) -> Any:
         lines = 0
@@ -82,7 +83,7 @@ def install_interrupt(mode: str, line: int, count_to: str | None) -> None:
             if count_to is not None:
                 Path(count_to).write_text(str(lines))
 
-    flexkit.annotate.annotate = annotate  # the CLI imports it when the command runs
+    flexkit.annotate.command.annotate = annotate  # the CLI imports it when the command runs
 
 
 def _child(payload: str) -> int:
@@ -95,7 +96,7 @@ def _child(payload: str) -> int:
     sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
     try:
         install_interrupt(job["mode"], job["line"], job.get("count_to"))
-        from flexkit.cli import main
+        from flexkit.cli.main import main
 
         os.chdir(job["cwd"])
         code = main(job["argv"])
@@ -112,10 +113,10 @@ def zygote() -> None:
     import torch
 
     torch.set_num_threads(1)
-    import flexkit.annotate
-    import flexkit.cli
-    import flexkit.simulator  # noqa: F401
-    from flexkit.plugins import get_plugins
+    import flexkit.annotate.command
+    import flexkit.cli.main
+    import flexkit.run.simulator  # noqa: F401
+    from flexkit.plugins.manager import get_plugins
 
     with contextlib.suppress(ImportError):  # its first write imports pandas: in every worker, without this
         import tempfile

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import flexkit
-from flexkit.cli import main
+from flexkit.cli.main import main
 from tests.fixtures import ROOT
 
 THREE_MISTAKES = """\
@@ -46,7 +46,7 @@ def test_plugins_json_lists_builtins(capsys: pytest.CaptureFixture[str]) -> None
     rows = json.loads(capsys.readouterr().out)
     by_name = {(r["stage"], r["name"]): r for r in rows}
     row = by_name[("feedback", "pass_rate_calculator")]
-    assert row["plugin"] == "flexkit.builtins" and row["distribution"] == "flexkit-rft"
+    assert row["plugin"] == "flexkit.plugins.builtins" and row["distribution"] == "flexkit-rft"
     assert row["version"] == flexkit.__version__
     assert {"name", "stage", "plugin", "distribution", "version"} <= set(row)
 
@@ -92,7 +92,7 @@ def test_validate_describes_valid_files(capsys: pytest.CaptureFixture[str]) -> N
 def test_validate_with_plugin_option(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     hooks = tmp_path / "my_hooks.py"
-    hooks.write_text("from flexkit import hookimpl\nfrom flexkit.feedback import PassRateCalculator\n"
+    hooks.write_text("from flexkit import hookimpl\nfrom flexkit.scheduler.feedback import PassRateCalculator\n"
                      "@hookimpl\ndef flexkit_register_feedback(register):\n"
                      "    register('my_rate', PassRateCalculator)\n")
     (tmp_path / "a.jsonl").write_text('{"q": 1}\n')
@@ -134,7 +134,7 @@ def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
 def test_json_log_format_goes_to_stderr(fake_dist) -> None:
     fake_dist("broken-dist", {"broken_mod": "raise RuntimeError('boom')"}, {"broken": "broken_mod"})
     site = str(next(p for p in sys.path if p.endswith("site")))
-    env_cmd = [sys.executable, "-c", f"import sys; sys.path.insert(0, {site!r}); from flexkit.cli import main; "
+    env_cmd = [sys.executable, "-c", f"import sys; sys.path.insert(0, {site!r}); from flexkit.cli.main import main; "
                "sys.exit(main(['--log-format', 'json', 'schema']))"]
     result = subprocess.run(env_cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert result.returncode == 0

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from flexkit import ConfigError
-from flexkit.cli import EXIT_OUTPUT_CUT, main
-from flexkit.plugins import FIRST_PARTY, PluginHost
+from flexkit.cli.main import EXIT_OUTPUT_CUT, main
+from flexkit.plugins.manager import FIRST_PARTY, PluginHost
 from tests.fixtures import ROOT
 
 HOOKS = """\
 from flexkit import hookimpl
-from flexkit.feedback import PassRateCalculator
+from flexkit.scheduler.feedback import PassRateCalculator
 
 @hookimpl
 def flexkit_register_feedback(register):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from flexkit.cli import main
+from flexkit.cli.main import main
 from flexkit.config.loader import ENV_NO_PIPELINE_PLUGINS
 from tests.fixtures import ROOT
 

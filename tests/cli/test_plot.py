@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from flexkit.cli import main
-from flexkit.pipeline import load_pipeline
-from flexkit.plot import PLOT_FILES, _Run, _smooth, plot_run
-from flexkit.runner import run_pipeline
+from flexkit.cli.main import main
+from flexkit.pipeline.pipeline import load_pipeline
+from flexkit.plot.figures import PLOT_FILES, _Run, _smooth, plot_run
+from flexkit.run.runner import run_pipeline
 from tests.cli.test_runner import PIPELINE, read_metrics, write
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from flexkit.cli import main
+from flexkit.cli.main import main
 from tests.fixtures import ROOT
 
 NOISY = """\
 print("noisy: imported")
 
 from flexkit import hookimpl
-from flexkit.feedback import PassRateCalculator, PassRateConfig
+from flexkit.scheduler.feedback import PassRateCalculator, PassRateConfig
 
 
 class NoisyRate(PassRateCalculator):

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from flexkit.cli import build_parser, main, resume_command
-from flexkit.runner import ROLLOUT_BUDGET, STEP_LIMIT, stop_reason
+from flexkit.cli.main import build_parser, main, resume_command
+from flexkit.run.runner import ROLLOUT_BUDGET, STEP_LIMIT, stop_reason
 from tests.fixtures import ROOT
 
 SIMULATED = str(ROOT / "examples" / "simulated.toml")
@@ -109,7 +109,7 @@ def test_verbosity_and_log_format_after_the_subcommand(tmp_path: Path, fake_dist
     fake_dist("broken-dist", {"broken_mod": "raise RuntimeError('boom')"}, {"broken": "broken_mod"})
     site = next(p for p in sys.path if p.endswith("site"))
     result = subprocess.run(
-        [sys.executable, "-c", f"import sys; sys.path.insert(0, {site!r}); from flexkit.cli import main; "
+        [sys.executable, "-c", f"import sys; sys.path.insert(0, {site!r}); from flexkit.cli.main import main; "
          "sys.exit(main(['plugins', '--log-format', 'json']))"],
         capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert result.returncode == 1
@@ -140,9 +140,9 @@ def test_ctrl_c_while_a_checkpoint_is_written_names_the_one_on_disk(tmp_path: Pa
                                                                      after_commit: bool) -> None:
     """Regression: a Ctrl-C that landed in the checkpoint write after its commit (during the folder sync) named
     the checkpoint before it, so the printed resume step was one checkpoint behind the disk."""
-    from flexkit.checkpoint import load_state
-    from flexkit.pipeline import Pipeline, load_pipeline
-    from flexkit.runner import RunInterrupted, run_pipeline
+    from flexkit.pipeline.checkpoint import load_state
+    from flexkit.pipeline.pipeline import Pipeline, load_pipeline
+    from flexkit.run.runner import RunInterrupted, run_pipeline
 
     original, calls = Pipeline.save_checkpoint, []
 

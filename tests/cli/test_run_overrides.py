@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from flexkit import ConfigError
-from flexkit.cli import main
+from flexkit.cli.main import main
 from flexkit.compare import apply_overrides, parse_setting, run_setting
 from tests.cli.test_runner import PIPELINE, step_records, write
 

@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 
 from flexkit import make_selector
-from flexkit.pipeline import load_pipeline
-from flexkit.run_estimates import PASS_RATE_BINS, EstimateSnapshot, level_mix, predicted_pass_rates
-from flexkit.runner import _Progress, run_pipeline
-from flexkit.scheduler import Task
+from flexkit.pipeline.pipeline import load_pipeline
+from flexkit.run.estimates import PASS_RATE_BINS, EstimateSnapshot, level_mix, predicted_pass_rates
+from flexkit.run.runner import _Progress, run_pipeline
+from flexkit.scheduler.scheduler import Task
 from tests.cli.test_runner import PIPELINE, write
 from tests.fixtures import crash_run, read_metrics
 
 SLOW_SETUP = """\
 from flexkit import hookimpl
-from flexkit.simulator import SimulatorConfig, SimulatorTrainer
+from flexkit.run.simulator import SimulatorConfig, SimulatorTrainer
 
 
 class SlowSetup(SimulatorTrainer):
@@ -129,7 +129,7 @@ def test_snapshot_histograms_and_level_mix() -> None:
 
 @pytest.mark.parametrize("every", [0, 10])
 def test_resume_keeps_the_new_records_byte_identical(tmp_path: Path, every: int) -> None:
-    from flexkit.cli import main
+    from flexkit.cli.main import main
 
     path = write(tmp_path, PIPELINE.replace("eval_every = 10", f"eval_every = {every}"))
     run_pipeline(load_pipeline(path), run_dir=tmp_path / "full", progress=None)

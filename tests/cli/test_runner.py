@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from flexkit import ConfigError, FlexkitError
-from flexkit.cli import main
-from flexkit.pipeline import load_pipeline
-from flexkit.runner import run_pipeline
+from flexkit.cli.main import main
+from flexkit.pipeline.pipeline import load_pipeline
+from flexkit.run.runner import run_pipeline
 from tests.fixtures import EXAMPLES, crash_run, read_metrics
 
 PIPELINE = """

@@ -10,10 +10,10 @@ from unittest import mock
 
 import pytest
 
-from flexkit.cli import main
+from flexkit.cli.main import main
+from flexkit.cli.trackers import Trackers, merge_feedback
 from flexkit.errors import FlexkitError
-from flexkit.feedback import SELECTOR_METRIC
-from flexkit.trackers import Trackers, merge_feedback
+from flexkit.scheduler.feedback import SELECTOR_METRIC
 from tests.fixtures import ROOT, read_metrics
 
 SIMULATED = str(ROOT / "examples" / "simulated.toml")

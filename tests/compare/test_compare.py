@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from flexkit import ConfigError, FlexkitError
-from flexkit.cli import main
+from flexkit.cli.main import main
 from flexkit.compare import (
     Comparison,
     Setting,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from flexkit import FlexkitError
-from flexkit.cli import main
+from flexkit.cli.main import main
 from flexkit.compare import compare, parse_setting
 from tests.compare.test_compare import PIPELINE
 
@@ -21,7 +21,7 @@ import os
 import signal
 
 from flexkit import hookimpl
-from flexkit.simulator import SimulatorTrainer
+from flexkit.run.simulator import SimulatorTrainer
 
 
 class FlakyTrainer(SimulatorTrainer):
@@ -186,7 +186,7 @@ def test_a_damaged_setting_file_is_refused_naming_it(tmp_path: Path, edit: dict,
 
 _EVAL_PLUGIN = '''
 import flexkit
-from flexkit.simulator import SimulatorConfig, SimulatorTrainer
+from flexkit.run.simulator import SimulatorConfig, SimulatorTrainer
 
 MODE = {mode!r}
 

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flexkit import ConfigError
-from flexkit.cli import main
+from flexkit.cli.main import main
 from flexkit.compare import compare, parse_seeds, parse_setting
 from flexkit.config.overrides import MAX_FOLDER_NAME, MAX_SEEDS, MAX_VALUE_DEPTH, folder_name, run_setting
 from tests.compare.test_compare import PIPELINE

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from flexkit.cli import main
+from flexkit.cli.main import main
 from flexkit.compare import Comparison, compare
 from flexkit.compare.saved import merge_saved, read_results, short_labels, source_label
 from flexkit.config.overrides import parse_setting

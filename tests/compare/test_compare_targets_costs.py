@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flexkit.cli import main
+from flexkit.cli.main import main
 from flexkit.compare import (
     MIN_INTERVAL_VALUES,
     Comparison,

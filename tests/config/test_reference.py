@@ -12,7 +12,7 @@ from flexkit.config.reference import (
     main,
     reference_markdown,
 )
-from flexkit.plugins import get_plugins
+from flexkit.plugins.manager import get_plugins
 from tests.fixtures import ROOT
 
 

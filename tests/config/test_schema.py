@@ -9,7 +9,7 @@ import pytest
 
 from flexkit.config.loader import read_toml_file
 from flexkit.config.schema import REGENERATE_COMMAND, dumps, pipeline_schema
-from flexkit.plugins import get_plugins
+from flexkit.plugins.manager import get_plugins
 from tests.fixtures import EXAMPLES, ROOT
 
 SCHEMA_PATH = ROOT / "schemas" / "pipeline.schema.json"

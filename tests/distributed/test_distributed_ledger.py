@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import flexkit
 from flexkit import FeedbackError, FlexkitError
 from flexkit.distributed import BatchLedger, digest
-from flexkit.feedback import SELECTOR_METRIC
+from flexkit.scheduler.feedback import SELECTOR_METRIC
 from flexkit.testing.distributed import (
     TOTAL_STEPS,
     experiences,

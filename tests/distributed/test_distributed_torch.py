@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flexkit.checkpoint import load_state, save_state
 from flexkit.distributed import digest
 from flexkit.errors import DistributedStateError, FeedbackError
+from flexkit.pipeline.checkpoint import load_state, save_state
 from flexkit.testing.distributed import experiences, make_pipeline, pairs
 from tests.fixtures import plain_feedback
 

@@ -32,7 +32,7 @@ LEFT_OUT = frozenset({"flexkit-rft-example"})
 def components_table() -> str:
     """The generated block: one row per stage with every built-in and first-party plugin component."""
     from flexkit import DISTRIBUTION
-    from flexkit.plugins import plugin_host_for
+    from flexkit.plugins.manager import plugin_host_for
     from tests.distribution_names import our_distributions
 
     host = plugin_host_for([])
@@ -50,7 +50,7 @@ def components_table() -> str:
 
 def subcommands() -> list[str]:
     """Every subcommand of the ``flexkit`` parser."""
-    from flexkit.cli import build_parser
+    from flexkit.cli.main import build_parser
 
     parser = build_parser()
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from flexkit.pipeline import pipeline_from_dict
-from flexkit.scheduler import AFTER_FEEDBACK
+from flexkit.pipeline.pipeline import pipeline_from_dict
+from flexkit.scheduler.scheduler import AFTER_FEEDBACK
 from tests.fixtures import ROOT
 
 

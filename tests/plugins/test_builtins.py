@@ -9,18 +9,18 @@ import sys
 
 import pytest
 
-import flexkit.builtins
+import flexkit.plugins.builtins
 import flexkit.sample
 import flexkit.selectors
-from flexkit.configurable import display_name, registered_name_of
-from flexkit.plugins import BUILTIN_PLUGINS, PluginHost, get_plugins
+from flexkit.plugins.configurable import display_name, registered_name_of
+from flexkit.plugins.manager import BUILTIN_PLUGINS, PluginHost, get_plugins
 from flexkit.sample import GroupSolveRateScorer, ThresholdBandFilter
 from flexkit.selectors import DifficultyBasedSelector, Selector
 from tests.fixtures import ROOT
 
 #: Modules holding built-in components (or registering them): no core module may import one.
-COMPONENT_PREFIXES = ("flexkit.builtins", "flexkit.simulator", "flexkit.selectors.", "flexkit.sample.scorers.",
-                      "flexkit.sample.actuators.")
+COMPONENT_PREFIXES = ("flexkit.plugins.builtins", "flexkit.run.simulator", "flexkit.selectors.",
+                      "flexkit.sample.scorers.", "flexkit.sample.actuators.")
 #: Modules under those prefixes that are part of the core.
 CORE = {"flexkit.selectors.base"}
 
@@ -31,7 +31,8 @@ def _modules_after(statement: str) -> list[str]:
     return json.loads(out.stdout)
 
 
-@pytest.mark.parametrize("statement", ["import flexkit.scheduler", "import flexkit", "import flexkit.pipeline"])
+@pytest.mark.parametrize("statement", [
+    "import flexkit.scheduler.scheduler", "import flexkit", "import flexkit.pipeline.pipeline"])
 def test_core_imports_load_no_builtin_component(statement: str) -> None:
     loaded = _modules_after(statement)
     assert "flexkit.selectors.difficulty_based" not in loaded
@@ -45,12 +46,12 @@ def test_one_name_loads_one_selector_module() -> None:
 
 
 def test_builtins_are_one_plugin_loaded_like_an_entry_point() -> None:
-    assert BUILTIN_PLUGINS == ("flexkit.builtins",)
+    assert BUILTIN_PLUGINS == ("flexkit.plugins.builtins",)
     host = PluginHost.load(entry_points=False)
     [info] = host.plugins
-    assert (info.name, info.distribution) == ("flexkit.builtins", "flexkit-rft")
+    assert (info.name, info.distribution) == ("flexkit.plugins.builtins", "flexkit-rft")
     fresh = PluginHost()
-    assert fresh.add(flexkit.builtins, name="flexkit.builtins", distribution="flexkit-rft")
+    assert fresh.add(flexkit.plugins.builtins, name="flexkit.plugins.builtins", distribution="flexkit-rft")
     assert {c.name for c in fresh.all_components()} == {c.name for c in host.all_components()}
 
 

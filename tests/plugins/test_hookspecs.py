@@ -6,8 +6,8 @@ import inspect
 
 import pytest
 
-from flexkit import hookspecs
-from flexkit.plugins import REGISTER_HOOKS
+from flexkit.plugins import hookspecs
+from flexkit.plugins.manager import REGISTER_HOOKS
 from tests.fixtures import ROOT
 
 

@@ -10,9 +10,10 @@ import pluggy
 import pytest
 
 import flexkit
-from flexkit import ComponentError, ConfigError, PluginError, hookimpl, hookspecs
-from flexkit.pipeline import pipeline_from_dict
-from flexkit.plugins import BUILTIN_PLUGINS, REGISTER_HOOKS, PluginHost, get_plugins, load_local_module
+from flexkit import ComponentError, ConfigError, PluginError, hookimpl
+from flexkit.pipeline.pipeline import pipeline_from_dict
+from flexkit.plugins import hookspecs
+from flexkit.plugins.manager import BUILTIN_PLUGINS, REGISTER_HOOKS, PluginHost, get_plugins, load_local_module
 
 GOOD = """
 import attrs
@@ -248,7 +249,7 @@ def test_loading_every_builtin_plugin_does_not_import_torch() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, flexkit; from flexkit.plugins import get_plugins; host = get_plugins(); "
+    code = ("import sys, flexkit; from flexkit.plugins.manager import get_plugins; host = get_plugins(); "
             "assert host.names('scorer') and host.names('trainer'); "
             "assert 'torch' not in sys.modules, 'torch imported at plugin load'")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from flexkit import ConfigError, pipeline_from_dict, pipeline_metrics
-from flexkit.dynamic_sampling import concat_rows, fill_batch
 from flexkit.metric_names import (
     EVAL_ACCURACY,
     FILTER_ROUNDS,
@@ -21,10 +20,11 @@ from flexkit.metric_names import (
     RUN_GENERATED_TOKENS,
     RUN_ROLLOUTS,
 )
-from flexkit.runner import run_pipeline
+from flexkit.plugins.trainer import Rollout
+from flexkit.run.dynamic_sampling import concat_rows, fill_batch
+from flexkit.run.runner import run_pipeline
 from flexkit.sample.batch import RolloutBatch
-from flexkit.scheduler import AFTER_FEEDBACK
-from flexkit.trainer import Rollout
+from flexkit.scheduler.scheduler import AFTER_FEEDBACK
 from tests.fixtures import crash_run, read_metrics
 
 G = 4  # responses per task
@@ -217,7 +217,7 @@ def test_max_rollouts_stops_the_run_with_a_last_evaluation_and_checkpoint(tmp_pa
     records = _records(tmp_path / "budget")
     assert records[-1][RUN_ROLLOUTS] >= 1000 > records[-2][RUN_ROLLOUTS]  # stopped after the step that spent it
     assert result.steps == len(records) and records[-1][EVAL_ACCURACY] == result.last_eval["eval_accuracy"]
-    from flexkit.checkpoint import load_state
+    from flexkit.pipeline.checkpoint import load_state
 
     state, _meta = load_state(tmp_path / "budget" / "checkpoint")
     assert state["extra"]["runner"]["step"] == len(records)

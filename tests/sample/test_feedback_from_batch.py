@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from flexkit import FeedbackError, SampleError
-from flexkit.feedback import PassRateCalculator
+from flexkit.plugins.trainer import Rollout
 from flexkit.sample import RolloutBatch
-from flexkit.trainer import Rollout
+from flexkit.scheduler.feedback import PassRateCalculator
 from tests.fixtures import plain_feedback
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from flexkit import ConfigError, load_pipeline
 from flexkit.estimators import BUILTIN_GROUP_ESTIMATORS
-from flexkit.pipeline import group_estimators
-from flexkit.plugins import get_plugins
+from flexkit.pipeline.pipeline import group_estimators
+from flexkit.plugins.manager import get_plugins
 
 PIPELINE = """
 {plugins}

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from flexkit import ConfigError
-from flexkit.pipeline import load_pipeline, pipeline_from_dict
+from flexkit.pipeline.pipeline import load_pipeline, pipeline_from_dict
 from flexkit.sample import RolloutBatch
 from tests.fixtures import plain_feedback
 from tests.scheduler.test_scheduler import from_plain_state, write_taskset
@@ -147,7 +147,7 @@ def test_the_stage_runs_only_at_its_scorers_timing(tmp_path: Path) -> None:
 
 def test_columnar_experiences_give_the_same_feedback_as_rows() -> None:
     from flexkit.errors import FeedbackError
-    from flexkit.feedback import PassRateCalculator
+    from flexkit.scheduler.feedback import PassRateCalculator
 
     rng = np.random.default_rng(0)
     tids = rng.integers(0, 3, 200)
@@ -168,7 +168,7 @@ def test_columnar_experiences_give_the_same_feedback_as_rows() -> None:
 
 
 def test_pass_rates_with_negative_or_huge_ids_match_the_row_path() -> None:
-    from flexkit.feedback import _unique_tasks
+    from flexkit.scheduler.feedback import _unique_tasks
 
     rng = np.random.default_rng(1)
     for tids, idxs in [(rng.integers(0, 4, 300), rng.integers(0, 50, 300)),

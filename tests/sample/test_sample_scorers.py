@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flexkit.errors import ConfigError, SampleError
-from flexkit.plugins import PluginHost
+from flexkit.plugins.manager import PluginHost
 from flexkit.sample import (
     GROUP_ESTIMATORS,
     Actuator,
@@ -213,10 +213,10 @@ def test_granularity_and_mechanism_mismatches_are_reported_together() -> None:
 
 
 def test_builtins_register_through_the_hooks() -> None:
-    import flexkit.builtins
+    import flexkit.plugins.builtins
 
     host = PluginHost()
-    assert host.add(flexkit.builtins, name="flexkit.builtins", distribution="flexkit-rft")
+    assert host.add(flexkit.plugins.builtins, name="flexkit.plugins.builtins", distribution="flexkit-rft")
     assert host.names("scorer") == ["advantage_magnitude", "group_reward_range", "group_reward_std",
                                     "group_solve_rate", "reward", "token_prob"]
     assert host.names("actuator") == ["advantage_reweight", "category_bandit", "difficulty_band", "dump_ucb",

@@ -11,7 +11,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from flexkit import hookimpl, pipeline_from_dict
-from flexkit.feedback import SELECTOR_METRIC
+from flexkit.scheduler.feedback import SELECTOR_METRIC
 from flexkit.testing import write_jsonl_taskset
 
 

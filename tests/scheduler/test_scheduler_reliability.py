@@ -26,8 +26,8 @@ import pytest
 
 from flexkit import ComponentError, FeedbackError, TasksetError
 from flexkit.distributed import digest
-from flexkit.feedback import SELECTOR_METRIC
-from flexkit.pipeline import pipeline_from_dict
+from flexkit.pipeline.pipeline import pipeline_from_dict
+from flexkit.scheduler.feedback import SELECTOR_METRIC
 
 PLUGIN = '''
 import attrs

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from flexkit import ConfigError, FeedbackError, make_selector
-from flexkit.checkpoint import load_state
 from flexkit.errors import ComponentError
-from flexkit.pipeline import load_pipeline
-from flexkit.runner import run_pipeline
+from flexkit.pipeline.checkpoint import load_state
+from flexkit.pipeline.pipeline import load_pipeline
+from flexkit.run.runner import run_pipeline
 from flexkit.selectors._held_out import HeldOutWatch, metric_names
 from tests.fixtures import crash_run, read_metrics
 from tests.selectors.test_frontier import LEVELS, SUBGROUP, _simulate
@@ -311,7 +311,7 @@ eval_levels = [1, 2, 3, 4]
 #: The simulator, with level 1's held-out accuracy 0.1 lower at every other evaluation (a slide and a recovery).
 SLIDING = """\
 from flexkit import hookimpl
-from flexkit.simulator import SimulatorConfig, SimulatorTrainer
+from flexkit.run.simulator import SimulatorConfig, SimulatorTrainer
 
 
 class Sliding(SimulatorTrainer):

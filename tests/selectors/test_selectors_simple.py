@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 import pytest
 
-from flexkit.builtins import flexkit_register_selectors
+from flexkit.plugins.builtins import flexkit_register_selectors
 from flexkit.selectors import (
     DifficultyBasedConfig,
     DifficultyBasedSelector,

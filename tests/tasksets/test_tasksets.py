@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flexkit import tasksets
-from flexkit.builtins import flexkit_register_storages
 from flexkit.errors import FlexkitError, TasksetError
+from flexkit.plugins.builtins import flexkit_register_storages
 from flexkit.tasksets import (
     FileStorageConfig,
     InMemoryTaskset,

@@ -122,7 +122,7 @@ class ToyRLTrainer(Trainer):
 
     def warm_start(self) -> None:
         """The supervised phase (once; a loaded checkpoint counts as warm), reported as progress phase
-        ``"warm start"`` (:meth:`~flexkit.trainer.Trainer.report_progress`). With ``pretrained`` and shipped
+        ``"warm start"`` (:meth:`~flexkit.plugins.trainer.Trainer.report_progress`). With ``pretrained`` and shipped
         weights for this configuration, those are loaded instead (:mod:`flexkit_toyrl.pretrained`)."""
         if self.warm:
             return
@@ -302,7 +302,7 @@ class ToyRLTrainer(Trainer):
 def _behaviour_log_probs(batch: Any, logp: torch.Tensor) -> torch.Tensor:
     """The importance ratio's denominator: the current policy's (detached) log-probabilities for the rows this
     step generated, and the generating policy's ``old_log_probs`` for the rows ``[replay]`` hands back
-    (``replay_age`` > 0, :mod:`flexkit.replay`)."""
+    (``replay_age`` > 0, :mod:`flexkit.run.replay`)."""
     old = logp.detach()
     age = batch.get("replay_age")
     if age is None:

@@ -58,5 +58,5 @@ def check_no_sample_stage(pipeline: Any) -> None:
         raise ConfigError([ConfigIssue("sample", (
             "FlexkitGRPOTrainer cannot apply a [sample] stage: TRL's GRPOTrainer computes its loss from its own "
             "advantages with no per-sample weights, so filtering, reweighting and mixing would be ignored. Remove "
-            "the [sample] table, or use flexkit.dynamic_sampling.fill_batch in your own loop "
+            "the [sample] table, or use flexkit.run.dynamic_sampling.fill_batch in your own loop "
             "(docs/integrations/dynamic-sampling.md)"))])

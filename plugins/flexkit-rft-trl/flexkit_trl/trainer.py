@@ -18,7 +18,8 @@ reaches the batch after next.
 
 At construction the ``GRPOConfig`` is checked against the pipeline (:mod:`flexkit_trl.checks`): a run longer
 than the pipeline's and a ``[sample]`` table (which GRPO's loss cannot apply) are refused. flexkit's metrics
-(:mod:`flexkit.host_metrics`, ``flexkit/...``) are added to every ``log`` call during training, so they reach
+(:mod:`flexkit.integrations.host_metrics`, ``flexkit/...``) are added to every ``log`` call during training, so they
+reach
 the trackers in ``report_to``. Each evaluation's logs (``eval_reward``, ...) reach the selectors
 (:meth:`~flexkit.Pipeline.evaluation`): every process logs the same gathered values, so the copies stay identical.
 
@@ -113,7 +114,8 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         return rewards_per_func
 
     def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
-        """TRL's ``log``, with flexkit's ``flexkit/...`` metrics (:func:`~flexkit.host_metrics.pipeline_metrics`:
+        """TRL's ``log``, with flexkit's ``flexkit/...`` metrics
+        (:func:`~flexkit.integrations.host_metrics.pipeline_metrics`:
         the latest generation batch's fed-back pass rates and completions, the selectors' summaries) added while
         training; an evaluation's logs (``eval_reward``, ``eval_rewards/<function>/mean``, ``eval_loss``, ...) go to
         the selectors (:meth:`~flexkit.Pipeline.evaluation`), for a ``frontier`` guard (``guard_metric``)."""

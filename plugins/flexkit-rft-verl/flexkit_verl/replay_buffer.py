@@ -9,7 +9,8 @@ TransferQueue. The classes here are verl's own buffers plus, for each training b
 2. the pipeline's ``[sample]`` stage: keep / reweight become per-token ``rollout_is_weights`` written next to
    the trajectories (the v1 policy loss multiplies them in, so a dropped group gets zero gradient); mix sets
    the scheduler's taskset proportions;
-3. ``flexkit/...`` metrics (:func:`flexkit.host_metrics.pipeline_metrics`) in the returned metrics, which the
+3. ``flexkit/...`` metrics (:func:`flexkit.integrations.host_metrics.pipeline_metrics`) in the returned metrics, which
+the
    trainer adds to the step's metrics and so to its trackers.
 
 YAML::

@@ -1,0 +1,1 @@
+"""``flexkit annotate``: measure a policy's pass rate per task and write it as a column."""

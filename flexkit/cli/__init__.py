@@ -1,0 +1,1 @@
+"""The ``flexkit`` command line: the parser, one module per command family, ``flexkit preview``."""

@@ -1,0 +1,94 @@
+"""``flexkit validate`` and ``flexkit preview``: check a pipeline file, every row of its tasksets included, and
+show what its scheduler would draw step by step, without a trainer."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING
+
+from flexkit.errors import ConfigError
+from flexkit.log import say
+
+if TYPE_CHECKING:
+    from flexkit.pipeline.pipeline import Pipeline
+    from flexkit.scheduler.scheduler import TasksetScheduler
+
+__all__ = ["cmd_preview", "cmd_validate"]
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """``flexkit validate``: load each file and read every row of its tasksets; describe it or print its full
+    error report."""
+    from flexkit.pipeline.pipeline import load_pipeline
+
+    status = 0
+    for path in args.files:
+        try:
+            pipe = load_pipeline(path, plugins=args.plugin)
+            sched = pipe.scheduler  # opens every taskset and builds every selector
+            rows = _check_every_row(sched, path)
+            _check_replay(pipe)
+        except ConfigError as exc:
+            say("config_error", exc.report() if exc.source else exc.with_source(path).report(), level="error")
+            status = 1
+            continue
+        print(f"{path}: valid")
+        for line in pipe.describe():
+            print(f"  {line}")
+        print("  rows: every row read and parsed (" + ", ".join(f"{n}: {k}" for n, k in rows.items()) + ")")
+    return status
+
+
+def _check_replay(pipe: Pipeline) -> None:
+    """With ``[replay]`` and a ``[trainer]``, build the trainer (not set up: cheap) and refuse ``[replay]`` as
+    ``flexkit run`` does when the trainer does not support it."""
+    if pipe.config.replay is None or pipe.config.trainer is None:
+        return
+    from flexkit.run.runner import check_replay_support, new_trainer
+
+    check_replay_support(pipe, new_trainer(pipe))
+
+
+def _check_every_row(sched: TasksetScheduler, source: str) -> dict[str, int]:
+    """Read every row of every taskset of a scheduler; a bad row is a :class:`ConfigError` naming the taskset's
+    position, its path and the row's line. Returns the rows checked per taskset."""
+    from flexkit.errors import ConfigIssue, TasksetError
+    from flexkit.tasksets.base import check_rows
+
+    issues: list[ConfigIssue] = []
+    checked: dict[str, int] = {}
+    for i, entry in enumerate(sched.entries):
+        try:
+            checked[entry.name] = check_rows(entry.taskset)
+        except TasksetError as exc:
+            issues.append(ConfigIssue(f"tasksets[{i}]", str(exc)))
+        except Exception as exc:  # a third-party storage's own error
+            issues.append(ConfigIssue(f"tasksets[{i}]", f"taskset {entry.name!r}: reading every row failed: "
+                                                        f"{type(exc).__name__}: {exc}"))
+    if issues:
+        raise ConfigError(issues, source)
+    return checked
+
+
+def cmd_preview(args: argparse.Namespace) -> int:
+    """``flexkit preview``: draw ``--steps`` batches and print each one's mix, level / field bins, refill rounds
+    and indices (:mod:`flexkit.cli.preview`)."""
+    from flexkit.cli.preview import preview_steps
+    from flexkit.pipeline.pipeline import load_pipeline
+
+    if args.steps < 1:
+        say("error", "error: --steps must be >= 1", level="error")
+        return 2
+    pipe = load_pipeline(args.file, plugins=args.plugin)
+    sched = pipe.scheduler
+    shown = 0
+    try:
+        for summary in preview_steps(pipe, args.steps, args.feedback):
+            shown += 1
+            print(json.dumps(summary.to_json()) if args.json else "\n".join(summary.lines()))
+    finally:
+        sched.close()
+    if shown < args.steps:
+        say("preview_end", f"(run ends after {sched.total_steps} steps)")
+    return 0

@@ -1,0 +1,134 @@
+"""flexkit's per-step metrics for a host trainer's logger (verl's step metrics, TRL's ``log``, Trinity-RFT's monitor).
+
+Every name starts with :data:`PREFIX` (``flexkit/``), so the metrics group together in W&B, TensorBoard or any
+tracker a host trainer feeds. The names are those of ``flexkit run``'s records, defined once in
+:mod:`flexkit.metric_names` and listed in docs/metrics.md: the scheduler's step, epoch and mix, the sample stage's
+metrics (``flexkit/sample/...``, with the step's refill count when the caller gives one), the fed-back pass
+rates (``flexkit/feedback/...``), the selectors' summaries (``flexkit/selector/<taskset>/<key>``) and the responses
+generated this step (``flexkit/rollouts``).
+
+:func:`pipeline_metrics` computes them from a :class:`~flexkit.Pipeline` (or a bare scheduler); it reads only
+what is already there and changes nothing, so calling it is safe at any point between steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import nullcontext
+from typing import Any
+
+import numpy as np
+
+from flexkit.metric_names import (
+    EPOCH,
+    FEEDBACK_ONE_FRACTION,
+    FEEDBACK_PASS_RATE_MAX,
+    FEEDBACK_PASS_RATE_MEAN,
+    FEEDBACK_PASS_RATE_MIN,
+    FEEDBACK_PASS_RATE_STD,
+    FEEDBACK_TASKS,
+    FEEDBACK_ZERO_FRACTION,
+    PREFIX,
+    ROLLOUTS,
+    SCHEDULER_STEP,
+    mix_share,
+    selector_metric,
+)
+from flexkit.run.estimates import predicted_pass_rates
+from flexkit.sample.refill_count import RefillCount
+from flexkit.scheduler.feedback import SELECTOR_METRIC
+
+__all__ = ["ESTIMATE_MEAN_LIMIT", "PREFIX", "feedback_metrics", "pipeline_metrics", "selector_metrics"]
+
+#: Largest taskset whose mean predicted pass rate is computed each step (it costs one pass over the estimates).
+ESTIMATE_MEAN_LIMIT = 1_000_000
+
+
+def pipeline_metrics(source: Any, *, feedback: Mapping[str, Any] | None = None, rollouts: int | None = None,
+                     refill: RefillCount | None = None) -> dict[str, float]:
+    """flexkit's metrics after a step, named ``flexkit/...`` (see the module docstring).
+
+    Args:
+        source: a :class:`~flexkit.Pipeline` or a :class:`~flexkit.TasksetScheduler`.
+        feedback: this step's feedback payload (what :meth:`Pipeline.feedback` returns, or the dict given to
+            ``scheduler.feedback``: ``{SELECTOR_METRIC: {taskset: {"indices", "values"}}}``).
+        rollouts: responses generated this step, when the adapter knows it.
+        refill: the step's count when it ran :func:`~flexkit.fill_batch` (``filled.count``): its kept groups
+            (after the surplus rule), rounds and kept fraction replace the sample stage's latest round's, as in
+            ``flexkit run``'s records, and its responses are ``flexkit/rollouts`` unless ``rollouts`` is given.
+    """
+    scheduler = getattr(source, "scheduler", source)
+    out: dict[str, float] = {SCHEDULER_STEP: float(scheduler.step), EPOCH: float(scheduler.epoch)}
+    out.update(_mix_metrics(scheduler))
+    stage = getattr(source, "sample_stage", None) if getattr(source, "has_sample_stage", False) else None
+    if stage is not None:
+        out.update({k: float(v) for k, v in stage.metrics().items()})
+    if refill is not None:
+        out.update({k: float(v) for k, v in refill.metrics().items()})
+        rollouts = refill.responses if rollouts is None else rollouts
+    if feedback is not None:
+        out.update(feedback_metrics(feedback))
+    out.update(selector_metrics(scheduler))
+    if rollouts is not None:
+        out[ROLLOUTS] = float(rollouts)
+    return out
+
+
+def _mix_metrics(scheduler: Any) -> dict[str, float]:
+    """The latest batch's share per taskset (only with several tasksets, after the first read)."""
+    names = list(scheduler.names)
+    if len(names) < 2 or scheduler.step < 1:
+        return {}
+    counts = np.asarray(scheduler.batch_plan(scheduler.step - 1), dtype=np.float64)
+    total = counts.sum()
+    return {mix_share(name): float(c / total) for name, c in zip(names, counts, strict=True)} if total else {}
+
+
+def feedback_metrics(feedback: Mapping[str, Any]) -> dict[str, float]:
+    """Statistics of the pass rates in one feedback payload, as ``flexkit/feedback/...``; empty without any (parts
+    that are not numbers, and non-finite values, are left out)."""
+    parts = feedback.get(SELECTOR_METRIC, {}) if isinstance(feedback, Mapping) else {}
+    values = []
+    for part in parts.values() if isinstance(parts, Mapping) else ():
+        if isinstance(part, Mapping) and "values" in part:
+            try:
+                values.append(np.asarray(part["values"], dtype=np.float64).reshape(-1))
+            except (TypeError, ValueError):  # not numbers: nothing to report (metrics never stop a run)
+                continue
+    rates = np.concatenate(values) if values else np.empty(0)
+    rates = rates[np.isfinite(rates)]
+    if not rates.size:
+        return {}
+    return {FEEDBACK_TASKS: float(rates.size), FEEDBACK_PASS_RATE_MEAN: float(rates.mean()),
+            FEEDBACK_PASS_RATE_STD: float(rates.std()), FEEDBACK_PASS_RATE_MIN: float(rates.min()),
+            FEEDBACK_PASS_RATE_MAX: float(rates.max()), FEEDBACK_ZERO_FRACTION: float((rates <= 0).mean()),
+            FEEDBACK_ONE_FRACTION: float((rates >= 1).mean())}
+
+
+def selector_metrics(scheduler: Any) -> dict[str, float]:
+    """Each taskset's selector summary as ``flexkit/selector/<taskset>/<key>``.
+
+    A selector's ``summary()`` (optional; a mapping of names to numbers) comes first; selectors that keep a
+    pass-rate estimate per task (see :func:`~flexkit.run.estimates.predicted_pass_rates`) also give
+    ``predicted_pass_rate_mean`` when the taskset has at most :data:`ESTIMATE_MEAN_LIMIT` tasks.
+    """
+    out: dict[str, float] = {}
+    with scheduler.idle() if hasattr(scheduler, "idle") else nullcontext():  # never while a prefetch selects
+        for entry in scheduler.entries:
+            out.update(_one_selector(entry))
+    return out
+
+
+def _one_selector(entry: Any) -> dict[str, float]:
+    selector = entry.selector
+    out: dict[str, float] = {}
+    summary = getattr(selector, "summary", None)
+    if callable(summary):
+        for key, value in dict(summary()).items():
+            if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
+                out[selector_metric(entry.name, key)] = float(value)
+    if getattr(selector, "learns_from_feedback", False) and entry.size <= ESTIMATE_MEAN_LIMIT:
+        estimates = predicted_pass_rates(selector, entry.size)
+        if estimates is not None:
+            out[selector_metric(entry.name, "predicted_pass_rate_mean")] = float(estimates.mean())
+    return out

@@ -1,0 +1,1 @@
+"""``flexkit plot``: pictures of a run from its metrics records (matplotlib, an optional extra)."""

@@ -1,0 +1,85 @@
+"""Checks of what a trainer hands the runner: its metrics become ``metrics.jsonl`` records as plain numbers.
+
+A trainer's ``rollout(...).metrics``, ``update(...)`` and ``evaluate(...)`` return mappings of metric names to
+numbers. :func:`trainer_metrics` converts numpy scalars and 0-d arrays or tensors to Python numbers, and refuses
+with a :class:`~flexkit.errors.ComponentError` naming the trainer anything that is not a number (a list, a
+string, a tensor of several values), a name that is not a string, and a name the runner writes itself
+(:data:`RESERVED_KEYS`, every ``flexkit/`` name of :mod:`flexkit.metric_names`, and for rollout and update
+metrics the ``sample/`` and ``eval_accuracy`` names of the sample stage and of the evaluation). A trainer metric
+named ``step`` would otherwise replace the record's step, and ``--resume`` would cut ``metrics.jsonl`` at the
+wrong line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from flexkit.errors import ComponentError
+from flexkit.metric_names import LEGACY_NAMES, PREFIX, STEP, TRAINER_EVAL_ACCURACY
+from flexkit.plugins.contracts import describe_component
+from flexkit.plugins.protocols import TrainerLike
+
+__all__ = ["RESERVED_KEYS", "RESERVED_PREFIXES", "trainer_metrics"]
+
+#: Keys no trainer metric may carry: the record's ``step``, and the names records had before
+#: :mod:`flexkit.metric_names` (readers of older run folders still interpret them).
+RESERVED_KEYS: frozenset[str] = frozenset({STEP, *LEGACY_NAMES})
+#: Name prefixes that only the sample stage (``sample/``) and ``evaluate`` (``eval_accuracy``) write.
+RESERVED_PREFIXES: tuple[str, ...] = ("sample/", TRAINER_EVAL_ACCURACY)
+
+
+def _number(value: Any) -> Any:
+    """``value`` as a Python number (``None`` and bools kept), or the sentinel ``_NOT_A_NUMBER``."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, np.generic):
+        value = value.item()
+    elif getattr(value, "shape", None) == () and callable(getattr(value, "item", None)):  # 0-d array or tensor
+        try:
+            value = value.item()
+        except Exception:  # whatever a foreign array type raises: not a number
+            return _NOT_A_NUMBER
+    return value if value is None or isinstance(value, (bool, int, float)) else _NOT_A_NUMBER
+
+
+_NOT_A_NUMBER = object()
+
+
+def _who(trainer: TrainerLike) -> str:
+    return describe_component(trainer, "trainer")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def trainer_metrics(trainer: TrainerLike, metrics: Any, source: str) -> dict[str, Any]:
+    """``metrics`` returned by ``trainer``'s ``source`` (``"rollout"``, ``"update"`` or ``"evaluate"``) as a dict
+    of Python numbers; raises :class:`~flexkit.errors.ComponentError` naming the trainer when one is not a
+    number or its name is not a string or is reserved (:data:`RESERVED_KEYS`; for rollout and update metrics
+    also :data:`RESERVED_PREFIXES`)."""
+    if metrics is None:
+        metrics = {}
+    if not isinstance(metrics, Mapping):
+        raise ComponentError(f"{_who(trainer)}: {source} must return a mapping of metric names to numbers, got "
+                             f"{type(metrics).__name__}")
+    out: dict[str, Any] = {}
+    for key, value in metrics.items():
+        if not isinstance(key, str):
+            raise ComponentError(f"{_who(trainer)}: {source} returned a metric named {_short(key)}; metric names "
+                                 "must be strings")
+        if key in RESERVED_KEYS or key.startswith(PREFIX) or (source != "evaluate"
+                                                               and key.startswith(RESERVED_PREFIXES)):
+            raise ComponentError(f"{_who(trainer)}: {source} returned a metric named {key!r}, a name the runner "
+                                 f"writes itself in metrics.jsonl; rename it (e.g. 'trainer/{key}')")
+        number = _number(value)
+        if number is _NOT_A_NUMBER:
+            raise ComponentError(f"{_who(trainer)}: {source} returned {type(value).__name__} {_short(value)} as "
+                                 f"metric {key!r}; metrics must be numbers (int, float, a numpy scalar or a 0-d "
+                                 "array or tensor)")
+        out[key] = number
+    return out
