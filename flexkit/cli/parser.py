@@ -97,6 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Validate pipeline TOML files. Prints a description of each valid file; "
                        "for an invalid one prints every problem with its key path and exits non-zero.")
     p.add_argument("files", nargs="+", metavar="FILE", help="pipeline TOML file(s)")
+    p.add_argument("--for", dest="host", metavar="HOST", default=None,
+                   help="also refuse what this host would not honour ([sample], [sample.refill], [replay], a guard "
+                   "that needs evaluations): run (flexkit run with the [trainer], the default when there is one), "
+                   "or an installed adapter's name (trl, verl, trinity)")
     _add_plugin_option(p)
     p.set_defaults(func=cmd_validate)
 

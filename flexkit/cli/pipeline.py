@@ -4,17 +4,23 @@ show what its scheduler would draw step by step, without a trainer."""
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 from typing import TYPE_CHECKING
 
 from flexkit.errors import ConfigError
 from flexkit.log import say
+from flexkit.pipeline.support import HostSupport, check_support
 
 if TYPE_CHECKING:
     from flexkit.pipeline.pipeline import Pipeline
     from flexkit.scheduler.scheduler import TasksetScheduler
 
 __all__ = ["cmd_preview", "cmd_validate"]
+
+
+#: The entry-point group under which adapter distributions declare their :class:`HostSupport`.
+HOSTS_GROUP = "flexkit.hosts"
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -28,26 +34,49 @@ def cmd_validate(args: argparse.Namespace) -> int:
             pipe = load_pipeline(path, plugins=args.plugin)
             sched = pipe.scheduler  # opens every taskset and builds every selector
             rows = _check_every_row(sched, path)
-            _check_replay(pipe)
+            host = _check_host(pipe, args.host)
         except ConfigError as exc:
             say("config_error", exc.report() if exc.source else exc.with_source(path).report(), level="error")
             status = 1
             continue
-        print(f"{path}: valid")
+        print(f"{path}: valid" + (f" for {host}" if host else ""))
         for line in pipe.describe():
             print(f"  {line}")
         print("  rows: every row read and parsed (" + ", ".join(f"{n}: {k}" for n, k in rows.items()) + ")")
     return status
 
 
-def _check_replay(pipe: Pipeline) -> None:
-    """With ``[replay]`` and a ``[trainer]``, build the trainer (not set up: cheap) and refuse ``[replay]`` as
-    ``flexkit run`` does when the trainer does not support it."""
-    if pipe.config.replay is None or pipe.config.trainer is None:
-        return
-    from flexkit.run.runner import check_replay_support, new_trainer
+def _check_host(pipe: Pipeline, host: str | None) -> str | None:
+    """Refuse what the host would not honour (:func:`~flexkit.pipeline.support.check_support`); returns the host's
+    name. ``host``: ``"run"`` (``flexkit run`` with the pipeline's ``[trainer]``, built but not set up: cheap), an
+    adapter's name from the ``flexkit.hosts`` entry points (``trl``, ``verl``, ``trinity``), or ``None``: ``run``
+    when the pipeline has a ``[trainer]``, else no host check."""
+    if host is None and pipe.config.trainer is None:
+        return None
+    if host in (None, "run"):
+        from flexkit.run.runner import new_trainer, run_support
 
-    check_replay_support(pipe, new_trainer(pipe))
+        support = run_support(pipe, new_trainer(pipe))
+    else:
+        support = host_support(host)
+    check_support(pipe, support)
+    return support.name
+
+
+def host_support(name: str) -> HostSupport:
+    """The :class:`~flexkit.pipeline.support.HostSupport` an installed adapter declares under ``name`` in the
+    ``flexkit.hosts`` entry-point group; a :class:`~flexkit.ConfigError` naming the installed ones otherwise."""
+    found = {ep.name: ep for ep in importlib.metadata.entry_points(group=HOSTS_GROUP)}
+    if name not in found:
+        known = ", ".join(["run", *sorted(found)])
+        raise ConfigError(f"--for {name}: no such host installed (known: {known}); an adapter distribution "
+                          f"declares its host under the {HOSTS_GROUP!r} entry points (e.g. pip install -e "
+                          "plugins/flexkit-rft-trl)")
+    support = found[name].load()
+    if not isinstance(support, HostSupport):
+        raise ConfigError(f"--for {name}: the entry point {found[name].value} is a {type(support).__name__}, "
+                          "not a flexkit HostSupport")
+    return support
 
 
 def _check_every_row(sched: TasksetScheduler, source: str) -> dict[str, int]:

@@ -27,6 +27,8 @@ from flexkit.metric_names import RUN_ROLLOUTS, STEP, record_evaluation
 from flexkit.pipeline.checkpoint import load_state
 from flexkit.pipeline.pipeline import Pipeline
 from flexkit.pipeline.state import EXTRA_KEY, TRAINER_KEY
+from flexkit.pipeline.support import HostSupport, check_support
+from flexkit.plugins.trainer import Trainer
 from flexkit.run.counters import RUNNER_KEY, RunCounters
 from flexkit.run.estimates import EstimateSnapshot
 from flexkit.run.folder import (
@@ -46,7 +48,7 @@ from flexkit.sample.stage_checks import check_stage_timing
 from flexkit.tasksets import Taskset
 
 __all__ = ["CHECKPOINT_DIR", "INITIAL_STEP", "METRICS_FILE", "ROLLOUT_BUDGET", "RUN_TIMINGS", "STEP_LIMIT",
-           "RunInterrupted", "RunResult", "check_replay_support", "check_taskset_rows", "default_run_dir",
+           "RunInterrupted", "RunResult", "check_run_support", "check_taskset_rows", "default_run_dir",
            "new_trainer", "run_pipeline", "stop_reason", "summary_lines", "trainer_seed"]
 
 log = structlog.get_logger("flexkit.runner")
@@ -184,20 +186,29 @@ def new_trainer(pipe: Pipeline) -> Any:
                                                                      seed=trainer_seed(cfg.run.seed))
 
 
-def check_replay_support(pipe: Pipeline, trainer: Any) -> None:
-    """Refuse ``[replay]`` (a :class:`~flexkit.ConfigError` at key ``replay``) for a trainer that does not declare
-    :attr:`~flexkit.plugins.trainer.Trainer.supports_replay`; nothing to check without ``[replay]``."""
-    if pipe.config.replay is None or getattr(trainer, "supports_replay", False):
-        return
+def run_support(pipe: Pipeline, trainer: Any) -> HostSupport:
+    """What ``flexkit run`` with ``trainer`` honours of ``pipe``: the sample stage and refills always; ``[replay]``
+    when the trainer declares :attr:`~flexkit.plugins.trainer.Trainer.supports_replay`; evaluations for the
+    selectors when ``[run] eval_every`` is above 0."""
     kind = pipe.config.trainer.type if pipe.config.trainer is not None else "?"
-    raise ConfigError([ConfigIssue("replay", f"the trainer {kind!r} does not support [replay] (replayed rows "
-                                   "need their behaviour log-probabilities in the loss: a trainer declares it "
-                                   "with supports_replay = True): remove [replay]")], pipe.source)
+    return HostSupport(
+        name=f"flexkit run with the trainer {kind!r}", sample=True, refill=True,
+        replay=isinstance(trainer, Trainer) and trainer.supports_replay, evaluation=pipe.config.run.eval_every > 0,
+        advice={"replay": "replayed rows need their behaviour log-probabilities in the loss (a trainer declares it "
+                          "with supports_replay = True): remove [replay]",
+                "evaluation": f"[run] eval_every = {pipe.config.run.eval_every} runs no evaluation: set it above 0, "
+                              "or remove the key"})
+
+
+def check_run_support(pipe: Pipeline, trainer: Any) -> None:
+    """Refuse every part of ``pipe`` that ``flexkit run`` with ``trainer`` would not honour (:func:`run_support`,
+    :func:`~flexkit.pipeline.support.check_support`): one :class:`~flexkit.ConfigError` naming each key."""
+    check_support(pipe, run_support(pipe, trainer))
 
 
 def _replay_buffer(pipe: Pipeline, trainer: Any) -> ReplayBuffer | None:
-    """The run's :class:`ReplayBuffer` under ``[replay]`` (``None`` without), after :func:`check_replay_support`."""
-    check_replay_support(pipe, trainer)
+    """The run's :class:`ReplayBuffer` under ``[replay]`` (``None`` without), after :func:`check_run_support`."""
+    check_run_support(pipe, trainer)
     cfg = pipe.config.replay
     return None if cfg is None else ReplayBuffer(cfg.groups, cfg.max_age)
 

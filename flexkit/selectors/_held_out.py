@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from flexkit.errors import StateMismatchError
+from flexkit.errors import ConfigError, ConfigIssue, StateMismatchError
 from flexkit.selectors._estimates import load_array
 from flexkit.state_problems import is_number
 
@@ -54,6 +54,15 @@ class HeldOutWatch:
     def observe(self, evaluation: Mapping[str, Any]) -> None:
         """Take one evaluation: each group whose metric is a finite number gets it as its latest value (and as
         its best when higher); groups whose metric is missing or not a finite number keep theirs."""
+        if np.isnan(self.latest).all() and not any(name in evaluation for name in set(self.metrics)):
+            seen = sorted(map(str, evaluation))
+            shown = ", ".join(seen[:20]) + (f", ... ({len(seen)} in all)" if len(seen) > 20 else "")
+            wanted = sorted(set(self.metrics))
+            raise ConfigError([ConfigIssue("guard_metric", (
+                f"the first evaluation names none of the guard's metrics ({', '.join(wanted[:6])}"
+                f"{', ...' if len(wanted) > 6 else ''}); it holds: {shown or 'nothing'}. Set guard_metric to a "
+                "template of those names ('{}' for the group's value), or make the trainer report each group's "
+                "held-out value under it"))])
         values = [evaluation.get(name) for name in self.metrics]
         latest = np.array([float(cast(float, v)) if is_number(v) else np.nan for v in values])
         seen = ~np.isnan(latest)

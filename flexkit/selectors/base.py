@@ -206,6 +206,13 @@ class Selector(Configurable, abc.ABC):
         if indices.size:
             self._update(indices, values)
 
+    def evaluation_keys(self) -> tuple[str, ...]:
+        """The keys of this selector's config whose setting makes it read held-out evaluations
+        (:meth:`observe_evaluation`), e.g. ``("guard_metric",)``. A host that hands the pipeline no evaluations
+        refuses such a selector (:func:`flexkit.pipeline.support.check_support`) instead of letting it go quiet.
+        The default: none."""
+        return ()
+
     def observe_evaluation(self, metrics: Mapping[str, float]) -> None:
         """Take the trainer's latest held-out evaluation (metric name → value, as ``evaluate`` returned it).
 

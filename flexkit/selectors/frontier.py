@@ -286,6 +286,10 @@ class FrontierSelector(Selector):
         shares: np.ndarray = np.where(learnt, self.held_out.share if self.config.guard_metric else 1.0, 0.0)
         return shares
 
+    def evaluation_keys(self) -> tuple[str, ...]:
+        """``("guard_metric",)`` when the guard is on: it steers by held-out evaluations."""
+        return ("guard_metric",) if self.config.guard_metric else ()
+
     def observe_evaluation(self, metrics: Mapping[str, float]) -> None:
         """With ``guard_metric``: record each group's held-out accuracy from the trainer's evaluation."""
         if self.config.guard_metric:

@@ -1,0 +1,115 @@
+"""What a host honours of a pipeline, and the one check that refuses the rest before any training.
+
+A *host* drives a pipeline: ``flexkit run`` with its ``[trainer]``, TRL's ``FlexkitGRPOTrainer``, verl's sampler and
+trainer mixin, Trinity-RFT's selector. Some parts of a pipeline need something only the host can give:
+
+* ``sample``: a ``[sample]`` stage, whose keep and weights must reach the policy loss;
+* ``refill``: ``[sample.refill]``, which needs the host to roll out again within a step;
+* ``replay``: ``[replay]``, which needs the host to train on stored rows weighed by their behaviour log-probabilities;
+* ``evaluation``: a selector that reads held-out evaluations (``frontier``'s ``guard_metric``), which needs the host
+  to hand it evaluations (:meth:`flexkit.Pipeline.evaluation`).
+
+Each host declares a :class:`HostSupport`; :func:`check_support` is the one rule for all of them: every part the
+pipeline needs and the host does not give is a :class:`~flexkit.ConfigError` naming the table or key and what to do,
+raised where the host is built (and by ``flexkit validate --for HOST``), never a part silently ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import attrs
+
+from flexkit.errors import ConfigError, ConfigIssue
+from flexkit.selectors.base import Selector
+
+__all__ = ["PARTS", "HostSupport", "Need", "check_support", "pipeline_needs", "selector_needs", "unmet_needs"]
+
+#: A part of a pipeline that needs something of its host.
+Part = Literal["sample", "refill", "replay", "evaluation"]
+#: Every :data:`Part`, in the order problems are reported.
+PARTS: tuple[Part, ...] = ("sample", "refill", "replay", "evaluation")
+
+#: What each part asks of a host, for the messages.
+_WHAT: dict[str, str] = {
+    "sample": "applies a [sample] stage's keep and weights to the policy loss",
+    "refill": "rolls out again within a step for [sample.refill]",
+    "replay": "trains on replayed rows weighed by their behaviour log-probabilities ([replay])",
+    "evaluation": "hands the pipeline held-out evaluations (Pipeline.evaluation)",
+}
+
+
+@attrs.frozen(kw_only=True)
+class HostSupport:
+    """What one host honours of a pipeline: one flag per :data:`PARTS` entry, and per part the advice a refusal
+    gives (what to do instead, e.g. ``"set [run] eval_every > 0"``)."""
+
+    #: The host, as messages name it (``"FlexkitGRPOTrainer (TRL)"``).
+    name: str
+    sample: bool = False
+    refill: bool = False
+    replay: bool = False
+    evaluation: bool = False
+    #: Per part: what to do when the pipeline needs it and this host does not give it.
+    advice: Mapping[str, str] = attrs.field(factory=dict)
+
+    def gives(self, part: Part) -> bool:
+        """Whether this host honours ``part``."""
+        flags = {"sample": self.sample, "refill": self.refill, "replay": self.replay, "evaluation": self.evaluation}
+        return flags[part]
+
+
+@attrs.frozen
+class Need:
+    """One thing a pipeline needs of its host: the :data:`Part` and the config key that asks for it."""
+
+    part: Part
+    #: The table or key, as a config path (``"replay"``, ``"tasksets[0].selector.guard_metric"``).
+    key: str
+
+
+def selector_needs(selector: Any, prefix: str) -> list[Need]:
+    """The needs of one selector, its keys under ``prefix`` (``"tasksets[0].selector"``): an ``evaluation`` need
+    per key of :meth:`~flexkit.Selector.evaluation_keys`. A plugin selector that does not derive from
+    :class:`~flexkit.Selector` declares none."""
+    keys = selector.evaluation_keys() if isinstance(selector, Selector) else ()
+    return [Need("evaluation", f"{prefix}.{key}") for key in keys]
+
+
+def pipeline_needs(pipe: Any) -> list[Need]:
+    """Every :class:`Need` of ``pipe`` (a :class:`~flexkit.Pipeline`), from its config and its selectors'
+    :meth:`~flexkit.Selector.evaluation_keys` (this builds the scheduler: its tasksets are opened)."""
+    needs: list[Need] = []
+    config = pipe.config
+    if config.sample is not None:
+        needs.append(Need("sample", "sample"))
+        if config.sample.refill is not None:
+            needs.append(Need("refill", "sample.refill"))
+    if config.replay is not None:
+        needs.append(Need("replay", "replay"))
+    for number, entry in enumerate(pipe.scheduler.entries):
+        needs.extend(selector_needs(entry.selector, f"tasksets[{number}].selector"))
+    return needs
+
+
+def unmet_needs(needs: list[Need], support: HostSupport) -> list[ConfigIssue]:
+    """One :class:`~flexkit.ConfigIssue` per need in ``needs`` (:func:`pipeline_needs`, :func:`selector_needs`)
+    that ``support`` does not give, in :data:`PARTS` order, each naming the key, the host, what the part needs and
+    the host's advice."""
+    issues = []
+    for need in sorted(needs, key=lambda n: PARTS.index(n.part)):
+        if support.gives(need.part):
+            continue
+        advice = support.advice.get(need.part) or f"remove {need.key}"
+        issues.append(ConfigIssue(need.key, f"{support.name} does not honour this: it needs a host that "
+                                            f"{_WHAT[need.part]}; {advice}"))
+    return issues
+
+
+def check_support(pipe: Any, support: HostSupport) -> None:
+    """Refuse ``pipe`` for this host: a :class:`~flexkit.ConfigError` listing every unmet need
+    (:func:`unmet_needs`); nothing when the host honours the whole pipeline."""
+    issues = unmet_needs(pipeline_needs(pipe), support)
+    if issues:
+        raise ConfigError(issues, pipe.source)
