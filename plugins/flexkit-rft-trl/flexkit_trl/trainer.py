@@ -39,6 +39,7 @@ from trl import GRPOTrainer
 from flexkit import FlexkitSampler, Pipeline, TasksetScheduler, pipeline_metrics
 from flexkit_trl.checks import check_no_sample_stage, check_run_length
 from flexkit_trl.dataset import INDEX_COLUMN, with_index_column
+from flexkit_trl.groups import EvalGroups, check_eval_columns, group_columns
 
 
 def repeat_sampler(
@@ -79,8 +80,13 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         if bound.arguments.get("train_dataset") is None:
             raise ValueError("FlexkitGRPOTrainer needs a train_dataset laid out like the pipeline's tasksets")
         check_no_sample_stage(pipeline)
+        columns = group_columns(pipeline)
+        if bound.arguments.get("eval_dataset") is not None:
+            check_eval_columns(columns, bound.arguments["eval_dataset"])
         bound.arguments["train_dataset"] = with_index_column(bound.arguments["train_dataset"])
         self.flexkit_pipeline = pipeline
+        #: The evaluation's rewards per group of the selectors' grouping columns (``eval_accuracy/<group>``).
+        self.flexkit_eval_groups = EvalGroups(columns)
         self.flexkit_sampler: FlexkitSampler | None = None
         self._flexkit_feedback: dict[str, Any] | None = None
         self._flexkit_rollouts: int | None = None
@@ -110,7 +116,31 @@ class FlexkitGRPOTrainer(GRPOTrainer):
             values = rewards[scored].double().cpu().numpy()
             self._flexkit_feedback = self.flexkit_sampler.feedback(indices[keep], values)
             self._flexkit_rollouts = len(indices)
+        elif self.model is not None and not self.model.training and self.flexkit_eval_groups.columns:
+            names = [c.name for c in self.flexkit_eval_groups.columns]
+            rows = gather_object([{n: row[n] for n in names if n in row} for row in inputs])
+            self.flexkit_eval_groups.add(rows, self._weighted_rewards(rewards_per_func).tolist())
         return rewards_per_func
+
+    def _weighted_rewards(self, rewards_per_func: torch.Tensor) -> torch.Tensor:
+        """Each completion's weighted reward sum (NaN where every reward function returned None)."""
+        weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
+        rewards = (rewards_per_func * weights).nansum(dim=1)
+        rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
+        return rewards
+
+    def evaluation_loop(self, *args: Any, **kwargs: Any) -> Any:
+        """TRL's evaluation, with each group's held-out accuracy added to its metrics: the mean reward of the
+        evaluated completions whose prompts have that value in a selector's grouping column, as
+        ``eval_accuracy/<group>`` (and ``eval_accuracy`` over all of them; ``eval`` is the evaluation's
+        ``metric_key_prefix``), the names a ``frontier`` guard reads (``guard_metric = "eval_accuracy/{}"``)."""
+        bound = inspect.signature(super().evaluation_loop).bind(*args, **kwargs)
+        prefix = bound.arguments.get("metric_key_prefix", "eval")
+        self.flexkit_eval_groups.reset()
+        output = super().evaluation_loop(*args, **kwargs)
+        output.metrics.update(self.flexkit_eval_groups.metrics(prefix))
+        self.flexkit_eval_groups.reset()
+        return output
 
     def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
         """TRL's ``log``, with flexkit's ``flexkit/...`` metrics (:func:`~flexkit.host_metrics.pipeline_metrics`:
