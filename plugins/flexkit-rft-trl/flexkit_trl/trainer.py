@@ -29,17 +29,20 @@ data by drawing batches again, so the curriculum does not resume where it stoppe
 from __future__ import annotations
 
 import inspect
+import os
 from typing import Any
 
 import numpy as np
 import torch
 from accelerate.utils import gather_object
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
 from flexkit import FlexkitSampler, Pipeline, TasksetScheduler, pipeline_metrics
 from flexkit_trl.checks import check_no_sample_stage, check_run_length
 from flexkit_trl.dataset import INDEX_COLUMN, with_index_column
 from flexkit_trl.groups import EvalGroups, check_eval_columns, group_columns
+from flexkit_trl.resume import TrackedSampler, check_save_alignment, load_state, save_state
 
 
 def repeat_sampler(
@@ -50,9 +53,10 @@ def repeat_sampler(
     generation_batch_size: int,
     num_iterations: int = 1,
     steps_per_generation: int = 1,
+    sampler_class: type[FlexkitSampler] = FlexkitSampler,
 ) -> FlexkitSampler:
-    """A :class:`FlexkitSampler` with ``RepeatSampler``'s layout for these GRPO settings (checked against the
-    pipeline's ``batch_size``)."""
+    """A :class:`FlexkitSampler` (or ``sampler_class``) with ``RepeatSampler``'s layout for these GRPO settings
+    (checked against the pipeline's ``batch_size``)."""
     prompts = generation_batch_size // num_generations
     scheduler = source.scheduler if isinstance(source, Pipeline) else source
     if prompts * num_generations != generation_batch_size or scheduler.batch_size != prompts:
@@ -60,8 +64,8 @@ def repeat_sampler(
             f"the pipeline's batch_size ({scheduler.batch_size}) must be the prompts per generation batch: "
             f"generation_batch_size ({generation_batch_size}) // num_generations ({num_generations}) = {prompts}"
         )
-    return FlexkitSampler(source, dataset, mini_repeat_count=num_generations,
-                          repeat_count=num_iterations * steps_per_generation)
+    return sampler_class(source, dataset, mini_repeat_count=num_generations,
+                         repeat_count=num_iterations * steps_per_generation)
 
 
 class FlexkitGRPOTrainer(GRPOTrainer):
@@ -87,20 +91,66 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         self.flexkit_pipeline = pipeline
         #: The evaluation's rewards per group of the selectors' grouping columns (``eval_accuracy/<group>``).
         self.flexkit_eval_groups = EvalGroups(columns)
-        self.flexkit_sampler: FlexkitSampler | None = None
+        self.flexkit_sampler: TrackedSampler | None = None
         self._flexkit_feedback: dict[str, Any] | None = None
         self._flexkit_rollouts: int | None = None
         super().__init__(*bound.args[1:], **bound.kwargs)
         check_run_length(self.args, pipeline.scheduler if isinstance(pipeline, Pipeline) else pipeline)
+        check_save_alignment(self.args, self._generate_every)
 
-    def _get_train_sampler(self, dataset: Any = None) -> FlexkitSampler:
+    @property
+    def _generate_every(self) -> int:
+        """Micro-steps per generation batch: ``steps_per_generation × num_iterations``."""
+        return int(self.args.steps_per_generation) * int(self.num_iterations)
+
+    def _get_train_sampler(self, dataset: Any = None) -> TrackedSampler:
         """The flexkit sampler in ``RepeatSampler``'s layout (built once, then reused)."""
         if self.flexkit_sampler is None:
-            self.flexkit_sampler = repeat_sampler(
+            sampler = repeat_sampler(
                 self.flexkit_pipeline, dataset if dataset is not None else self.train_dataset,
                 num_generations=self.num_generations, generation_batch_size=self.args.generation_batch_size,
-                num_iterations=self.num_iterations, steps_per_generation=self.args.steps_per_generation)
+                num_iterations=self.num_iterations, steps_per_generation=self.args.steps_per_generation,
+                sampler_class=TrackedSampler)
+            assert isinstance(sampler, TrackedSampler)
+            self.flexkit_sampler = sampler
         return self.flexkit_sampler
+
+    def _prepare_inputs(self, generation_batch: Any) -> Any:
+        """TRL's inputs; while training, the loader batch counts as consumed by the sampler (what a checkpoint
+        must not replay, :mod:`flexkit_trl.resume`)."""
+        if self.flexkit_sampler is not None and self.model is not None and self.model.training:
+            self.flexkit_sampler.consume(len(generation_batch) * self.accelerator.num_processes)
+        return super()._prepare_inputs(generation_batch)
+
+    def _flexkit_extra_state(self) -> dict[str, Any]:
+        """Adapter state saved beside the pipeline's in every checkpoint."""
+        return {}
+
+    def _load_flexkit_extra_state(self, extra: dict[str, Any]) -> None:
+        """Restore :meth:`_flexkit_extra_state`'s output."""
+
+    def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        """TRL's checkpoint, then the curriculum's state in the same folder (:func:`flexkit_trl.resume.save_state`):
+        the pipeline as of the last trained batch, the sampler's position, the adapter's own state."""
+        super()._save_checkpoint(model, trial)
+        if self.flexkit_sampler is None or not self.args.should_save:
+            return
+        folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+        save_state(self.flexkit_pipeline, self.flexkit_sampler, folder, extra=self._flexkit_extra_state(),
+                   mid_generation=self._step % self._generate_every != 0)
+
+    def _init_training_state(self, max_steps: int, num_update_steps_per_epoch: int, num_train_epochs: int,
+                             resume_from_checkpoint: str | None, trial: Any) -> tuple[int, int]:
+        """The Trainer's state (restored on resume), then on resume the curriculum's
+        (:func:`flexkit_trl.resume.load_state`), with the sampler yielding filler for the batches the Trainer is
+        about to skip, so that its fast-forward does not advance the restored scheduler a second time."""
+        epochs, skipped_batches = super()._init_training_state(
+            max_steps, num_update_steps_per_epoch, num_train_epochs, resume_from_checkpoint, trial)
+        if resume_from_checkpoint is not None and self.flexkit_sampler is not None:
+            extra = load_state(self.flexkit_pipeline, self.flexkit_sampler, resume_from_checkpoint,
+                               skipped=int(skipped_batches) * int(self.args.generation_batch_size))
+            self._load_flexkit_extra_state(extra)
+        return int(epochs), int(skipped_batches)
 
     def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> torch.Tensor:
         """TRL's rewards, then feedback while training: each completion's weighted reward sum with its prompt's
