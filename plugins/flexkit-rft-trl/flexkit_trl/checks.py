@@ -6,8 +6,10 @@ otherwise ignore or outrun silently.
   is ``num_iterations × steps_per_generation / gradient_accumulation_steps`` optimizer steps. When the trainer
   needs more scheduler batches than the pipeline's ``[run]`` gives, the sampler runs dry and the HF Trainer stops
   early (observed: step 96 of 200), with a learning-rate schedule sized for the full run; that is refused.
-* **The sample stage.** ``GRPOTrainer`` computes its loss inside ``compute_loss`` from its own advantages, with
-  no per-sample weights a pipeline could set, so a ``[sample]`` table would be ignored; that is refused.
+* **The sample stage.** The stage runs once per generation batch, after TRL's rewards and advantages
+  (:mod:`flexkit_trl.sample`), so its scorer must run at ``post_reward`` or ``post_advantage``. Dynamic sampling
+  (``[sample.refill]``) is refused: TRL's generation batch is one loader batch that every process draws from the
+  sampler in lockstep, so a step cannot roll out more prompts than the loader handed it.
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from flexkit import ConfigError, ConfigIssue
+from flexkit import ConfigError, ConfigIssue, Pipeline
 
-__all__ = ["check_no_sample_stage", "check_run_length", "generation_batches_needed"]
+__all__ = ["STAGE_TIMINGS", "check_run_length", "check_sample_stage", "generation_batches_needed"]
+
+#: The sample stage timings FlexkitGRPOTrainer runs (both at the same point: after TRL's advantages).
+STAGE_TIMINGS = ("post_reward", "post_advantage")
 
 
 def generation_batches_needed(args: Any, steps_per_epoch: int) -> int:
@@ -52,11 +57,20 @@ def check_run_length(args: Any, scheduler: Any) -> None:
         f"total_epochs = {math.ceil(needed / scheduler.steps_per_epoch)}), or GRPOConfig max_steps = {fits}"))])
 
 
-def check_no_sample_stage(pipeline: Any) -> None:
-    """Refuse a pipeline with a ``[sample]`` table: TRL's GRPO loss takes no per-sample weights from outside."""
-    if getattr(pipeline, "has_sample_stage", False):
-        raise ConfigError([ConfigIssue("sample", (
-            "FlexkitGRPOTrainer cannot apply a [sample] stage: TRL's GRPOTrainer computes its loss from its own "
-            "advantages with no per-sample weights, so filtering, reweighting and mixing would be ignored. Remove "
-            "the [sample] table, or use flexkit.dynamic_sampling.fill_batch in your own loop "
-            "(docs/integrations/dynamic-sampling.md)"))])
+def check_sample_stage(pipeline: Any) -> None:
+    """Refuse a ``[sample]`` stage the trainer cannot run as configured: ``[sample.refill]``, or a scorer whose
+    timing is not in :data:`STAGE_TIMINGS`."""
+    if not isinstance(pipeline, Pipeline) or not pipeline.has_sample_stage:
+        return
+    if pipeline.config.sample is not None and pipeline.config.sample.refill is not None:
+        raise ConfigError([ConfigIssue("sample.refill", (
+            "FlexkitGRPOTrainer cannot refill a generation batch: TRL generates once per loader batch, which every "
+            "process draws from the sampler in lockstep, so a step cannot roll out more prompts than the loader "
+            "handed it. Remove [sample.refill] (the group filter then drops groups from the loss without "
+            "refilling them), or call flexkit.fill_batch in your own loop (docs/integrations/dynamic-sampling.md)"))])
+    stage = pipeline.sample_stage
+    if stage.timing not in STAGE_TIMINGS:
+        raise ConfigError([ConfigIssue("sample.scorer", (
+            f"FlexkitGRPOTrainer runs the [sample] stage after TRL's rewards and advantages "
+            f"({' and '.join(STAGE_TIMINGS)}), but the scorer {type(stage.scorer).__name__} runs at "
+            f"{stage.timing!r}: use a scorer of one of those timings"))])

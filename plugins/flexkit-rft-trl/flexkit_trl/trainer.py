@@ -38,11 +38,12 @@ from accelerate.utils import gather_object
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
-from flexkit import FlexkitSampler, Pipeline, TasksetScheduler, pipeline_metrics
-from flexkit_trl.checks import check_no_sample_stage, check_run_length
+from flexkit import FlexkitSampler, Mix, Pipeline, TasksetScheduler, pipeline_metrics
+from flexkit_trl.checks import check_run_length, check_sample_stage
 from flexkit_trl.dataset import INDEX_COLUMN, with_index_column
 from flexkit_trl.groups import EvalGroups, check_eval_columns, group_columns
 from flexkit_trl.resume import TrackedSampler, check_save_alignment, load_state, save_state
+from flexkit_trl.sample import stage_batch, weighted_inputs
 
 
 def repeat_sampler(
@@ -83,7 +84,7 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         bound = inspect.signature(GRPOTrainer.__init__).bind(self, *args, **kwargs)
         if bound.arguments.get("train_dataset") is None:
             raise ValueError("FlexkitGRPOTrainer needs a train_dataset laid out like the pipeline's tasksets")
-        check_no_sample_stage(pipeline)
+        check_sample_stage(pipeline)
         columns = group_columns(pipeline)
         if bound.arguments.get("eval_dataset") is not None:
             check_eval_columns(columns, bound.arguments["eval_dataset"])
@@ -94,6 +95,11 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         self.flexkit_sampler: TrackedSampler | None = None
         self._flexkit_feedback: dict[str, Any] | None = None
         self._flexkit_rollouts: int | None = None
+        #: The latest training generation batch's rewards (weighted sums, NaN: unscored) and dataset indices, from
+        #: every process.
+        self._flexkit_scored: tuple[torch.Tensor, np.ndarray] | None = None
+        #: Training generation batches scored so far (the sample stage's step).
+        self._flexkit_generations = 0
         super().__init__(*bound.args[1:], **bound.kwargs)
         check_run_length(self.args, pipeline.scheduler if isinstance(pipeline, Pipeline) else pipeline)
         check_save_alignment(self.args, self._generate_every)
@@ -123,11 +129,12 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         return super()._prepare_inputs(generation_batch)
 
     def _flexkit_extra_state(self) -> dict[str, Any]:
-        """Adapter state saved beside the pipeline's in every checkpoint."""
-        return {}
+        """Adapter state saved beside the pipeline's in every checkpoint: the generation batches scored so far."""
+        return {"generations": self._flexkit_generations}
 
     def _load_flexkit_extra_state(self, extra: dict[str, Any]) -> None:
         """Restore :meth:`_flexkit_extra_state`'s output."""
+        self._flexkit_generations = int(extra.get("generations", 0))
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         """TRL's checkpoint, then the curriculum's state in the same folder (:func:`flexkit_trl.resume.save_state`):
@@ -166,11 +173,52 @@ class FlexkitGRPOTrainer(GRPOTrainer):
             values = rewards[scored].double().cpu().numpy()
             self._flexkit_feedback = self.flexkit_sampler.feedback(indices[keep], values)
             self._flexkit_rollouts = len(indices)
+            self._flexkit_scored = (self._weighted_rewards(rewards_per_func), indices)
         elif self.model is not None and not self.model.training and self.flexkit_eval_groups.columns:
             names = [c.name for c in self.flexkit_eval_groups.columns]
             rows = gather_object([{n: row[n] for n in names if n in row} for row in inputs])
             self.flexkit_eval_groups.add(rows, self._weighted_rewards(rewards_per_func).tolist())
         return rewards_per_func
+
+    def _generate_and_score_completions(self, inputs: Any) -> dict[str, Any]:
+        """TRL's generation and scoring; while training, then the pipeline's ``[sample]`` stage on the whole
+        generation batch, its weights multiplied into the loss (:mod:`flexkit_trl.sample`)."""
+        output: dict[str, Any] = super()._generate_and_score_completions(inputs)
+        training = self.model is not None and self.model.training
+        if training and self._flexkit_scored is not None:
+            if isinstance(self.flexkit_pipeline, Pipeline) and self.flexkit_pipeline.has_sample_stage:
+                self._apply_sample_stage(output, *self._flexkit_scored)
+            self._flexkit_generations += 1
+        self._flexkit_scored = None
+        return output
+
+    def _gathered(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` (this process's rows) from every process, padded to the widest (completion widths differ)."""
+        if tensor.dim() > 1:
+            tensor = self.accelerator.pad_across_processes(tensor, dim=1)
+        gathered: torch.Tensor = self.accelerator.gather(tensor)
+        return gathered
+
+    def _apply_sample_stage(self, output: dict[str, Any], rewards: torch.Tensor, indices: np.ndarray) -> None:
+        """Run the stage on the generation batch and weight this process's rows of ``output`` in place."""
+        assert isinstance(self.flexkit_pipeline, Pipeline) and self.flexkit_sampler is not None
+        mask = output["completion_mask"]
+        if output.get("tool_mask") is not None:
+            mask = mask * output["tool_mask"]
+        old = output.get("old_per_token_logps")
+        taskset_ids, local = self.flexkit_sampler.locate(indices)
+        batch = stage_batch(rewards=rewards, advantages=self._gathered(output["advantages"]),
+                            response_mask=self._gathered(mask), num_generations=self.num_generations,
+                            taskset_ids=taskset_ids, indices=local,
+                            old_log_probs=self._gathered(old) if old is not None else None)
+        step = self._flexkit_generations
+        action = self.flexkit_pipeline.apply_sample_stage(batch, step=step)
+        if isinstance(action, Mix):
+            return
+        weights = self.flexkit_pipeline.sample_stage.token_weights(batch, step=step)
+        rows, width = mask.shape
+        start = self.accelerator.process_index * rows
+        weighted_inputs(output, weights[start:start + rows, :width])
 
     def _weighted_rewards(self, rewards_per_func: torch.Tensor) -> torch.Tensor:
         """Each completion's weighted reward sum (NaN where every reward function returned None)."""
