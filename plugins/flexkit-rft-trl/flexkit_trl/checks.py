@@ -10,6 +10,8 @@ otherwise ignore or outrun silently.
   (:mod:`flexkit_trl.sample`), so its scorer must run at ``post_reward`` or ``post_advantage``. Dynamic sampling
   (``[sample.refill]``) is refused: TRL's generation batch is one loader batch that every process draws from the
   sampler in lockstep, so a step cannot roll out more prompts than the loader handed it.
+* **Rollout replay.** ``[replay]`` (DOTS, arXiv 2506.05316) is refused, not ignored (it used to be ignored
+  silently): see :func:`check_no_replay` for why TRL's buffered-generation layout does not take replayed groups.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 from flexkit import ConfigError, ConfigIssue, Pipeline
 
-__all__ = ["STAGE_TIMINGS", "check_run_length", "check_sample_stage", "generation_batches_needed"]
+__all__ = ["STAGE_TIMINGS", "check_no_replay", "check_run_length", "check_sample_stage", "generation_batches_needed"]
 
 #: The sample stage timings FlexkitGRPOTrainer runs (both at the same point: after TRL's advantages).
 STAGE_TIMINGS = ("post_reward", "post_advantage")
@@ -74,3 +76,25 @@ def check_sample_stage(pipeline: Any) -> None:
             f"FlexkitGRPOTrainer runs the [sample] stage after TRL's rewards and advantages "
             f"({' and '.join(STAGE_TIMINGS)}), but the scorer {type(stage.scorer).__name__} runs at "
             f"{stage.timing!r}: use a scorer of one of those timings"))])
+
+
+def check_no_replay(pipeline: Any) -> None:
+    """Refuse a pipeline with ``[replay]``.
+
+    Appending stored groups to a generation batch does not fit ``GRPOTrainer``'s layout: ``_prepare_inputs``
+    cuts the generation batch into ``steps_per_generation`` equal slices (``split_tensor_dict`` drops the rows
+    beyond ``B // steps_per_generation`` of each, so a replayed group count that does not divide evenly is lost
+    silently); under several processes each rank holds only its slice of the rows, a group can straddle two
+    ranks, and the replayed rows would differ in number between ranks; the ``dapo``/``cispo`` loss normaliser
+    (``num_items_in_batch``) is counted from the fresh completions only; and TRL computes the behaviour
+    log-probabilities (``old_per_token_logps``) only when generation and optimizer steps are misaligned, so a
+    replayed row would otherwise get an importance ratio of 1. Honouring ``[replay]`` needs all four handled
+    (the trainer's own step rather than TRL's buffer), which this adapter does not do yet.
+    """
+    if isinstance(pipeline, Pipeline) and pipeline.config.replay is not None:
+        raise ConfigError([ConfigIssue("replay", (
+            "FlexkitGRPOTrainer cannot apply [replay]: TRL's GRPOTrainer cuts each generation batch into "
+            "steps_per_generation equal slices per process (rows beyond an even split are dropped), counts its loss "
+            "normaliser from the fresh completions and keeps no behaviour log-probabilities of earlier rounds, so "
+            "replayed groups would be silently cut, mis-weighted or treated as on-policy. Remove the [replay] table "
+            "(the selector part of the recipe applies as it is), or run the recipe with flexkit run"))])

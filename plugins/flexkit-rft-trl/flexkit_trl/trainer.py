@@ -39,7 +39,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
 from flexkit import FlexkitSampler, Mix, Pipeline, TasksetScheduler, pipeline_metrics
-from flexkit_trl.checks import check_run_length, check_sample_stage
+from flexkit_trl.checks import check_no_replay, check_run_length, check_sample_stage
 from flexkit_trl.dataset import INDEX_COLUMN, with_index_column
 from flexkit_trl.groups import EvalGroups, check_eval_columns, group_columns
 from flexkit_trl.resume import TrackedSampler, check_save_alignment, load_state, save_state
@@ -85,6 +85,7 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         if bound.arguments.get("train_dataset") is None:
             raise ValueError("FlexkitGRPOTrainer needs a train_dataset laid out like the pipeline's tasksets")
         check_sample_stage(pipeline)
+        check_no_replay(pipeline)
         columns = group_columns(pipeline)
         if bound.arguments.get("eval_dataset") is not None:
             check_eval_columns(columns, bound.arguments["eval_dataset"])
