@@ -46,7 +46,7 @@ PIPELINE_DIR = "flexkit"
 SAMPLER_FILE = "flexkit_sampler.pt"
 
 
-class TrackedSampler(FlexkitSampler):
+class TrackedSampler(FlexkitSampler):  # type: ignore[misc]  # flexkit exports it lazily (Any to mypy)
     """A :class:`~flexkit.FlexkitSampler` that knows which yielded indices a training step consumed (see the
     module docstring): :meth:`consume` after each step's batch, :meth:`position_state` for a checkpoint,
     :meth:`skip` before the Trainer's fast-forward."""
@@ -77,7 +77,7 @@ class TrackedSampler(FlexkitSampler):
     def position_state(self) -> dict[str, Any]:
         """The sampler's state (:meth:`~flexkit.FlexkitSampler.state_dict`) as of the last consumed index: the
         lookahead goes back in front of the buffer, out of the epoch's count."""
-        state = self.state_dict()
+        state: dict[str, Any] = self.state_dict()
         if state["yielded"] < len(self._pending):
             raise CheckpointError(f"the sampler yielded {state['yielded']} indices this epoch but {len(self._pending)} "
                                   "are not consumed yet: the loader's lookahead crossed an epoch")

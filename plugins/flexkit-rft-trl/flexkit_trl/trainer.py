@@ -16,27 +16,30 @@ accelerate's loader fetches one loader batch ahead: with ``num_iterations × ste
 repeat of the current generation batch, so the next one is selected after this one's feedback; with 1, feedback
 reaches the batch after next.
 
-At construction the ``GRPOConfig`` is checked against the pipeline (:mod:`flexkit_trl.checks`): a run longer
-than the pipeline's and a ``[sample]`` table (which GRPO's loss cannot apply) are refused. flexkit's metrics
-(:mod:`flexkit.host_metrics`, ``flexkit/...``) are added to every ``log`` call during training, so they reach
-the trackers in ``report_to``. Each evaluation's logs (``eval_reward``, ...) reach the selectors
-(:meth:`~flexkit.Pipeline.evaluation`): every process logs the same gathered values, so the copies stay identical.
+The pipeline's ``[sample]`` stage runs on each training generation batch and its keep / weights enter GRPO's
+loss (:mod:`flexkit_trl.sample`). Each evaluation's logs (``eval_reward``, ...) reach the selectors
+(:meth:`~flexkit.Pipeline.evaluation`), with each group's held-out accuracy ``eval_accuracy/<group>`` computed
+from the evaluation's rewards (:mod:`flexkit_trl.groups`) for a ``frontier`` guard; every process logs the same
+gathered values, so the copies stay identical. Every checkpoint holds the curriculum's state, and
+``resume_from_checkpoint`` continues it exactly (:mod:`flexkit_trl.resume`).
 
-Not covered: ``resume_from_checkpoint`` restores model, optimizer and RNGs, but the Trainer fast-forwards the
-data by drawing batches again, so the curriculum does not resume where it stopped.
+At construction the ``GRPOConfig`` is checked against the pipeline (:mod:`flexkit_trl.checks`): a run longer
+than the pipeline's, ``save_steps`` between generations, ``[sample.refill]``, ``[replay]`` and a guard the
+evaluation cannot feed are refused. flexkit's metrics (:mod:`flexkit.host_metrics`, ``flexkit/...``) are added
+to every ``log`` call during training, so they reach the trackers in ``report_to``.
 """
 
 from __future__ import annotations
 
 import inspect
 import os
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
-from accelerate.utils import gather_object
+from accelerate.utils import gather_object  # type: ignore[import-untyped]
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
-from trl import GRPOTrainer
+from trl import GRPOTrainer  # type: ignore[attr-defined]
 
 from flexkit import FlexkitSampler, Mix, Pipeline, TasksetScheduler, pipeline_metrics
 from flexkit_trl.checks import check_no_replay, check_run_length, check_sample_stage
@@ -76,8 +79,10 @@ class FlexkitGRPOTrainer(GRPOTrainer):
     ``train_dataset`` gets an :data:`~flexkit_trl.INDEX_COLUMN` column (reward functions receive it as a keyword
     argument; ``**kwargs`` absorbs it). The sampler is :attr:`flexkit_sampler`.
 
-    Raises :class:`~flexkit.ConfigError` for a pipeline with a ``[sample]`` table and for a ``GRPOConfig`` that
-    needs more generation batches than the pipeline's run holds (see :mod:`flexkit_trl.checks`).
+    Raises :class:`~flexkit.ConfigError` for a ``GRPOConfig`` that needs more generation batches than the
+    pipeline's run holds or saves between generations, for ``[sample.refill]`` and ``[replay]``, and for a
+    per-group ``guard_metric`` the evaluation cannot feed (see :mod:`flexkit_trl.checks`,
+    :mod:`flexkit_trl.groups`, :mod:`flexkit_trl.resume`).
     """
 
     def __init__(self, *args: Any, pipeline: Pipeline | TasksetScheduler, **kwargs: Any) -> None:
@@ -106,17 +111,23 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         check_save_alignment(self.args, self._generate_every)
 
     @property
+    def _grpo_args(self) -> Any:
+        """``self.args``, a ``GRPOConfig`` (typed as the HF Trainer's ``TrainingArguments``)."""
+        return self.args
+
+    @property
     def _generate_every(self) -> int:
         """Micro-steps per generation batch: ``steps_per_generation × num_iterations``."""
-        return int(self.args.steps_per_generation) * int(self.num_iterations)
+        return int(self._grpo_args.steps_per_generation) * int(self.num_iterations)
 
     def _get_train_sampler(self, dataset: Any = None) -> TrackedSampler:
         """The flexkit sampler in ``RepeatSampler``'s layout (built once, then reused)."""
         if self.flexkit_sampler is None:
+            args = self._grpo_args
             sampler = repeat_sampler(
                 self.flexkit_pipeline, dataset if dataset is not None else self.train_dataset,
-                num_generations=self.num_generations, generation_batch_size=self.args.generation_batch_size,
-                num_iterations=self.num_iterations, steps_per_generation=self.args.steps_per_generation,
+                num_generations=cast(int, self.num_generations), generation_batch_size=args.generation_batch_size,
+                num_iterations=self.num_iterations, steps_per_generation=args.steps_per_generation,
                 sampler_class=TrackedSampler)
             assert isinstance(sampler, TrackedSampler)
             self.flexkit_sampler = sampler
@@ -140,7 +151,7 @@ class FlexkitGRPOTrainer(GRPOTrainer):
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         """TRL's checkpoint, then the curriculum's state in the same folder (:func:`flexkit_trl.resume.save_state`):
         the pipeline as of the last trained batch, the sampler's position, the adapter's own state."""
-        super()._save_checkpoint(model, trial)
+        super()._save_checkpoint(model, trial)  # type: ignore[no-untyped-call]
         if self.flexkit_sampler is None or not self.args.should_save:
             return
         folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
@@ -156,7 +167,7 @@ class FlexkitGRPOTrainer(GRPOTrainer):
             max_steps, num_update_steps_per_epoch, num_train_epochs, resume_from_checkpoint, trial)
         if resume_from_checkpoint is not None and self.flexkit_sampler is not None:
             extra = load_state(self.flexkit_pipeline, self.flexkit_sampler, resume_from_checkpoint,
-                               skipped=int(skipped_batches) * int(self.args.generation_batch_size))
+                               skipped=int(skipped_batches) * int(self._grpo_args.generation_batch_size))
             self._load_flexkit_extra_state(extra)
         return int(epochs), int(skipped_batches)
 
@@ -164,7 +175,7 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         """TRL's rewards, then feedback while training: each completion's weighted reward sum with its prompt's
         dataset index (completions whose reward functions all returned None are left out). An evaluation's
         rewards are not feedback: they are on held-out prompts."""
-        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        rewards_per_func: torch.Tensor = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         if self.flexkit_sampler is not None and self.model is not None and self.model.training:
             indices = np.asarray(gather_object([int(row[INDEX_COLUMN]) for row in inputs]), dtype=np.int64)
             scored = ~torch.isnan(rewards_per_func).all(dim=1)
@@ -209,7 +220,7 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         old = output.get("old_per_token_logps")
         taskset_ids, local = self.flexkit_sampler.locate(indices)
         batch = stage_batch(rewards=rewards, advantages=self._gathered(output["advantages"]),
-                            response_mask=self._gathered(mask), num_generations=self.num_generations,
+                            response_mask=self._gathered(mask), num_generations=cast(int, self.num_generations),
                             taskset_ids=taskset_ids, indices=local,
                             old_log_probs=self._gathered(old) if old is not None else None)
         step = self._flexkit_generations
@@ -237,7 +248,8 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         prefix = bound.arguments.get("metric_key_prefix", "eval")
         self.flexkit_eval_groups.reset()
         output = super().evaluation_loop(*args, **kwargs)
-        output.metrics.update(self.flexkit_eval_groups.metrics(prefix))
+        if output.metrics is not None:
+            output.metrics.update(self.flexkit_eval_groups.metrics(prefix))
         self.flexkit_eval_groups.reset()
         return output
 
