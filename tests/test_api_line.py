@@ -19,7 +19,8 @@ import flexkit
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Subpackages a plugin may import from, besides ``flexkit`` itself (each lists its names in ``__all__``).
-PUBLIC: tuple[str, ...] = ("flexkit.distributed", "flexkit.errors", "flexkit.testing", "flexkit.testing.distributed")
+PUBLIC: tuple[str, ...] = ("flexkit.distributed", "flexkit.errors", "flexkit.host", "flexkit.testing",
+                          "flexkit.testing.distributed")
 #: Plugin files that may import this repository's ``tests`` package, and why.
 USES_REPOSITORY_TESTS: dict[str, str] = {
     "flexkit-rft-trinity/tests/test_trinity_docs.py": "runs this repository's docs page docs/integrations/trinity.md "

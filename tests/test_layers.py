@@ -23,7 +23,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "face": ("__init__.py", "__main__.py", "cli/", "plot/", "testing/", "config/reference.py"),
     "study": ("compare/",),
     "run": ("run/", "annotate/"),
-    "scale": ("distributed/", "integrations/"),
+    "scale": ("distributed/", "integrations/", "host.py"),
     "pipeline": ("pipeline/",),
     "scheduler": ("scheduler/", "tasksets/"),
     "selectors": ("selectors/",),

@@ -19,9 +19,11 @@ import numpy as np
 from trinity.buffer.selector.selector import BaseSelector
 
 from flexkit import FEATURE_KEYS, CheckpointError, ConfigError, ConfigIssue, TasksetError, feature_keys_of
+from flexkit.host import selector_needs, unmet_needs
 from flexkit_trinity import state as state_codec
 from flexkit_trinity.config import selector_spec
 from flexkit_trinity.metrics import register_live, selector_metrics_of
+from flexkit_trinity.support import SUPPORT
 
 __all__ = ["STATE_KEY", "FlexkitSelector"]
 
@@ -60,6 +62,9 @@ class FlexkitSelector(BaseSelector):
         except TasksetError as exc:  # a feature column the selector cannot use (a plugin's own bug is not one)
             raise ConfigError([ConfigIssue(f"data_selector.{FEATURE_KEYS}" if features else "data_selector",
                                            str(exc))], where) from None
+        unmet = unmet_needs(selector_needs(self.selector, "data_selector"), SUPPORT)
+        if unmet:  # e.g. a guard that would never get an evaluation (flexkit_trinity.support)
+            raise ConfigError(unmet, where)
         #: Indices handed out so far (Trinity-RFT's own selectors keep this count as their whole state).
         self.current_index = 0
         register_live(self)

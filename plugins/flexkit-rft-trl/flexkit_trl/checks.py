@@ -6,8 +6,12 @@ otherwise ignore or outrun silently.
   is ``num_iterations × steps_per_generation / gradient_accumulation_steps`` optimizer steps. When the trainer
   needs more scheduler batches than the pipeline's ``[run]`` gives, the sampler runs dry and the HF Trainer stops
   early (observed: step 96 of 200), with a learning-rate schedule sized for the full run; that is refused.
-* **The sample stage.** ``GRPOTrainer`` computes its loss inside ``compute_loss`` from its own advantages, with
-  no per-sample weights a pipeline could set, so a ``[sample]`` table would be ignored; that is refused.
+* **The sample stage.** The stage runs once per generation batch, after TRL's rewards and advantages
+  (:mod:`flexkit_trl.sample`), so its scorer must run at ``post_reward`` or ``post_advantage``. Dynamic sampling
+  (``[sample.refill]``) is refused: TRL's generation batch is one loader batch that every process draws from the
+  sampler in lockstep, so a step cannot roll out more prompts than the loader handed it.
+* **Rollout replay.** ``[replay]`` (DOTS, arXiv 2506.05316) is refused, not ignored (it used to be ignored
+  silently): see :mod:`flexkit_trl.support` for why TRL's buffered-generation layout does not take replayed groups.
 """
 
 from __future__ import annotations
@@ -15,9 +19,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from flexkit import ConfigError, ConfigIssue
+from flexkit import ConfigError, ConfigIssue, Pipeline
 
-__all__ = ["check_no_sample_stage", "check_run_length", "generation_batches_needed"]
+__all__ = ["STAGE_TIMINGS", "check_run_length", "check_sample_stage", "generation_batches_needed"]
+
+#: The sample stage timings FlexkitGRPOTrainer runs (both at the same point: after TRL's advantages).
+STAGE_TIMINGS = ("post_reward", "post_advantage")
 
 
 def generation_batches_needed(args: Any, steps_per_epoch: int) -> int:
@@ -52,11 +59,14 @@ def check_run_length(args: Any, scheduler: Any) -> None:
         f"total_epochs = {math.ceil(needed / scheduler.steps_per_epoch)}), or GRPOConfig max_steps = {fits}"))])
 
 
-def check_no_sample_stage(pipeline: Any) -> None:
-    """Refuse a pipeline with a ``[sample]`` table: TRL's GRPO loss takes no per-sample weights from outside."""
-    if getattr(pipeline, "has_sample_stage", False):
-        raise ConfigError([ConfigIssue("sample", (
-            "FlexkitGRPOTrainer cannot apply a [sample] stage: TRL's GRPOTrainer computes its loss from its own "
-            "advantages with no per-sample weights, so filtering, reweighting and mixing would be ignored. Remove "
-            "the [sample] table, or use flexkit.run.dynamic_sampling.fill_batch in your own loop "
-            "(docs/integrations/dynamic-sampling.md)"))])
+def check_sample_stage(pipeline: Any) -> None:
+    """Refuse a ``[sample]`` stage whose scorer's timing is not in :data:`STAGE_TIMINGS` (``[sample.refill]`` and
+    ``[replay]`` are refused by :func:`flexkit.host.check_support` with :mod:`flexkit_trl.support`)."""
+    if not isinstance(pipeline, Pipeline) or not pipeline.has_sample_stage:
+        return
+    stage = pipeline.sample_stage
+    if stage.timing not in STAGE_TIMINGS:
+        raise ConfigError([ConfigIssue("sample.scorer", (
+            f"FlexkitGRPOTrainer runs the [sample] stage after TRL's rewards and advantages "
+            f"({' and '.join(STAGE_TIMINGS)}), but the scorer {type(stage.scorer).__name__} runs at "
+            f"{stage.timing!r}: use a scorer of one of those timings"))])

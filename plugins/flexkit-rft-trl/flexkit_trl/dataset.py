@@ -13,7 +13,7 @@ from flexkit import WithIndex
 INDEX_COLUMN = "flexkit_index"
 
 
-class _IndexedRows(WithIndex):
+class _IndexedRows(WithIndex):  # type: ignore[misc]  # flexkit exports it lazily (Any to mypy)
     """A map-style dataset of dict rows, each with ``INDEX_COLUMN`` set to its index."""
 
     def with_index(self, index: int, item: Any) -> dict[str, Any]:

@@ -16,30 +16,39 @@ accelerate's loader fetches one loader batch ahead: with ``num_iterations × ste
 repeat of the current generation batch, so the next one is selected after this one's feedback; with 1, feedback
 reaches the batch after next.
 
-At construction the ``GRPOConfig`` is checked against the pipeline (:mod:`flexkit_trl.checks`): a run longer
-than the pipeline's and a ``[sample]`` table (which GRPO's loss cannot apply) are refused. flexkit's metrics
-(:mod:`flexkit.integrations.host_metrics`, ``flexkit/...``) are added to every ``log`` call during training, so they
-reach
-the trackers in ``report_to``. Each evaluation's logs (``eval_reward``, ...) reach the selectors
-(:meth:`~flexkit.Pipeline.evaluation`): every process logs the same gathered values, so the copies stay identical.
+The pipeline's ``[sample]`` stage runs on each training generation batch and its keep / weights enter GRPO's
+loss (:mod:`flexkit_trl.sample`). Each evaluation's logs (``eval_reward``, ...) reach the selectors
+(:meth:`~flexkit.Pipeline.evaluation`), with each group's held-out accuracy ``eval_accuracy/<group>`` computed
+from the evaluation's rewards (:mod:`flexkit_trl.groups`) for a ``frontier`` guard; every process logs the same
+gathered values, so the copies stay identical. Every checkpoint holds the curriculum's state, and
+``resume_from_checkpoint`` continues it exactly (:mod:`flexkit_trl.resume`).
 
-Not covered: ``resume_from_checkpoint`` restores model, optimizer and RNGs, but the Trainer fast-forwards the
-data by drawing batches again, so the curriculum does not resume where it stopped.
+At construction the ``GRPOConfig`` is checked against the pipeline (:mod:`flexkit_trl.checks`): a run longer
+than the pipeline's, ``save_steps`` between generations, ``[sample.refill]``, ``[replay]`` and a guard the
+evaluation cannot feed are refused. flexkit's metrics (:func:`flexkit.pipeline_metrics`, ``flexkit/...``) are added
+to every ``log`` call during training, so they reach the trackers in ``report_to``.
 """
 
 from __future__ import annotations
 
 import inspect
-from typing import Any
+import os
+from typing import Any, cast
 
 import numpy as np
 import torch
-from accelerate.utils import gather_object
-from trl import GRPOTrainer
+from accelerate.utils import gather_object  # type: ignore[import-untyped]
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from trl import GRPOTrainer  # type: ignore[attr-defined]
 
-from flexkit import FlexkitSampler, Pipeline, TasksetScheduler, pipeline_metrics
-from flexkit_trl.checks import check_no_sample_stage, check_run_length
+from flexkit import FlexkitSampler, Mix, Pipeline, TasksetScheduler, pipeline_metrics
+from flexkit.host import check_support
+from flexkit_trl.checks import check_run_length, check_sample_stage
 from flexkit_trl.dataset import INDEX_COLUMN, with_index_column
+from flexkit_trl.groups import EvalGroups, check_eval_columns, group_columns
+from flexkit_trl.resume import TrackedSampler, check_save_alignment, load_state, save_state
+from flexkit_trl.sample import stage_batch, weighted_inputs
+from flexkit_trl.support import trainer_support
 
 
 def repeat_sampler(
@@ -50,9 +59,10 @@ def repeat_sampler(
     generation_batch_size: int,
     num_iterations: int = 1,
     steps_per_generation: int = 1,
+    sampler_class: type[FlexkitSampler] = FlexkitSampler,
 ) -> FlexkitSampler:
-    """A :class:`FlexkitSampler` with ``RepeatSampler``'s layout for these GRPO settings (checked against the
-    pipeline's ``batch_size``)."""
+    """A :class:`FlexkitSampler` (or ``sampler_class``) with ``RepeatSampler``'s layout for these GRPO settings
+    (checked against the pipeline's ``batch_size``)."""
     prompts = generation_batch_size // num_generations
     scheduler = source.scheduler if isinstance(source, Pipeline) else source
     if prompts * num_generations != generation_batch_size or scheduler.batch_size != prompts:
@@ -60,8 +70,8 @@ def repeat_sampler(
             f"the pipeline's batch_size ({scheduler.batch_size}) must be the prompts per generation batch: "
             f"generation_batch_size ({generation_batch_size}) // num_generations ({num_generations}) = {prompts}"
         )
-    return FlexkitSampler(source, dataset, mini_repeat_count=num_generations,
-                          repeat_count=num_iterations * steps_per_generation)
+    return sampler_class(source, dataset, mini_repeat_count=num_generations,
+                         repeat_count=num_iterations * steps_per_generation)
 
 
 class FlexkitGRPOTrainer(GRPOTrainer):
@@ -71,37 +81,104 @@ class FlexkitGRPOTrainer(GRPOTrainer):
     ``train_dataset`` gets an :data:`~flexkit_trl.INDEX_COLUMN` column (reward functions receive it as a keyword
     argument; ``**kwargs`` absorbs it). The sampler is :attr:`flexkit_sampler`.
 
-    Raises :class:`~flexkit.ConfigError` for a pipeline with a ``[sample]`` table and for a ``GRPOConfig`` that
-    needs more generation batches than the pipeline's run holds (see :mod:`flexkit_trl.checks`).
+    Raises :class:`~flexkit.ConfigError` for a ``GRPOConfig`` that needs more generation batches than the
+    pipeline's run holds or saves between generations, for ``[sample.refill]`` and ``[replay]``, and for a
+    per-group ``guard_metric`` the evaluation cannot feed (see :mod:`flexkit_trl.checks`,
+    :mod:`flexkit_trl.groups`, :mod:`flexkit_trl.resume`).
     """
 
     def __init__(self, *args: Any, pipeline: Pipeline | TasksetScheduler, **kwargs: Any) -> None:
         bound = inspect.signature(GRPOTrainer.__init__).bind(self, *args, **kwargs)
         if bound.arguments.get("train_dataset") is None:
             raise ValueError("FlexkitGRPOTrainer needs a train_dataset laid out like the pipeline's tasksets")
-        check_no_sample_stage(pipeline)
+        check_sample_stage(pipeline)
+        columns = group_columns(pipeline)
+        if bound.arguments.get("eval_dataset") is not None:
+            check_eval_columns(columns, bound.arguments["eval_dataset"])
         bound.arguments["train_dataset"] = with_index_column(bound.arguments["train_dataset"])
         self.flexkit_pipeline = pipeline
-        self.flexkit_sampler: FlexkitSampler | None = None
+        #: The evaluation's rewards per group of the selectors' grouping columns (``eval_accuracy/<group>``).
+        self.flexkit_eval_groups = EvalGroups(columns)
+        self.flexkit_sampler: TrackedSampler | None = None
         self._flexkit_feedback: dict[str, Any] | None = None
         self._flexkit_rollouts: int | None = None
+        #: The latest training generation batch's rewards (weighted sums, NaN: unscored) and dataset indices, from
+        #: every process.
+        self._flexkit_scored: tuple[torch.Tensor, np.ndarray] | None = None
+        #: Training generation batches scored so far (the sample stage's step).
+        self._flexkit_generations = 0
         super().__init__(*bound.args[1:], **bound.kwargs)
+        if isinstance(pipeline, Pipeline):  # what this trainer does not honour, refused (flexkit_trl.support)
+            check_support(pipeline, trainer_support(self.args, bound.arguments.get("eval_dataset")))
         check_run_length(self.args, pipeline.scheduler if isinstance(pipeline, Pipeline) else pipeline)
+        check_save_alignment(self.args, self._generate_every)
 
-    def _get_train_sampler(self, dataset: Any = None) -> FlexkitSampler:
+    @property
+    def _grpo_args(self) -> Any:
+        """``self.args``, a ``GRPOConfig`` (typed as the HF Trainer's ``TrainingArguments``)."""
+        return self.args
+
+    @property
+    def _generate_every(self) -> int:
+        """Micro-steps per generation batch: ``steps_per_generation × num_iterations``."""
+        return int(self._grpo_args.steps_per_generation) * int(self.num_iterations)
+
+    def _get_train_sampler(self, dataset: Any = None) -> TrackedSampler:
         """The flexkit sampler in ``RepeatSampler``'s layout (built once, then reused)."""
         if self.flexkit_sampler is None:
-            self.flexkit_sampler = repeat_sampler(
+            args = self._grpo_args
+            sampler = repeat_sampler(
                 self.flexkit_pipeline, dataset if dataset is not None else self.train_dataset,
-                num_generations=self.num_generations, generation_batch_size=self.args.generation_batch_size,
-                num_iterations=self.num_iterations, steps_per_generation=self.args.steps_per_generation)
+                num_generations=cast(int, self.num_generations), generation_batch_size=args.generation_batch_size,
+                num_iterations=self.num_iterations, steps_per_generation=args.steps_per_generation,
+                sampler_class=TrackedSampler)
+            assert isinstance(sampler, TrackedSampler)
+            self.flexkit_sampler = sampler
         return self.flexkit_sampler
+
+    def _prepare_inputs(self, generation_batch: Any) -> Any:
+        """TRL's inputs; while training, the loader batch counts as consumed by the sampler (what a checkpoint
+        must not replay, :mod:`flexkit_trl.resume`)."""
+        if self.flexkit_sampler is not None and self.model is not None and self.model.training:
+            self.flexkit_sampler.consume(len(generation_batch) * self.accelerator.num_processes)
+        return super()._prepare_inputs(generation_batch)
+
+    def _flexkit_extra_state(self) -> dict[str, Any]:
+        """Adapter state saved beside the pipeline's in every checkpoint: the generation batches scored so far."""
+        return {"generations": self._flexkit_generations}
+
+    def _load_flexkit_extra_state(self, extra: dict[str, Any]) -> None:
+        """Restore :meth:`_flexkit_extra_state`'s output."""
+        self._flexkit_generations = int(extra.get("generations", 0))
+
+    def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        """TRL's checkpoint, then the curriculum's state in the same folder (:func:`flexkit_trl.resume.save_state`):
+        the pipeline as of the last trained batch, the sampler's position, the adapter's own state."""
+        super()._save_checkpoint(model, trial)  # type: ignore[no-untyped-call]
+        if self.flexkit_sampler is None or not self.args.should_save:
+            return
+        folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+        save_state(self.flexkit_pipeline, self.flexkit_sampler, folder, extra=self._flexkit_extra_state(),
+                   mid_generation=self._step % self._generate_every != 0)
+
+    def _init_training_state(self, max_steps: int, num_update_steps_per_epoch: int, num_train_epochs: int,
+                             resume_from_checkpoint: str | None, trial: Any) -> tuple[int, int]:
+        """The Trainer's state (restored on resume), then on resume the curriculum's
+        (:func:`flexkit_trl.resume.load_state`), with the sampler yielding filler for the batches the Trainer is
+        about to skip, so that its fast-forward does not advance the restored scheduler a second time."""
+        epochs, skipped_batches = super()._init_training_state(
+            max_steps, num_update_steps_per_epoch, num_train_epochs, resume_from_checkpoint, trial)
+        if resume_from_checkpoint is not None and self.flexkit_sampler is not None:
+            extra = load_state(self.flexkit_pipeline, self.flexkit_sampler, resume_from_checkpoint,
+                               skipped=int(skipped_batches) * int(self._grpo_args.generation_batch_size))
+            self._load_flexkit_extra_state(extra)
+        return int(epochs), int(skipped_batches)
 
     def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> torch.Tensor:
         """TRL's rewards, then feedback while training: each completion's weighted reward sum with its prompt's
         dataset index (completions whose reward functions all returned None are left out). An evaluation's
         rewards are not feedback: they are on held-out prompts."""
-        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        rewards_per_func: torch.Tensor = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         if self.flexkit_sampler is not None and self.model is not None and self.model.training:
             indices = np.asarray(gather_object([int(row[INDEX_COLUMN]) for row in inputs]), dtype=np.int64)
             scored = ~torch.isnan(rewards_per_func).all(dim=1)
@@ -111,11 +188,76 @@ class FlexkitGRPOTrainer(GRPOTrainer):
             values = rewards[scored].double().cpu().numpy()
             self._flexkit_feedback = self.flexkit_sampler.feedback(indices[keep], values)
             self._flexkit_rollouts = len(indices)
+            self._flexkit_scored = (self._weighted_rewards(rewards_per_func), indices)
+        elif self.model is not None and not self.model.training and self.flexkit_eval_groups.columns:
+            names = [c.name for c in self.flexkit_eval_groups.columns]
+            rows = gather_object([{n: row[n] for n in names if n in row} for row in inputs])
+            self.flexkit_eval_groups.add(rows, self._weighted_rewards(rewards_per_func).tolist())
         return rewards_per_func
 
+    def _generate_and_score_completions(self, inputs: Any) -> dict[str, Any]:
+        """TRL's generation and scoring; while training, then the pipeline's ``[sample]`` stage on the whole
+        generation batch, its weights multiplied into the loss (:mod:`flexkit_trl.sample`)."""
+        output: dict[str, Any] = super()._generate_and_score_completions(inputs)
+        training = self.model is not None and self.model.training
+        if training and self._flexkit_scored is not None:
+            if isinstance(self.flexkit_pipeline, Pipeline) and self.flexkit_pipeline.has_sample_stage:
+                self._apply_sample_stage(output, *self._flexkit_scored)
+            self._flexkit_generations += 1
+        self._flexkit_scored = None
+        return output
+
+    def _gathered(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` (this process's rows) from every process, padded to the widest (completion widths differ)."""
+        if tensor.dim() > 1:
+            tensor = self.accelerator.pad_across_processes(tensor, dim=1)
+        gathered: torch.Tensor = self.accelerator.gather(tensor)
+        return gathered
+
+    def _apply_sample_stage(self, output: dict[str, Any], rewards: torch.Tensor, indices: np.ndarray) -> None:
+        """Run the stage on the generation batch and weight this process's rows of ``output`` in place."""
+        assert isinstance(self.flexkit_pipeline, Pipeline) and self.flexkit_sampler is not None
+        mask = output["completion_mask"]
+        if output.get("tool_mask") is not None:
+            mask = mask * output["tool_mask"]
+        old = output.get("old_per_token_logps")
+        taskset_ids, local = self.flexkit_sampler.locate(indices)
+        batch = stage_batch(rewards=rewards, advantages=self._gathered(output["advantages"]),
+                            response_mask=self._gathered(mask), num_generations=cast(int, self.num_generations),
+                            taskset_ids=taskset_ids, indices=local,
+                            old_log_probs=self._gathered(old) if old is not None else None)
+        step = self._flexkit_generations
+        action = self.flexkit_pipeline.apply_sample_stage(batch, step=step)
+        if isinstance(action, Mix):
+            return
+        weights = self.flexkit_pipeline.sample_stage.token_weights(batch, step=step)
+        rows, width = mask.shape
+        start = self.accelerator.process_index * rows
+        weighted_inputs(output, weights[start:start + rows, :width])
+
+    def _weighted_rewards(self, rewards_per_func: torch.Tensor) -> torch.Tensor:
+        """Each completion's weighted reward sum (NaN where every reward function returned None)."""
+        weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
+        rewards = (rewards_per_func * weights).nansum(dim=1)
+        rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
+        return rewards
+
+    def evaluation_loop(self, *args: Any, **kwargs: Any) -> Any:
+        """TRL's evaluation, with each group's held-out accuracy added to its metrics: the mean reward of the
+        evaluated completions whose prompts have that value in a selector's grouping column, as
+        ``eval_accuracy/<group>`` (and ``eval_accuracy`` over all of them; ``eval`` is the evaluation's
+        ``metric_key_prefix``), the names a ``frontier`` guard reads (``guard_metric = "eval_accuracy/{}"``)."""
+        bound = inspect.signature(super().evaluation_loop).bind(*args, **kwargs)
+        prefix = bound.arguments.get("metric_key_prefix", "eval")
+        self.flexkit_eval_groups.reset()
+        output = super().evaluation_loop(*args, **kwargs)
+        if output.metrics is not None:
+            output.metrics.update(self.flexkit_eval_groups.metrics(prefix))
+        self.flexkit_eval_groups.reset()
+        return output
+
     def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
-        """TRL's ``log``, with flexkit's ``flexkit/...`` metrics
-        (:func:`~flexkit.integrations.host_metrics.pipeline_metrics`:
+        """TRL's ``log``, with flexkit's ``flexkit/...`` metrics (:func:`~flexkit.pipeline_metrics`:
         the latest generation batch's fed-back pass rates and completions, the selectors' summaries) added while
         training; an evaluation's logs (``eval_reward``, ``eval_rewards/<function>/mean``, ``eval_loss``, ...) go to
         the selectors (:meth:`~flexkit.Pipeline.evaluation`), for a ``frontier`` guard (``guard_metric``)."""

@@ -200,18 +200,20 @@ def test_runs_that_fit_the_pipeline_are_accepted(tmp_path: Path) -> None:
                            processing_class=tokenizer, pipeline=pipe)
 
 
-def test_regression_a_sample_stage_is_refused_not_ignored(tmp_path: Path) -> None:
+def test_a_sample_stage_is_accepted(tmp_path: Path) -> None:
+    """A [sample] table used to be refused (GRPO's loss took no weights); it is applied now
+    (test_trl_sample_stage.py)."""
     write_jsonl_taskset(tmp_path / "t0.jsonl", 12)
+    model, tokenizer = tiny_model_and_tokenizer()
     pipe = pipeline_from_dict({
         "run": {"batch_size": 4}, "tasksets": [{"name": "t0", "path": "t0.jsonl"}],
         "sample": {"mechanism": "select", "scorer": {"type": "group_reward_range"},
                    "actuator": {"type": "zero_variance_filter"}}}, base_dir=tmp_path)
-    model, tokenizer = tiny_model_and_tokenizer()
-    with pytest.raises(ConfigError, match=r"sample: FlexkitGRPOTrainer cannot apply a \[sample\] stage"):
-        FlexkitGRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
-                           args=_grpo_args(tmp_path, max_steps=2),
-                           train_dataset=Dataset.from_dict({"prompt": ["a"] * 12}),
-                           processing_class=tokenizer, pipeline=pipe)
+    trainer = FlexkitGRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                                 args=_grpo_args(tmp_path, max_steps=2),
+                                 train_dataset=Dataset.from_dict({"prompt": ["a"] * 12}),
+                                 processing_class=tokenizer, pipeline=pipe)
+    assert trainer.flexkit_pipeline is pipe
 
 
 def test_an_evaluation_reaches_the_selectors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,6 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from flexkit import ConfigError, ConfigIssue, Pipeline
+from flexkit.host import pipeline_needs, unmet_needs
+from flexkit_verl.support import SUPPORT
 
 #: Policy losses that do not multiply ``rollout_is_weights`` into the per-token loss (verl 0.9.1).
 WEIGHT_BLIND_LOSSES = {
@@ -124,6 +126,7 @@ def v1_sampling_issues(config: Any, pipeline: Pipeline) -> list[ConfigIssue]:
 def check_trainer_config(config: Any, pipeline: Pipeline, *, steps_per_epoch: int | None, v1: bool) -> None:
     """Every check above that applies; raises one :class:`~flexkit.ConfigError` listing all problems."""
     issues = batch_size_issues(config, pipeline) + loss_mode_issues(config, pipeline, v1=v1)
+    issues += unmet_needs(pipeline_needs(pipeline), SUPPORT)  # what this adapter does not honour (flexkit.host)
     if steps_per_epoch is not None:
         issues += run_length_issues(config, pipeline, steps_per_epoch=steps_per_epoch)
     if issues:

@@ -1,0 +1,21 @@
+"""What a host adapter needs (TRL, verl, Trinity-RFT, your own loop), beside the API line of :mod:`flexkit`.
+
+A host declares what it honours of a pipeline as a :class:`HostSupport` and calls :func:`check_support` where it
+is built (or :func:`unmet_needs` with :func:`selector_needs` when it drives a single selector), so that no part of
+a pipeline is silently ignored; it publishes its static support under the ``flexkit.hosts`` entry points for
+``flexkit validate --for NAME``.
+"""
+
+from __future__ import annotations
+
+from flexkit.pipeline.support import (
+    PARTS,
+    HostSupport,
+    Need,
+    check_support,
+    pipeline_needs,
+    selector_needs,
+    unmet_needs,
+)
+
+__all__ = ["PARTS", "HostSupport", "Need", "check_support", "pipeline_needs", "selector_needs", "unmet_needs"]

@@ -1,0 +1,35 @@
+"""What ``FlexkitGRPOTrainer`` honours of a pipeline (:class:`flexkit.host.HostSupport`), importable without TRL
+(``flexkit validate --for trl`` reads :data:`SUPPORT` through the ``flexkit.hosts`` entry point)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flexkit.host import HostSupport
+
+__all__ = ["SUPPORT", "trainer_support"]
+
+_ADVICE = {
+    "refill": ("TRL generates once per loader batch, which every process draws from the sampler in lockstep, so a "
+               "step cannot roll out more prompts than the loader handed it. Remove [sample.refill] (the group "
+               "filter then drops groups from the loss without refilling them), or call flexkit.fill_batch in your "
+               "own loop (docs/integrations/dynamic-sampling.md)"),
+    "replay": ("TRL's GRPOTrainer cuts each generation batch into steps_per_generation equal slices per process "
+               "(rows beyond an even split are dropped), counts its loss normaliser from the fresh completions and "
+               "keeps no behaviour log-probabilities of earlier rounds, so replayed groups would be silently cut, "
+               "mis-weighted or treated as on-policy. Remove the [replay] table (the selector part of the recipe "
+               "applies as it is), or run the recipe with flexkit run"),
+    "evaluation": ("give the trainer an eval_dataset (with the guard's grouping column) and evaluate (an "
+                   "eval_strategy other than 'no'), or remove the key"),
+}
+
+#: The trainer with an evaluation configured: the sample stage (no refills) and evaluations for the guard.
+SUPPORT = HostSupport(name="FlexkitGRPOTrainer (TRL)", sample=True, evaluation=True, advice=_ADVICE)
+
+
+def trainer_support(args: Any, eval_dataset: Any) -> HostSupport:
+    """:data:`SUPPORT` for this trainer: evaluations only with an ``eval_dataset`` (``args``, the ``GRPOConfig``, is
+    kept for settings a later check reads; ``evaluate()`` may be called by hand, so ``eval_strategy = "no"`` is
+    not refused)."""
+    del args
+    return HostSupport(name=SUPPORT.name, sample=True, evaluation=eval_dataset is not None, advice=_ADVICE)

@@ -1,0 +1,95 @@
+"""Per-group held-out accuracy for the ``frontier`` guard under TRL: an evaluation's rewards, pooled by the
+evaluation rows' value in the selector's grouping column, reach the selector as ``eval_accuracy/<group>``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+trl = pytest.importorskip("trl")
+pytest.importorskip("flexkit_trl")
+
+from datasets import Dataset  # noqa: E402 - after the skips
+from flexkit_trl import FlexkitGRPOTrainer  # noqa: E402
+from flexkit_trl.groups import group_label  # noqa: E402
+from trl_harness import QUICKSTART_FRONTIER, grouped_rows, grpo_args, pipeline, tiny_model_and_tokenizer  # noqa: E402
+
+from flexkit import ConfigError  # noqa: E402
+
+
+def _held_out(pipe: Any) -> dict[str, Any]:
+    state = pipe.scheduler.state_dict()["selectors"][0]
+    return {"names": state["group_names"], **state["held_out"]}
+
+
+@pytest.mark.parametrize(("column", "values", "labels", "names"), [
+    ("source", ["gsm8k", "math", "aime"], ["gsm8k", "math", "aime"], ["aime", "gsm8k", "math"]),
+    ("level", [1, 2, 3], ["1", "2", "3"], ["1", "2", "3"]),
+    ("level", [1.0, 2.5, 3.0], ["1", "2.5", "3"], ["1", "2.5", "3"]),
+])
+def test_the_quickstart_guard_sees_each_groups_held_out_accuracy(tmp_path: Path, column: str, values: list[Any],
+                                                                labels: list[str], names: list[str]) -> None:
+    """The quickstart's selector (frontier by a column + guard_metric = "eval_accuracy/{}") copied into
+    FlexkitGRPOTrainer: after an evaluation its held-out watch has the evaluated groups' mean rewards, under the
+    names it gives its groups (integral numbers as integers, labels as they are)."""
+    rows = grouped_rows(12, column, values)
+    pipe = pipeline(tmp_path, rows, {**QUICKSTART_FRONTIER, "feature_keys": [column]}, batch_size=4, total_steps=2)
+    score = dict(zip(values, [1.0, 0.25, 0.5], strict=True))
+
+    def reward(completions: list[str], **kwargs: Any) -> list[float]:
+        return [score[v] for v in kwargs[column]]
+
+    held_out = Dataset.from_list(grouped_rows(6, column, values[:2]))  # two of the three groups evaluated
+    model, tokenizer = tiny_model_and_tokenizer()
+    trainer = FlexkitGRPOTrainer(model=model, reward_funcs=reward, train_dataset=Dataset.from_list(rows),
+                                 eval_dataset=held_out, processing_class=tokenizer, pipeline=pipe,
+                                 args=grpo_args(tmp_path, max_steps=2, per_device_eval_batch_size=4))
+    before = _held_out(pipe)
+    assert not before["evaluated"].any()
+    metrics = trainer.evaluate()
+    first, second = labels[0], labels[1]
+    assert metrics[f"eval_accuracy/{first}"] == pytest.approx(1.0)
+    assert metrics[f"eval_accuracy/{second}"] == pytest.approx(0.25)
+    assert f"eval_accuracy/{labels[2]}" not in metrics
+    assert metrics["eval_accuracy"] == pytest.approx((1.0 + 0.25) / 2)  # 3 prompts of each group
+    after = _held_out(pipe)
+    assert [n.removeprefix(f"{column}=") for n in after["names"]] == names
+    expected = {first: 1.0, second: 0.25}
+    assert list(after["evaluated"]) == [n in expected for n in names]
+    assert np.allclose(after["latest"], [expected.get(n, 0.0) for n in names])
+    # a second evaluation starts from nothing: the same values, not a running sum over evaluations
+    assert trainer.evaluate()[f"eval_accuracy/{second}"] == pytest.approx(0.25)
+
+
+def test_group_labels_are_the_selectors_names() -> None:
+    assert [group_label(v) for v in (3, 3.0, 2.5, "gsm8k", np.int64(4), np.float64(5.0), True)] == \
+        ["3", "3", "2.5", "gsm8k", "4", "5", "True"]
+
+
+def test_an_eval_dataset_without_the_guards_column_is_refused(tmp_path: Path) -> None:
+    rows = grouped_rows(12, "source", ["a", "b"])
+    pipe = pipeline(tmp_path, rows, {**QUICKSTART_FRONTIER, "feature_keys": ["source"]}, batch_size=4, total_steps=2)
+    model, tokenizer = tiny_model_and_tokenizer()
+    with pytest.raises(ConfigError, match=r"eval_dataset: eval_dataset lacks the column\(s\) 'source'"):
+        FlexkitGRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                           train_dataset=Dataset.from_list(rows), processing_class=tokenizer, pipeline=pipe,
+                           eval_dataset=Dataset.from_dict({"prompt": ["what is 1 ="] * 4}),
+                           args=grpo_args(tmp_path, max_steps=2))
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"guard_metric": "eval_reward/{}"}, r"guard_metric: .* guard_metric = 'eval_reward/\{\}' would never see a value"),
+    ({"bins": 2, "feature_keys": ["x"]}, r"bins: .* quantile range of 'x'"),
+])
+def test_a_guard_the_trainer_cannot_feed_is_refused(tmp_path: Path, overrides: dict[str, Any], message: str) -> None:
+    rows = [{**r, "x": float(i)} for i, r in enumerate(grouped_rows(12, "source", ["a", "b"]))]
+    selector = {**QUICKSTART_FRONTIER, "feature_keys": ["source"], **overrides}
+    pipe = pipeline(tmp_path, rows, selector, batch_size=4, total_steps=2)
+    model, tokenizer = tiny_model_and_tokenizer()
+    with pytest.raises(ConfigError, match=message):
+        FlexkitGRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                           train_dataset=Dataset.from_list(rows), processing_class=tokenizer, pipeline=pipe,
+                           args=grpo_args(tmp_path, max_steps=2))
