@@ -174,3 +174,93 @@ def test_docs_architecture_names_every_module() -> None:
     entries = sorted({entry for entries in LAYERS.values() for entry in entries} - {"__main__.py"})
     missing = [entry for entry in entries if entry not in text]
     assert not missing, f"docs/architecture.md does not name: {missing}"
+
+
+def _module_graph(package_dir: Path) -> dict[str, set[str]]:
+    """Each module file of the package at ``package_dir`` → the module files of that package it imports (anywhere
+    in the file, type-only imports included; a package's ``__init__`` counts as the package)."""
+    name = package_dir.name
+
+    def resolve(module: str) -> str | None:
+        rel = Path(*module.split(".")[1:])
+        if (package_dir / rel).is_dir():
+            return str(rel / "__init__.py")
+        if (package_dir / rel.with_suffix(".py")).is_file():
+            return str(rel.with_suffix(".py"))
+        return None if "." not in module else resolve(module.rpartition(".")[0])
+
+    graph: dict[str, set[str]] = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        rel = str(path.relative_to(package_dir))
+        here = [name, *Path(rel).with_suffix("").parts]
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = ".".join(here[: len(here) - node.level]) if node.level else ""
+                module = ".".join(p for p in (base, node.module or "") if p)
+                names = [module, *(f"{module}.{alias.name}" for alias in node.names)]
+            for module in names:
+                if module == name or module.startswith(name + "."):
+                    target = resolve(module)
+                    if target is not None and target != rel and not target.endswith("__init__.py"):
+                        found.add(target)
+        graph[rel] = found
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph`` (one path per strongly connected component of more than one module)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return out
+
+
+PACKAGES = [PACKAGE, *sorted(p for d in (ROOT / "plugins").glob("*/") for p in d.glob("flexkit_*/"))]
+
+
+@pytest.mark.parametrize("package_dir", PACKAGES, ids=lambda p: p.name)
+def test_no_import_circles(package_dir: Path) -> None:
+    """No module of flexkit or of a first-party plugin reaches itself through imports (type-only ones included;
+    package ``__init__`` re-exports aside)."""
+    assert not _cycles(_module_graph(package_dir))
+
+
+def test_the_circle_finder_finds_a_circle(tmp_path: Path) -> None:
+    pkg = tmp_path / "flexkit_demo"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from flexkit_demo.b import B\n")
+    (pkg / "b.py").write_text("from flexkit_demo import a\n")
+    (pkg / "c.py").write_text("from .a import x\n")
+    assert _cycles(_module_graph(pkg)) == [["a.py", "b.py"]]

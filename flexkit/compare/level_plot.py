@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from flexkit.compare.report import _band, legend_label, say, thousands_axis
+from flexkit.compare.plot_parts import band, legend_label, say, thousands_axis
 from flexkit.compare.results import RunOutcome, SettingResult
 from flexkit.compare.statistics import MIN_INTERVAL_VALUES, interpolated_curve
 
@@ -51,7 +51,7 @@ def write_level_plot(results: Sequence[SettingResult], path: Path, *, title: str
                 return run.level_curves[key]
 
             curve = interpolated_curve(runs, curve=level_curve)
-            colors[res.setting.name] = _band(ax, *curve, label=legend_label(res.setting.name, len(runs)),
+            colors[res.setting.name] = band(ax, *curve, label=legend_label(res.setting.name, len(runs)),
                                              color=colors.get(res.setting.name),
                                              shade=len(runs) >= MIN_INTERVAL_VALUES)
         ax.set_title(f"level {key.split('/', 1)[1]}")

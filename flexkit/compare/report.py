@@ -12,6 +12,7 @@ from typing import IO, Any
 
 import attrs
 
+from flexkit.compare.plot_parts import band, legend_label, say, thousands_axis
 from flexkit.compare.results import ReportInfo, RunOutcome, SettingResult
 from flexkit.compare.statistics import (
     FORGETTING_MARGIN,
@@ -24,18 +25,6 @@ from flexkit.compare.statistics import (
 
 __all__ = ["cost_rows", "level_shares", "render_cost_table", "render_markdown", "render_table", "say", "summary_rows",
            "write_plot", "write_reports"]
-
-
-def say(stream: IO[str] | None, text: str) -> None:
-    """Write one progress line to ``stream`` (nothing when it is ``None``)."""
-    if stream is not None:
-        stream.write(text + "\n")
-        stream.flush()
-
-
-def legend_label(name: str, runs: int, width: int = 40) -> str:
-    """A plot legend's label for a setting: its name (cut to ``width`` characters) and run count."""
-    return f"{name if len(name) <= width else name[:width - 1] + '…'} (n={runs})"
 
 
 def _fmt(values: Sequence[float], digits: int = 3, thousands: bool = False, *, count: bool = True) -> str:
@@ -392,8 +381,8 @@ def write_plot(
             continue
         label = legend_label(res.setting.name, len(res.runs))
         shade = len(res.runs) >= MIN_INTERVAL_VALUES
-        color = _band(by_step, *mean_curve(res.runs), label=label, shade=shade)
-        _band(by_rollouts, *interpolated_curve(res.runs), label=label, color=color, shade=shade)
+        color = band(by_step, *mean_curve(res.runs), label=label, shade=shade)
+        band(by_rollouts, *interpolated_curve(res.runs), label=label, color=color, shade=shade)
     for ax, xlabel in ((by_step, "step"), (by_rollouts, "rollouts (responses generated)")):
         for i, line in enumerate([target] if isinstance(target, float | int) else target):
             ax.axhline(line, color="0.4", linestyle="--", linewidth=1,
@@ -406,25 +395,6 @@ def write_plot(
     fig.suptitle(f"{title}: mean over seeds, shaded 95% interval" if title else "mean over seeds, 95% interval")
     fig.savefig(path, dpi=dpi)
     return path
-
-
-def thousands_axis(axis: Any) -> None:
-    """Label a rollout axis in thousands (``200k``): raw six-digit ticks run into each other."""
-    from matplotlib.ticker import FuncFormatter
-
-    axis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x / 1000:g}k" if x else "0"))
-
-
-def _band(ax: Any, xs: Sequence[float], means: Sequence[float], halves: Sequence[float | None], *, label: str,
-          color: Any = None, shade: bool = True) -> Any:
-    """One mean curve with its shaded 95% band (with ``shade``); returns the line's colour."""
-    (line,) = ax.plot(xs, means, label=label, color=color)
-    widths = [h for h in halves if h is not None]
-    if shade and xs and len(widths) == len(halves):  # every point has a half-width
-        lo = [m - h for m, h in zip(means, widths, strict=True)]
-        hi = [m + h for m, h in zip(means, widths, strict=True)]
-        ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
-    return line.get_color()
 
 
 def write_reports(

@@ -18,8 +18,9 @@ from typing import IO, Any
 import attrs
 
 from flexkit.compare.execution import Job, JobResult, run_in_order, run_in_processes
+from flexkit.compare.plot_parts import say
 from flexkit.compare.records import read_run_records
-from flexkit.compare.report import say, write_reports
+from flexkit.compare.report import write_reports
 from flexkit.compare.results import Comparison, ReportInfo, RunFailure, RunOutcome, SettingResult
 from flexkit.compare.statistics import accuracy_at, default_budget, default_target, steps_to
 from flexkit.config.loader import read_toml_file

@@ -25,16 +25,14 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import attrs
 import structlog
 
 from flexkit.config.fields import FACTORY_CLASS, field_meta
+from flexkit.pipeline.view import PipelineView
 from flexkit.plugins.protocols import TasksetLike
-
-if TYPE_CHECKING:
-    from flexkit.pipeline.pipeline import Pipeline
 
 log = structlog.get_logger("flexkit.checkpoint")
 
@@ -67,7 +65,7 @@ def _content_id(taskset: TasksetLike) -> str | None:
     return content_id() if callable(content_id) else None
 
 
-def pipeline_fingerprint(pipe: Pipeline) -> dict[str, Any]:
+def pipeline_fingerprint(pipe: PipelineView) -> dict[str, Any]:
     """What a checkpoint of ``pipe`` records about it (see the module docstring)."""
     cfg = pipe.config
     trainer = None
@@ -105,7 +103,7 @@ def _drop(table: Any, keys: frozenset[str]) -> None:
             table.pop(key, None)
 
 
-def _identity(fingerprint: Any, pipe: Pipeline) -> Any:
+def _identity(fingerprint: Any, pipe: PipelineView) -> Any:
     """``fingerprint`` without place (paths of tasksets with a content digest) and speed-only parameters."""
     if not isinstance(fingerprint, dict):
         return fingerprint
@@ -165,7 +163,7 @@ def _default_params(config: Any) -> dict[str, Any]:
     return out
 
 
-def _param_tables(fingerprint: Any, pipe: Pipeline) -> list[tuple[str, Any, Any]]:
+def _param_tables(fingerprint: Any, pipe: PipelineView) -> list[tuple[str, Any, Any]]:
     """``(path, params table, config)`` for every component parameter table of ``fingerprint``."""
     if not isinstance(fingerprint, dict):
         return []
@@ -187,7 +185,7 @@ def _param_tables(fingerprint: Any, pipe: Pipeline) -> list[tuple[str, Any, Any]
     return out
 
 
-def _later_parameters(theirs: Any, mine: dict[str, Any], pipe: Pipeline, where: str) -> dict[str, Any]:
+def _later_parameters(theirs: Any, mine: dict[str, Any], pipe: PipelineView, where: str) -> dict[str, Any]:
     """``mine`` without the parameters an older checkpoint does not record and that are at their default now: a
     component that gained a parameter computes what it computed before when the parameter keeps its default."""
     mine = copy.deepcopy(mine)
@@ -211,7 +209,7 @@ def _path_of(ts: Any) -> Any:
     return params.get("path") if isinstance(params, Mapping) else None
 
 
-def compare_fingerprints(theirs: Any, mine: dict[str, Any], pipe: Pipeline, where: str) -> list[str]:
+def compare_fingerprints(theirs: Any, mine: dict[str, Any], pipe: PipelineView, where: str) -> list[str]:
     """The differences of identity between a checkpoint's fingerprint (``theirs``) and the pipeline's
     (``mine``), as readable lines (none: the checkpoint fits). Logs a taskset read from another path with the
     same content, and the parts an older checkpoint does not record (``where`` names the checkpoint)."""

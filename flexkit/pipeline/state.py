@@ -13,18 +13,16 @@ say which component a key path belongs to (:func:`component_of`) and which one r
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from flexkit.errors import KeyPath
 from flexkit.pipeline.checkpoint import META_KEY
+from flexkit.pipeline.view import PipelineView
 from flexkit.sample.stage import SampleStage
 from flexkit.scheduler.scheduler import TasksetScheduler
 from flexkit.state_problems import add_problem
-
-if TYPE_CHECKING:
-    from flexkit.pipeline.pipeline import Pipeline
 
 __all__ = ["EXTRA_KEY", "PIPELINE_KEY", "TRAINER_KEY", "StatePart", "checkpoint_problems", "component_of",
            "refusing_component", "state_parts"]
@@ -47,7 +45,7 @@ class StatePart:
     component: Any = None
 
 
-def state_parts(pipe: Pipeline) -> list[StatePart]:
+def state_parts(pipe: PipelineView) -> list[StatePart]:
     """The owners and components of ``pipe``'s checkpointed state, each with its key path; the scheduler first."""
     cfg, parts = pipe.config, list[StatePart]()
     for key, owner in pipe.state_children():
@@ -68,7 +66,7 @@ def state_parts(pipe: Pipeline) -> list[StatePart]:
     return parts
 
 
-def component_of(pipe: Pipeline, path: KeyPath) -> tuple[str, KeyPath]:
+def component_of(pipe: PipelineView, path: KeyPath) -> tuple[str, KeyPath]:
     """The component of ``pipe`` whose state holds key path ``path`` of a checkpoint (``{"pipeline": ...,
     "extra": ...}``), and the rest of the path inside that component's state."""
     path = tuple(path)
@@ -83,7 +81,7 @@ def component_of(pipe: Pipeline, path: KeyPath) -> tuple[str, KeyPath]:
     return "the pipeline", path
 
 
-def checkpoint_problems(pipe: Pipeline, state: Mapping[str, Any]) -> list[str]:
+def checkpoint_problems(pipe: PipelineView, state: Mapping[str, Any]) -> list[str]:
     """The problems of a loaded checkpoint state for ``pipe``, each as ``key.path: what``: the pipeline's (each
     owner checks its own slice) and the extra state's type."""
     problems: list[str] = []
@@ -94,7 +92,7 @@ def checkpoint_problems(pipe: Pipeline, state: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def refusing_component(pipe: Pipeline, state: Mapping[str, Any]) -> str:
+def refusing_component(pipe: PipelineView, state: Mapping[str, Any]) -> str:
     """The component whose part of a pipeline ``state`` (checked) fails to load: each is tried alone, and
     restored after; the scheduler when none does alone."""
     parts = state_parts(pipe)

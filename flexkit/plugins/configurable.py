@@ -13,7 +13,18 @@ Selectors, scorers, actuators, feedback operators and trainers share it through 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
+
+#: How :func:`registered_name_of` names a class built outside the plugin host: set once by the plugin manager
+#: (:func:`set_name_resolver`; the registry imports components, never the other way round). ``None``: unnamed.
+_name_resolver: Callable[[type], str | None] | None = None
+
+
+def set_name_resolver(resolver: Callable[[type], str | None]) -> None:
+    """Name classes built outside the plugin host with ``resolver`` (the default registry's ``name_of``)."""
+    global _name_resolver
+    _name_resolver = resolver
 
 
 class Configurable:
@@ -50,10 +61,10 @@ def registered_name_of(obj: Any) -> str | None:
     name = getattr(obj, "registered_name", None)
     if isinstance(name, str):
         return name
-    from flexkit.plugins.manager import get_plugins  # the registry imports components, not the other way round
-
+    if _name_resolver is None:
+        return None
     try:
-        return get_plugins().name_of(obj if isinstance(obj, type) else type(obj))
+        return _name_resolver(obj if isinstance(obj, type) else type(obj))
     except Exception:  # a broken plugin (strict mode) must not replace the message being written
         return None
 

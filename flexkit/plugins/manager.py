@@ -33,6 +33,7 @@ from flexkit.config.components import STAGES
 from flexkit.config.converter import did_you_mean
 from flexkit.errors import ConfigError, ConfigIssue, PluginError
 from flexkit.plugins import hookspecs
+from flexkit.plugins.configurable import set_name_resolver
 from flexkit.plugins.local_import import exit_is_import_error, load_local_module
 from flexkit.plugins.registrar import Component, NoParams, PluginFailure, PluginInfo, Registrar, describe_origin
 
@@ -292,6 +293,14 @@ def _cached_host(allow: frozenset[str] | None, strict: bool) -> PluginHost:
 def get_plugins() -> PluginHost:
     """The process-wide plugin host for the current ``FLEXKIT_LOAD_PLUGINS`` / ``FLEXKIT_STRICT_PLUGINS``."""
     return _cached_host(_env_allow_list(), _env_strict())
+
+
+def _default_name_of(cls: type) -> str | None:
+    """The name the default host registers ``cls`` under (``None``: none, or several)."""
+    return get_plugins().name_of(cls)
+
+
+set_name_resolver(_default_name_of)  # components built directly are named from the default registry
 
 
 def clear_plugin_cache() -> None:

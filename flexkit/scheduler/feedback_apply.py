@@ -20,7 +20,7 @@ from flexkit.plugins.protocols import SelectorLike
 from flexkit.selectors.base import Selector
 
 if TYPE_CHECKING:
-    from flexkit.scheduler.scheduler import TasksetEntry
+    from flexkit.scheduler.tasks import TasksetEntry
 
 
 def apply_feedback(entries: Sequence[TasksetEntry], checked: Sequence[tuple[int, np.ndarray, np.ndarray]]) -> None:

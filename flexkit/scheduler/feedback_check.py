@@ -17,7 +17,7 @@ from flexkit.scheduler.feedback import SELECTOR_METRIC
 from flexkit.selectors.base import OutOfRange, validate_feedback
 
 if TYPE_CHECKING:
-    from flexkit.scheduler.scheduler import TasksetEntry
+    from flexkit.scheduler.tasks import TasksetEntry
 
 
 def taskset_id(entries: Sequence[TasksetEntry], key: Any) -> int:

@@ -26,7 +26,6 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-import attrs
 import numpy as np
 
 from flexkit.errors import ComponentError, ConfigError, FeedbackError, SampleError
@@ -38,36 +37,12 @@ from flexkit.scheduler.feedback_check import check_feedback_payload, taskset_id
 from flexkit.scheduler.observers import notify
 from flexkit.scheduler.prefetch import AFTER_FEEDBACK, Prefetcher, RowsFailed, take_error
 from flexkit.scheduler.state import STATE_VERSION, SchedulerState
+from flexkit.scheduler.tasks import Task, TasksetEntry
 from flexkit.scheduler.taskset_mix import TasksetMix
 from flexkit.selectors.base import OutOfRange
 
 __all__ = ["AFTER_FEEDBACK", "STATE_VERSION", "Task", "TasksetEntry", "TasksetScheduler", "apply_feedback",
            "epoch_counts", "mix_counts"]
-
-
-@attrs.frozen(kw_only=True)
-class Task:
-    """One task of a batch: which taskset it came from (id and name), its index there, and its row."""
-
-    taskset_id: int
-    taskset: str
-    index: int
-    data: Mapping[str, Any]
-
-
-@attrs.define(kw_only=True)
-class TasksetEntry:
-    """A taskset as the scheduler drives it: its name, rows, selector and optional weight."""
-
-    name: str
-    taskset: Any
-    selector: Any
-    weight: float | None = None
-
-    @property
-    def size(self) -> int:
-        """Number of tasks in the taskset."""
-        return len(self.taskset)
 
 
 class TasksetScheduler(SchedulerState):

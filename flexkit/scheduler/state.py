@@ -22,7 +22,7 @@ from flexkit.scheduler.taskset_mix import TasksetMix
 from flexkit.state_problems import add_problem, is_count, short
 
 if TYPE_CHECKING:
-    from flexkit.scheduler.scheduler import Task, TasksetEntry
+    from flexkit.scheduler.tasks import Task, TasksetEntry
 
 __all__ = ["STATE_VERSION", "SchedulerState"]
 

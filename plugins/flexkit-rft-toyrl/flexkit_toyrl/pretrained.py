@@ -12,15 +12,14 @@ every warm-start parameter matches. Other configurations compute the warm start 
 
 Each file is ``<operation>-<digest>.npz``: the model's arrays under ``model/<name>``, the warm start's last
 loss, and the warm-start parameters as JSON (``identity``), checked in full on load. Regenerate them with
-``python -m flexkit_toyrl.pretrained PIPELINE.toml ...`` (one file per pipeline's ``[trainer]`` table).
+``python -m flexkit_toyrl.write_pretrained PIPELINE.toml ...`` (one file per pipeline's ``[trainer]`` table).
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -88,28 +87,3 @@ def save_warm_start(trainer: Any, directory: Path = PRETRAINED_DIR) -> Path:
     np.savez(path, identity=np.array(json.dumps(warm_start_identity(trainer.config), sort_keys=True)),
              warmup_loss=np.array(trainer.warmup_loss), **arrays)
     return path
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m flexkit_toyrl.pretrained PIPELINE.toml ...``: compute and write each pipeline's warm start."""
-    import attrs
-
-    from flexkit import load_pipeline
-    from flexkit_toyrl.trainer import ToyRLTrainer
-
-    parser = argparse.ArgumentParser(prog="python -m flexkit_toyrl.pretrained", description=main.__doc__)
-    parser.add_argument("pipelines", nargs="+", help="pipelines whose [trainer] is a toyrl table")
-    parser.add_argument("--out-dir", type=Path, default=PRETRAINED_DIR, help="where to write (default: %(default)s)")
-    args = parser.parse_args(argv)
-    for source in args.pipelines:
-        config = load_pipeline(source).config.trainer.config
-        if not isinstance(config, ToyRLConfig):
-            parser.error(f"{source}: [trainer] is not a toyrl table")
-        trainer = ToyRLTrainer(attrs.evolve(config, pretrained=False))
-        path = save_warm_start(trainer, args.out_dir)
-        print(f"{source}: {path} (warm-start loss {trainer.warmup_loss:.4f})")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -105,7 +105,7 @@ def test_a_file_that_does_not_hold_what_its_name_says_is_refused(tmp_path: Path)
 
 
 def test_the_module_writes_one_file_per_pipeline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from flexkit_toyrl.pretrained import main
+    from flexkit_toyrl.write_pretrained import main
 
     pipeline = tmp_path / "p.toml"
     pipeline.write_text('[run]\nbatch_size = 4\ntotal_steps = 1\n[[tasksets]]\nname = "a"\nstorage_type = '

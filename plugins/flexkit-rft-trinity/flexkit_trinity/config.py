@@ -104,10 +104,9 @@ def selector_spec(data_selector: Any, *, path: str = "data_selector",
 
 def is_flexkit_selector_type(selector_type: Any) -> bool:
     """Whether Trinity-RFT's selector registry resolves ``selector_type`` to :class:`FlexkitSelector` (or a
-    subclass)."""
+    subclass). The class is recognised by its dotted name (:data:`SELECTOR_TYPE`) in the resolved class's MRO, so
+    this module need not import :mod:`flexkit_trinity.selector`, which imports it."""
     from trinity.buffer.selector import SELECTORS
-
-    from flexkit_trinity.selector import FlexkitSelector
 
     if selector_type == SELECTOR_TYPE:
         return True
@@ -115,7 +114,8 @@ def is_flexkit_selector_type(selector_type: Any) -> bool:
         cls = SELECTORS.get(selector_type)
     except Exception:  # Trinity-RFT's own validator reports unknown types
         return False
-    return isinstance(cls, type) and issubclass(cls, FlexkitSelector)
+    return isinstance(cls, type) and any(f"{c.__module__.rpartition('.')[0] or c.__module__}.{c.__qualname__}"
+                                         == SELECTOR_TYPE for c in cls.__mro__)
 
 
 def check_config(config: Any) -> None:
