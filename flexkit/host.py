@@ -3,7 +3,8 @@
 A host declares what it honours of a pipeline as a :class:`HostSupport` and calls :func:`check_support` where it
 is built (or :func:`unmet_needs` with :func:`selector_needs` when it drives a single selector), so that no part of
 a pipeline is silently ignored; it publishes its static support under the ``flexkit.hosts`` entry points for
-``flexkit validate --for NAME``.
+``flexkit validate --for NAME``. A host that trains on replayed rows keeps them in the core's :class:`ReplayBuffer`
+(the same ``[replay]`` config and checkpointed state as ``flexkit run``'s).
 """
 
 from __future__ import annotations
@@ -17,5 +18,7 @@ from flexkit.pipeline.support import (
     selector_needs,
     unmet_needs,
 )
+from flexkit.sample.replay import REPLAY_AGE, REPLAY_KEY, ReplayBuffer
 
-__all__ = ["PARTS", "HostSupport", "Need", "check_support", "pipeline_needs", "selector_needs", "unmet_needs"]
+__all__ = ["PARTS", "REPLAY_AGE", "REPLAY_KEY", "HostSupport", "Need", "ReplayBuffer", "check_support",
+           "pipeline_needs", "selector_needs", "unmet_needs"]

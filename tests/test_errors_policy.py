@@ -42,7 +42,7 @@ INTERNAL_RAISES: dict[str, str] = {
     "flexkit/compare/statistics.py::mean_interval: ValueError":
         "internal invariant: compare's reports call it with at least one value",
     "flexkit/compare/statistics.py::t_quantile: ValueError": "internal invariant: mean_interval passes n - 1 >= 1",
-    "flexkit/run/dynamic_sampling.py::concat_rows: ValueError":
+    "flexkit/sample/batch.py::RolloutBatch.concat_rows: ValueError":
         "internal invariant: the refill keeps one row selection per batch",
     "flexkit/selectors/difficulty_based/compact_grid.py::CompactGrid.__init__: ValueError":
         "internal invariant: difficulty_based picks the grid's shape (and a taskset of 2^31 tasks cannot be loaded)",
@@ -138,7 +138,7 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/plugins/manager.py::PluginHost.add: Exception": _NAMED + " (a plugin failure)",
     "flexkit/plugins/manager.py::PluginHost.add_local: Exception": _NAMED + " (cannot load plugin ...)",
     "flexkit/scheduler/prefetch.py::Prefetcher._run: BaseException": "handed to the reader and raised there, as it is",
-    "flexkit/run/replay.py::ReplayBuffer.load_state_dict: RuntimeError, TypeError, ValueError":
+    "flexkit/sample/replay.py::ReplayBuffer.load_state_dict: RuntimeError, TypeError, ValueError":
         _DATA + " (numpy and torch on a checkpoint's stored rows: a CheckpointError)",
     "flexkit/run/folder.py::_is_pipeline_file: ValueError": "a NUL byte in a path: not a file",
     "flexkit/run/folder.py::read_metrics: ValueError": _DATA,

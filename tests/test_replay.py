@@ -1,5 +1,5 @@
-"""Rollout replay (:mod:`flexkit.run.replay`): what is stored, what is replayed and when, its checkpoint state, and the
-config and trainer checks of ``flexkit run``."""
+"""Rollout replay (:mod:`flexkit.sample.replay`): what is stored, what is replayed and when, its checkpoint state, and
+the config and trainer checks of ``flexkit run``."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from flexkit.cli.main import main
 from flexkit.compare.records import _trained
 from flexkit.errors import CheckpointError, SampleError
 from flexkit.metric_names import KEPT_FRACTION, REPLAY_RESPONSES
-from flexkit.run.replay import REPLAY_AGE, ReplayBuffer
 from flexkit.run.simulator import SimulatorTrainer
 from flexkit.sample.batch import RolloutBatch
+from flexkit.sample.replay import REPLAY_AGE, ReplayBuffer
 
 G, T = 2, 3  # answers per group, tokens per answer
 
@@ -246,7 +246,7 @@ type = "threshold_band"
     pipe = _load(tmp_path, SIMULATED)
     set_up: list[object] = []
     monkeypatch.setattr(SimulatorTrainer, "setup", lambda self, p: set_up.append(p))
-    with pytest.raises(ConfigError, match="does not support \\[replay\\]"):
+    with pytest.raises(ConfigError, match=r"replay: flexkit run with the trainer .simulator. does not honour this"):
         run_pipeline(pipe, run_dir=tmp_path / "run", progress=None)
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
     assert not set_up  # refused before the trainer's setup (a warm start can take minutes)
@@ -261,7 +261,8 @@ def test_regression_validate_refuses_replay_with_a_trainer_that_does_not_support
     monkeypatch.setattr(SimulatorTrainer, "setup", lambda self, p: set_up.append(p))
     assert main(["validate", str(path)]) == 1
     captured = capsys.readouterr()
-    assert "does not support [replay]" in captured.err and ": valid" not in captured.out
+    assert "replay: flexkit run with the trainer 'simulator' does not honour this" in captured.err
+    assert ": valid" not in captured.out
     assert not set_up  # the trainer is built, never set up
     path.write_text(SIMULATED.replace("[replay]\ngroups = 2\n", ""), encoding="utf-8")
     assert main(["validate", str(path)]) == 0

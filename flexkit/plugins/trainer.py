@@ -78,7 +78,7 @@ class Trainer(Configurable, abc.ABC):
 
     #: Whether :meth:`update` honours ``[replay]``: rows whose ``replay_age`` field is above 0 were generated
     #: by an earlier policy, and the loss must use their ``old_log_probs`` (the generating policy's) in the
-    #: importance ratio (:mod:`flexkit.run.replay`). ``flexkit run`` refuses ``[replay]`` for a trainer without it.
+    #: importance ratio (:mod:`flexkit.sample.replay`). ``flexkit run`` refuses ``[replay]`` for a trainer without it.
     supports_replay: ClassVar[bool] = False
 
     #: Where :meth:`report_progress` goes (set by :meth:`set_progress`); ``None``: nowhere.

@@ -24,7 +24,7 @@ their own step (docs/integrations/dynamic-sampling.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -32,7 +32,7 @@ import numpy as np
 
 from flexkit.errors import ConfigError, SampleError
 from flexkit.plugins.trainer import Rollout
-from flexkit.sample.batch import TOKEN_FIELDS, RolloutBatch
+from flexkit.sample.batch import RolloutBatch
 from flexkit.sample.refill_count import RefillCount
 from flexkit.sample.stage_checks import check_refill_stage
 
@@ -101,18 +101,9 @@ class FilledBatch:
 
     @property
     def batch(self) -> RolloutBatch:
-        """The kept rows of every round as one :class:`~flexkit.sample.RolloutBatch` (see :func:`concat_rows`)."""
-        return concat_rows([r.batch for r in self.rounds], [r.kept for r in self.rounds])
-
-
-def count_tokens(batch: RolloutBatch) -> int:
-    """Response tokens in ``batch``: ``response_mask`` summed (one per response without a mask)."""
-    mask = batch.get("response_mask")
-    if mask is None:
-        return batch.batch_size
-    if hasattr(mask, "detach"):
-        return int(mask.detach().sum().item())
-    return int(np.asarray(mask).sum())
+        """The kept rows of every round as one :class:`~flexkit.sample.RolloutBatch`
+        (:meth:`~flexkit.sample.RolloutBatch.concat_rows`)."""
+        return RolloutBatch.concat_rows([r.batch for r in self.rounds], [r.kept for r in self.rounds])
 
 
 def fill_batch(pipe: Pipeline, rollout: RolloutFn, *, step: int, surplus: str | None = None) -> FilledBatch:
@@ -163,7 +154,7 @@ def fill_batch(pipe: Pipeline, rollout: RolloutFn, *, step: int, surplus: str | 
             count = RefillCount.start(step, int(target_groups))
         limit = None if surplus == "keep" else count.groups_needed  # the rest is surplus
         kept, kept_groups, passed, groups = _kept_rows(batch, action.indices, limit)
-        tokens = count_tokens(batch)
+        tokens = batch.count_tokens()
         count = count.add_round(groups=groups, passed=passed, kept=kept_groups, responses=batch.batch_size,
                                 responses_kept=len(kept), tokens=tokens)
         rounds.append(Round(tasks=tuple(tasks), rollout=result, batch=batch, feedback=feedback, kept=kept,
@@ -190,56 +181,3 @@ def _kept_rows(batch: RolloutBatch, indices: np.ndarray,
         rows = rows[chosen[gid[rows]]]
         kept_gids = order[:limit]
     return rows, len(kept_gids), passed, groups
-
-
-def concat_rows(batches: Sequence[RolloutBatch], rows: Sequence[np.ndarray]) -> RolloutBatch:
-    """The ``rows`` of each batch, concatenated into one :class:`~flexkit.sample.RolloutBatch`.
-
-    Every batch must have the same fields. ``uid`` is renumbered (int64, in order of appearance) so that groups
-    of different rounds never share an id. Token-level fields (:data:`~flexkit.sample.batch.TOKEN_FIELDS`) of
-    different widths are right-padded with zeros (a zero ``response_mask`` hides the padding); other fields
-    must agree in shape beyond the first dimension.
-    """
-    if len(batches) != len(rows):
-        raise ValueError(f"{len(batches)} batches but {len(rows)} row selections")
-    if not batches:
-        return RolloutBatch()
-    names = batches[0].keys()
-    for b in batches[1:]:
-        if set(b.keys()) != set(names):
-            raise SampleError(f"rounds produced different fields: {sorted(names)} vs {sorted(b.keys())}")
-    out: dict[str, Any] = {}
-    for name in names:
-        parts = [b[name][np.asarray(r, dtype=np.int64)] if not hasattr(b[name], "detach")
-                 else b[name][_torch_index(r)] for b, r in zip(batches, rows, strict=True)]
-        out[name] = _concat(name, parts)
-    if "uid" in names:
-        offset, uids = 0, []
-        for b, r in zip(batches, rows, strict=True):
-            gid, groups = b.group_index()
-            uids.append(gid[np.asarray(r, dtype=np.int64)] + offset)
-            offset += groups
-        out["uid"] = np.concatenate(uids) if uids else np.empty(0, dtype=np.int64)
-    return RolloutBatch.from_dict(out)
-
-
-def _torch_index(rows: np.ndarray) -> Any:
-    import torch
-
-    return torch.from_numpy(np.asarray(rows, dtype=np.int64))
-
-
-def _concat(name: str, parts: list[Any]) -> Any:
-    if not hasattr(parts[0], "detach"):
-        return np.concatenate(parts)
-    import torch
-
-    if parts[0].ndim >= 2:
-        widths = {p.shape[1] for p in parts}
-        if len(widths) > 1:
-            if name not in TOKEN_FIELDS:
-                raise SampleError(f"field {name!r} has different widths across rounds ({sorted(widths)}); only "
-                                  f"token-level fields ({', '.join(TOKEN_FIELDS)}) are padded")
-            width = max(widths)
-            parts = [torch.nn.functional.pad(p, (0, width - p.shape[1])) for p in parts]
-    return torch.cat(parts)

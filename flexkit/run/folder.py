@@ -34,8 +34,8 @@ from flexkit.pipeline.pipeline import Pipeline
 from flexkit.pipeline.state import EXTRA_KEY, TRAINER_KEY
 from flexkit.plugins.protocols import TrainerLike
 from flexkit.run.counters import RUNNER_KEY, RunCounters
-from flexkit.run.replay import REPLAY_KEY, ReplayBuffer
 from flexkit.run.schema_line import copy_pipeline_file
+from flexkit.sample.replay import REPLAY_KEY, ReplayBuffer
 from flexkit.state_problems import add_problem, is_count
 
 log = structlog.get_logger("flexkit.runner")

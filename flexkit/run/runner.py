@@ -40,10 +40,10 @@ from flexkit.run.folder import (
     start_run_folder,
 )
 from flexkit.run.progress import ProgressDisplay
-from flexkit.run.replay import REPLAY_KEY, ReplayBuffer
 from flexkit.run.result import ROLLOUT_BUDGET, STEP_LIMIT, RunResult, stop_reason, summary_lines
 from flexkit.run.step import record_selection, train_step
 from flexkit.run.trainer_output import trainer_metrics
+from flexkit.sample.replay import REPLAY_KEY, ReplayBuffer
 from flexkit.sample.stage_checks import check_stage_timing
 from flexkit.tasksets import Taskset
 

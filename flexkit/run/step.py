@@ -24,13 +24,13 @@ from flexkit.metric_names import (
 from flexkit.pipeline.pipeline import Pipeline
 from flexkit.plugins.protocols import TrainerLike
 from flexkit.run.counters import RunCounters
-from flexkit.run.dynamic_sampling import count_tokens, fill_batch
+from flexkit.run.dynamic_sampling import fill_batch
 from flexkit.run.estimates import EstimateSnapshot, level_mix
-from flexkit.run.replay import ReplayBuffer
 from flexkit.run.trainer_output import trainer_metrics
 from flexkit.sample.actuator import Keep, Mix
 from flexkit.sample.actuators.group_filter import GroupKeep
 from flexkit.sample.refill_count import RefillCount
+from flexkit.sample.replay import ReplayBuffer
 from flexkit.sample.stage import SampleStage
 from flexkit.scheduler.feedback import SELECTOR_METRIC, snapshot_experiences
 
@@ -159,7 +159,7 @@ def _refill_step(pipe: Pipeline, trainer: TrainerLike, step: int, replay: Replay
 def _plain_count(batch: Any, action: Any, step: int) -> RefillCount:
     """A one-round step's count: the groups a group filter kept (its own count), the groups with a kept sample
     under another select action, else every group; the kept responses of a select action."""
-    responses, tokens = batch.batch_size, count_tokens(batch)
+    responses, tokens = batch.batch_size, batch.count_tokens()
     if isinstance(action, GroupKeep):
         return RefillCount.start(step).add_round(groups=action.total_groups, passed=action.kept_groups,
                                                  responses=responses, responses_kept=len(action.indices),

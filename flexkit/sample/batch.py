@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -246,6 +246,46 @@ class RolloutBatch:
         self._cache[("group_index", key)] = result
         return result
 
+    @classmethod
+    def concat_rows(cls, batches: Sequence[RolloutBatch], rows: Sequence[np.ndarray]) -> RolloutBatch:
+        """The ``rows`` of each batch, concatenated into one batch.
+
+        Every batch must have the same fields. ``uid`` is renumbered (int64, in order of appearance) so that groups
+        of different batches never share an id. Token-level fields (:data:`TOKEN_FIELDS`) of different widths are
+        right-padded with zeros (a zero ``response_mask`` hides the padding); other fields must agree in shape
+        beyond the first dimension.
+        """
+        if len(batches) != len(rows):
+            raise ValueError(f"{len(batches)} batches but {len(rows)} row selections")
+        if not batches:
+            return cls()
+        names = batches[0].keys()
+        for b in batches[1:]:
+            if set(b.keys()) != set(names):
+                raise SampleError(f"rounds produced different fields: {sorted(names)} vs {sorted(b.keys())}")
+        out: dict[str, Any] = {}
+        for name in names:
+            parts = [b[name][np.asarray(r, dtype=np.int64)] if not _is_tensor(b[name])
+                     else b[name][_torch_index(r)] for b, r in zip(batches, rows, strict=True)]
+            out[name] = _concat(name, parts)
+        if "uid" in names:
+            offset, uids = 0, []
+            for b, r in zip(batches, rows, strict=True):
+                gid, groups = b.group_index()
+                uids.append(gid[np.asarray(r, dtype=np.int64)] + offset)
+                offset += groups
+            out["uid"] = np.concatenate(uids) if uids else np.empty(0, dtype=np.int64)
+        return cls.from_dict(out)
+
+    def count_tokens(self) -> int:
+        """Response tokens: ``response_mask`` summed (one per response without a mask)."""
+        mask = self.get("response_mask")
+        if mask is None:
+            return self.batch_size
+        if _is_tensor(mask):
+            return int(mask.detach().sum().item())
+        return int(np.asarray(mask).sum())
+
     def feedback_columns(self) -> dict[str, np.ndarray]:
         """The feedback operator's columns of this batch, copied (later in-place writes leave them alone):
         ``reward`` (float64, :meth:`sequence_rewards`), ``taskset_id`` and ``index`` (one per response)."""
@@ -376,3 +416,25 @@ def masked_sum(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
             block.mul_(values[start:stop])
         torch.sum(block, dim=-1, out=out[start:stop])
     return out
+
+
+def _torch_index(rows: np.ndarray) -> Any:
+    import torch
+
+    return torch.from_numpy(np.asarray(rows, dtype=np.int64))
+
+
+def _concat(name: str, parts: list[Any]) -> Any:
+    if not _is_tensor(parts[0]):
+        return np.concatenate(parts)
+    import torch
+
+    if parts[0].ndim >= 2:
+        widths = {p.shape[1] for p in parts}
+        if len(widths) > 1:
+            if name not in TOKEN_FIELDS:
+                raise SampleError(f"field {name!r} has different widths across rounds ({sorted(widths)}); only "
+                                  f"token-level fields ({', '.join(TOKEN_FIELDS)}) are padded")
+            width = max(widths)
+            parts = [torch.nn.functional.pad(p, (0, width - p.shape[1])) for p in parts]
+    return torch.cat(parts)

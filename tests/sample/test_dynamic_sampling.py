@@ -21,7 +21,7 @@ from flexkit.metric_names import (
     RUN_ROLLOUTS,
 )
 from flexkit.plugins.trainer import Rollout
-from flexkit.run.dynamic_sampling import concat_rows, fill_batch
+from flexkit.run.dynamic_sampling import fill_batch
 from flexkit.run.runner import run_pipeline
 from flexkit.sample.batch import RolloutBatch
 from flexkit.scheduler.scheduler import AFTER_FEEDBACK
@@ -157,7 +157,7 @@ def test_refill_rounds_with_the_default_prefetch_are_those_without_prefetch(tmp_
 def test_concat_rows_pads_token_fields_and_renumbers_groups() -> None:
     a = RolloutBatch.from_dict({"response_mask": torch.ones(4, 2), "uid": np.array(["x", "x", "y", "y"])})
     b = RolloutBatch.from_dict({"response_mask": torch.ones(2, 3), "uid": np.array(["x", "x"])})
-    out = concat_rows([a, b], [np.array([2, 3]), np.array([0, 1])])
+    out = RolloutBatch.concat_rows([a, b], [np.array([2, 3]), np.array([0, 1])])
     assert out["response_mask"].tolist() == [[1, 1, 0], [1, 1, 0], [1, 1, 1], [1, 1, 1]]
     assert out["uid"].tolist() == [1, 1, 2, 2]
 

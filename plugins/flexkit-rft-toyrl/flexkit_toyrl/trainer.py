@@ -302,7 +302,7 @@ class ToyRLTrainer(Trainer):
 def _behaviour_log_probs(batch: Any, logp: torch.Tensor) -> torch.Tensor:
     """The importance ratio's denominator: the current policy's (detached) log-probabilities for the rows this
     step generated, and the generating policy's ``old_log_probs`` for the rows ``[replay]`` hands back
-    (``replay_age`` > 0, :mod:`flexkit.run.replay`)."""
+    (``replay_age`` > 0, :mod:`flexkit.sample.replay`)."""
     old = logp.detach()
     age = batch.get("replay_age")
     if age is None:

@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 
 from flexkit.errors import CheckpointError, SampleError
-from flexkit.run.dynamic_sampling import concat_rows
 from flexkit.sample.batch import RolloutBatch
 
 __all__ = ["REPLAY_AGE", "REPLAY_KEY", "ReplayBuffer"]
@@ -141,11 +140,12 @@ class ReplayBuffer:
         if not eligible.size:
             return batch
         rows = _newest_groups(self._born, gid, eligible, self.groups)
-        replayed = _on_devices_of(concat_rows([self._rows], [rows]), batch)
+        replayed = _on_devices_of(RolloutBatch.concat_rows([self._rows], [rows]), batch)
         replayed[REPLAY_AGE] = age[rows]
         self.last_groups, self.last_responses = len(np.unique(gid[rows])), len(rows)
         try:
-            return concat_rows([batch, replayed], [np.arange(batch.batch_size), np.arange(replayed.batch_size)])
+            return RolloutBatch.concat_rows([batch, replayed],
+                                            [np.arange(batch.batch_size), np.arange(replayed.batch_size)])
         except SampleError as exc:
             raise SampleError(f"[replay]: step {step}'s batch cannot be joined with the stored groups (replay "
                               f"needs the same fields, and the same widths outside the token fields, every "
@@ -185,7 +185,7 @@ class ReplayBuffer:
             self._rows, self._born = None, np.empty(0, dtype=np.int64)
             return
         try:
-            joined = concat_rows(parts, selections)
+            joined = RolloutBatch.concat_rows(parts, selections)
         except SampleError as exc:
             raise SampleError(f"[replay]: step {step}'s groups cannot be stored with the earlier ones (replay "
                               f"needs the same fields, and the same widths outside the token fields, every "
@@ -194,7 +194,7 @@ class ReplayBuffer:
         gid, _ = joined.group_index()
         keep = np.sort(_newest_groups(joined_born, gid, np.arange(len(joined_born)), self.groups))
         if keep.size < len(joined_born):
-            joined, joined_born = concat_rows([joined], [keep]), joined_born[keep]
+            joined, joined_born = RolloutBatch.concat_rows([joined], [keep]), joined_born[keep]
         self._rows, self._born = joined, joined_born
 
     # -- checkpoint state ---------------------------------------------------------------------------------
