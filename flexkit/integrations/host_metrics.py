@@ -37,6 +37,7 @@ from flexkit.metric_names import (
 from flexkit.run.estimates import predicted_pass_rates
 from flexkit.sample.refill_count import RefillCount
 from flexkit.scheduler.feedback import SELECTOR_METRIC
+from flexkit.selectors import members
 
 __all__ = ["ESTIMATE_MEAN_LIMIT", "PREFIX", "feedback_metrics", "pipeline_metrics", "selector_metrics"]
 
@@ -122,12 +123,10 @@ def selector_metrics(scheduler: Any) -> dict[str, float]:
 def _one_selector(entry: Any) -> dict[str, float]:
     selector = entry.selector
     out: dict[str, float] = {}
-    summary = getattr(selector, "summary", None)
-    if callable(summary):
-        for key, value in dict(summary()).items():
-            if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
-                out[selector_metric(entry.name, key)] = float(value)
-    if getattr(selector, "learns_from_feedback", False) and entry.size <= ESTIMATE_MEAN_LIMIT:
+    for key, value in dict(members.summary(selector)).items():
+        if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
+            out[selector_metric(entry.name, key)] = float(value)
+    if members.flag(selector, "learns_from_feedback") and entry.size <= ESTIMATE_MEAN_LIMIT:
         estimates = predicted_pass_rates(selector, entry.size)
         if estimates is not None:
             out[selector_metric(entry.name, "predicted_pass_rate_mean")] = float(estimates.mean())

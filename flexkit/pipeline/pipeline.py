@@ -33,6 +33,7 @@ from flexkit.sample.actuator import Mix
 from flexkit.sample.stage import SampleStage
 from flexkit.sample.stage_checks import check_refill_stage
 from flexkit.scheduler.scheduler import AFTER_FEEDBACK, TasksetEntry, TasksetScheduler
+from flexkit.selectors import members
 from flexkit.selectors.base import FEATURE_KEYS, feature_keys_of
 from flexkit.state_problems import add_problem
 from flexkit.tasksets import lazy_features
@@ -396,7 +397,7 @@ def build_scheduler(config: PipelineConfig, plugins: PluginHost, base_dir: Path)
     try:
         return TasksetScheduler(
             entries, batch_size=run.batch_size, seed=run.seed, total_epochs=run.total_epochs,
-            prefetch=prefetch_enabled(config, learns=any(getattr(e.selector, "learns_from_feedback", False)
+            prefetch=prefetch_enabled(config, learns=any(members.flag(e.selector, "learns_from_feedback")
                                                          for e in entries)),
             total_steps=run.total_steps, out_of_range=config.feedback.out_of_range,
             hooks=plugins.hook,

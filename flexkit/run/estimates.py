@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from flexkit.selectors import members
+
 __all__ = ["PASS_RATE_BINS", "EstimateSnapshot", "level_mix", "predicted_pass_rates"]
 
 #: Equal-width bins of [0, 1] of the recorded pass-rate histograms.
@@ -28,16 +30,7 @@ def predicted_pass_rates(selector: Any, size: int) -> np.ndarray | None:
     """A copy of every task's pass-rate estimate held by ``selector`` (``size`` tasks), or ``None`` when it keeps
     none (or reports something that is not ``size`` finite numbers in [0, 1]). The copy is flexkit's: the selector
     may return its own state array and go on updating it."""
-    values: Any = None
-    if callable(getattr(selector, "predicted_pass_rates", None)):
-        values = selector.predicted_pass_rates()
-    elif callable(getattr(selector, "estimates", None)):
-        values = selector.estimates()
-    elif callable(getattr(selector, "posterior", None)):
-        alpha, beta = selector.posterior()
-        values = np.asarray(alpha, dtype=np.float64) / (np.asarray(alpha) + np.asarray(beta))
-    elif callable(getattr(selector, "posterior_mean", None)):
-        values = selector.posterior_mean()
+    values = members.predicted_pass_rates(selector)
     if values is None:
         return None
     arr = np.array(values, dtype=np.float64, copy=True)  # a selector may return (and later change) its own state

@@ -17,6 +17,7 @@ import numpy as np
 from flexkit.errors import ComponentError, FeedbackError, FlexkitError
 from flexkit.plugins.contracts import describe_component
 from flexkit.plugins.protocols import SelectorLike
+from flexkit.selectors import members
 from flexkit.selectors.base import Selector
 
 if TYPE_CHECKING:
@@ -83,4 +84,4 @@ def _restore(entries: Sequence[TasksetEntry], saved: Mapping[int, Any], applied:
 
 def _atomic_feedback(selector: SelectorLike) -> bool:
     """Whether ``selector``'s class declares its feedback atomic (``atomic_feedback = True``); undeclared: no."""
-    return getattr(type(selector), "atomic_feedback", False) is True
+    return members.flag(selector, "atomic_feedback")

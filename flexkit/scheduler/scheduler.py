@@ -39,6 +39,7 @@ from flexkit.scheduler.prefetch import AFTER_FEEDBACK, Prefetcher, RowsFailed, t
 from flexkit.scheduler.state import STATE_VERSION, SchedulerState
 from flexkit.scheduler.tasks import Task, TasksetEntry
 from flexkit.scheduler.taskset_mix import TasksetMix
+from flexkit.selectors import members
 from flexkit.selectors.base import OutOfRange
 
 __all__ = ["AFTER_FEEDBACK", "STATE_VERSION", "Task", "TasksetEntry", "TasksetScheduler", "apply_feedback",
@@ -115,7 +116,7 @@ class TasksetScheduler(SchedulerState):
         counts = epoch_counts(self.sizes, self._weights)
         for entry, count in zip(self.entries, counts.tolist(), strict=True):
             most = min(count, self.batch_size)
-            if most > entry.size and not getattr(entry.selector, "allows_repeats", False):
+            if most > entry.size and not members.flag(entry.selector, "allows_repeats"):
                 raise ConfigError(
                     f"taskset {entry.name!r} has {entry.size} task(s), but its weight gives it {count} of each "
                     f"epoch's {self.epoch_length} entries, so a batch of {self.batch_size} can ask it for {most} "
@@ -208,8 +209,8 @@ class TasksetScheduler(SchedulerState):
 
             picked.append(check_selection(
                 entry.selector.get_indices(int(n)), int(n), entry.size,
-                allows_repeats=bool(getattr(entry.selector, "allows_repeats", False)),
-                twice=bool(getattr(entry.selector, "repeats_across_epochs", False)),
+                allows_repeats=members.flag(entry.selector, "allows_repeats"),
+                twice=members.flag(entry.selector, "repeats_across_epochs"),
                 who=who,
             ))
         return picked
@@ -339,11 +340,8 @@ class TasksetScheduler(SchedulerState):
         with self._lock:
             self._prefetch.wait()  # the prefetched selection precedes this evaluation, always
             for entry in self.entries:
-                observe = getattr(entry.selector, "observe_evaluation", None)
-                if observe is None:
-                    continue
-                try:
-                    observe(dict(plain))  # a copy each: one selector cannot change what the next one sees
+                try:  # a copy each: one selector cannot change what the next one sees
+                    members.observe_evaluation(entry.selector, dict(plain))
                 except Exception as exc:
                     raise ComponentError(f"taskset {entry.name!r}: {describe_component(entry.selector, 'selector')} "
                                          f"raised {type(exc).__name__}: {exc} while taking an evaluation") from exc

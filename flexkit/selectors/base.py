@@ -206,6 +206,16 @@ class Selector(Configurable, abc.ABC):
         if indices.size:
             self._update(indices, values)
 
+    def predicted_pass_rates(self) -> np.ndarray | None:
+        """Every task's pass-rate estimate (``size`` numbers in [0, 1]), for metrics and plots; the caller copies
+        it. The default: ``None``, the selector keeps none."""
+        return None
+
+    def summary(self) -> Mapping[str, float]:
+        """A few numbers describing the selector's state (name → number), added to the host's metrics as
+        ``flexkit/selector/<taskset>/<name>``. The default: none."""
+        return {}
+
     def evaluation_keys(self) -> tuple[str, ...]:
         """The keys of this selector's config whose setting makes it read held-out evaluations
         (:meth:`observe_evaluation`), e.g. ``("guard_metric",)``. A host that hands the pipeline no evaluations

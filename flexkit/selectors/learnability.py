@@ -124,6 +124,10 @@ class LearnabilitySelector(Selector):
         """Every task's discounted number of feedback values (a dense array: 8 bytes per task)."""
         return self.table.dense()[1]
 
+    def predicted_pass_rates(self) -> np.ndarray:
+        """Every task's shrunk pass-rate estimate (:meth:`estimates`)."""
+        return self.estimates()
+
     def estimates(self, indices: np.ndarray | None = None) -> np.ndarray:
         """Shrunk pass-rate estimates ``p̂`` of ``indices`` (all tasks when ``None``)."""
         sel = slice(None) if indices is None else indices

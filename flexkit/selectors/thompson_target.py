@@ -69,6 +69,10 @@ class ThompsonTargetSelector(Selector):
         """Every task's β (a dense array: 8 bytes per task)."""
         return self.table.dense()[1]
 
+    def predicted_pass_rates(self) -> np.ndarray:
+        """Every task's posterior mean (:meth:`posterior_mean`)."""
+        return self.posterior_mean()
+
     def posterior_mean(self) -> np.ndarray:
         """``α / (α + β)`` per task."""
         alpha, beta = self.table.dense()

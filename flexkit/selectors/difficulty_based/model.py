@@ -194,6 +194,12 @@ class DifficultyBasedSelector(Selector):
         """Feedbacks applied so far."""
         return self.beliefs.num_updates
 
+    def predicted_pass_rates(self) -> np.ndarray:
+        """Every task's posterior mean ``α / (α + β)``."""
+        alpha, beta = self.posterior()
+        mean: np.ndarray = np.asarray(alpha, dtype=np.float64) / (np.asarray(alpha) + np.asarray(beta))
+        return mean
+
     def posterior(self, indices: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The current ``(alpha, beta)`` of the tasks ``indices`` (all tasks when ``None``)."""
         if indices is None:

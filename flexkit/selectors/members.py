@@ -1,0 +1,64 @@
+"""The optional members of a selector, read in one place: declared on :class:`~flexkit.selectors.base.Selector`
+(each a documented default there), so a host calls them on a ``Selector`` without asking whether they exist. A
+plugin selector that does not derive from the base (a duck-typed object with ``get_indices``, ``feedback`` and the
+state methods) is asked here, and only here, which of them it has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from flexkit.selectors.base import Selector
+
+__all__ = ["flag", "observe_evaluation", "predicted_pass_rates", "summary"]
+
+_FLAGS = ("allows_repeats", "repeats_across_epochs", "learns_from_feedback", "keeps_feature_dtypes",
+          "atomic_feedback")
+#: Older names of the pass-rate estimate a duck-typed selector may have, in the order they are tried.
+_ESTIMATE_METHODS = ("predicted_pass_rates", "estimates", "posterior_mean")
+
+
+def flag(selector: Any, name: str) -> bool:
+    """The class flag ``name`` (one of :class:`~flexkit.selectors.base.Selector`'s) of ``selector``; ``False`` for a
+    foreign selector that does not set it (``atomic_feedback`` too: its feedback is not trusted to be atomic)."""
+    if name not in _FLAGS:
+        raise ValueError(f"{name!r} is not a selector flag ({', '.join(_FLAGS)})")
+    if isinstance(selector, Selector):
+        return bool(getattr(type(selector), name))  # a declared ClassVar of the base
+    return getattr(type(selector), name, False) is True
+
+
+def predicted_pass_rates(selector: Any) -> Any:
+    """The selector's per-task pass-rate estimate (unchecked; ``None``: it keeps none)."""
+    if isinstance(selector, Selector):
+        return selector.predicted_pass_rates()
+    for method in _ESTIMATE_METHODS:
+        found = getattr(selector, method, None)
+        if callable(found):
+            return found()
+    posterior = getattr(selector, "posterior", None)
+    if callable(posterior):
+        alpha, beta = posterior()
+        return np.asarray(alpha, dtype=np.float64) / (np.asarray(alpha) + np.asarray(beta))
+    return None
+
+
+def summary(selector: Any) -> Mapping[str, Any]:
+    """The selector's summary numbers (empty when it gives none)."""
+    if isinstance(selector, Selector):
+        return selector.summary()
+    found = getattr(selector, "summary", None)
+    return dict(found()) if callable(found) else {}
+
+
+def observe_evaluation(selector: Any, metrics: Mapping[str, float]) -> None:
+    """Hand ``selector`` an evaluation (a foreign selector without ``observe_evaluation`` does not take one)."""
+    if isinstance(selector, Selector):
+        selector.observe_evaluation(metrics)
+        return
+    found = getattr(selector, "observe_evaluation", None)
+    if callable(found):
+        found(metrics)
