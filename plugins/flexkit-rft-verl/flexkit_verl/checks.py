@@ -12,15 +12,23 @@
   ``geo_mean`` aggregates their log), and on the v1 trainer so are rollout-correction IS weights
   (``algorithm.rollout_correction.rollout_is``), which verl writes over flexkit's after sampling;
 - v1 sampling point: the replay buffer runs the stage after rewards, so the scorer must be a ``post_reward``
-  one and rewards must exist at sampling time (no colocated reward model).
+  one and rewards must exist at sampling time (no colocated reward model);
+- validation: a selector that reads held-out evaluations (``frontier``'s ``guard_metric``) needs verl to
+  validate during the run (``trainer.test_freq`` > 0), and a per-group guard (``"eval_accuracy/{}"``) needs the
+  validation rows to carry its grouping column (:mod:`flexkit_verl.groups`); the legacy trainer feeds no
+  ``eval_accuracy/{}`` guard (only verl's own ``val-core/<data_source>/...`` metrics reach the selectors).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
+
+import attrs
 
 from flexkit import ConfigError, ConfigIssue, Pipeline
 from flexkit.host import pipeline_needs, unmet_needs
+from flexkit_verl.groups import GUARD_TEMPLATE, column_issues, group_columns
 from flexkit_verl.support import SUPPORT
 
 #: Policy losses that do not multiply ``rollout_is_weights`` into the per-token loss (verl 0.9.1).
@@ -44,9 +52,10 @@ def _get(config: Any, dotted: str, default: Any = None) -> Any:
 
 def _weights_stage(pipeline: Pipeline) -> str | None:
     """The mechanism of a stage that writes token weights (``select``/``reweight``), else ``None``."""
-    if not pipeline.has_sample_stage:
+    sample = pipeline.config.sample
+    if not pipeline.has_sample_stage or sample is None:
         return None
-    mechanism = pipeline.config.sample.mechanism
+    mechanism = sample.mechanism
     return mechanism if mechanism in ("select", "reweight") else None
 
 
@@ -123,10 +132,55 @@ def v1_sampling_issues(config: Any, pipeline: Pipeline) -> list[ConfigIssue]:
     return issues
 
 
-def check_trainer_config(config: Any, pipeline: Pipeline, *, steps_per_epoch: int | None, v1: bool) -> None:
-    """Every check above that applies; raises one :class:`~flexkit.ConfigError` listing all problems."""
+def validation_issues(config: Any, pipeline: Pipeline, val_columns: Iterable[str] | None) -> list[ConfigIssue]:
+    """A guard without verl validations (``trainer.test_freq`` ≤ 0, no ``data.val_files``), and validation rows
+    (``val_columns``: the validation dataset's column names; ``None``: not known here) lacking a column a
+    per-group guard needs. A per-group ``guard_metric`` no validation can feed raises at once
+    (:func:`~flexkit_verl.groups.group_columns`)."""
+    guards = [need.key for need in pipeline_needs(pipeline) if need.part == "evaluation"]
+    if not guards:
+        return []
+    issues = []
+    test_freq = _get(config, "trainer.test_freq")
+    if test_freq is not None and int(test_freq) <= 0:
+        issues.append(ConfigIssue("trainer.test_freq", f"is {test_freq}, but {', '.join(guards)} steers by held-out "
+                                  "evaluations, which come from verl's validation: set trainer.test_freq > 0 (e.g. "
+                                  "5) with data.val_files, or remove the guard"))
+    if config is not None and _get(config, "data") is not None and not _get(config, "data.val_files"):
+        issues.append(ConfigIssue("data.val_files", f"is unset, but {', '.join(guards)} steers by held-out "
+                                  "evaluations: give verl validation files"))
+    if val_columns is not None:
+        issues += column_issues(group_columns(pipeline), val_columns)
+    return issues
+
+
+def legacy_guard_issues(pipeline: Pipeline) -> list[ConfigIssue]:
+    """The legacy ``RayPPOTrainer`` hands the selectors verl's own validation metrics only
+    (``val-core/<data_source>/...``): a per-group guard on :data:`~flexkit_verl.groups.GUARD_TEMPLATE` would never
+    see a value there."""
+    issues = []
+    for i, taskset in enumerate(pipeline.config.tasksets):
+        config = taskset.selector.config
+        params = attrs.asdict(config, recurse=False) if attrs.has(type(config)) else {}
+        if params.get("guard_metric") == GUARD_TEMPLATE:
+            issues.append(ConfigIssue(f"tasksets[{i}].selector.guard_metric", (
+                f"is {GUARD_TEMPLATE!r}, which verl's v1 trainer feeds (trainer.use_v1=true, flexkit_verl.main_ppo); "
+                "the legacy RayPPOTrainer hands the selectors verl's own validation metrics only: use the v1 "
+                "trainer, or group by data_source (feature_keys = [\"data_source\"]) with guard_metric = "
+                "\"val-core/{}/acc/mean@1\"")))
+    return issues
+
+
+def check_trainer_config(config: Any, pipeline: Pipeline, *, steps_per_epoch: int | None, v1: bool,
+                         val_columns: Iterable[str] | None = None) -> None:
+    """Every check above that applies; raises one :class:`~flexkit.ConfigError` listing all problems
+    (``val_columns``: the validation dataset's column names, when known)."""
     issues = batch_size_issues(config, pipeline) + loss_mode_issues(config, pipeline, v1=v1)
     issues += unmet_needs(pipeline_needs(pipeline), SUPPORT)  # what this adapter does not honour (flexkit.host)
+    if v1:
+        issues += validation_issues(config, pipeline, val_columns)
+    else:
+        issues += legacy_guard_issues(pipeline)
     if steps_per_epoch is not None:
         issues += run_length_issues(config, pipeline, steps_per_epoch=steps_per_epoch)
     if issues:

@@ -20,7 +20,7 @@ from flexkit import FeedbackError, WithIndex
 INDEX_KEY = "flexkit_index"
 
 
-class IndexedDataset(WithIndex):
+class IndexedDataset(WithIndex):  # type: ignore[misc]  # flexkit exports it lazily (Any to mypy)
     """A map-style dataset of dict rows whose rows get ``extra_info[INDEX_KEY] = index`` (a copy of
     ``extra_info``; the wrapped row is not changed). Other attributes are the wrapped dataset's."""
 

@@ -48,7 +48,7 @@ class FlexkitTaskRunnerV1:
 
     def run(self, config: DictConfig) -> None:
         """Build, initialise and fit the trainer with TransferQueue up."""
-        import transfer_queue as tq
+        import transfer_queue as tq  # type: ignore[import-untyped]
         from verl.trainer.ppo.v1 import AgentLoopManagerTQ, get_trainer_cls
         from verl.utils.import_utils import load_class_from_fqn
 
@@ -64,7 +64,8 @@ class FlexkitTaskRunnerV1:
             trainer = trainer_cls(config=config)
             trainer.init()
             manager_fqn = config.actor_rollout_ref.rollout.get("agent", {}).get("agent_loop_manager_class")
-            manager_cls = load_class_from_fqn(manager_fqn, "AgentLoopManager") if manager_fqn else AgentLoopManagerTQ
+            manager_cls: Any = (load_class_from_fqn(manager_fqn, "AgentLoopManager") if manager_fqn
+                                else AgentLoopManagerTQ)
             manager = manager_cls.create(config=config, llm_client=trainer.get_llm_client(),
                                          teacher_client=trainer.get_teacher_client(),
                                          reward_loop_worker_handles=trainer.get_reward_handles())

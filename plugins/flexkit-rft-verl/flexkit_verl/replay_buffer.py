@@ -9,9 +9,13 @@ TransferQueue. The classes here are verl's own buffers plus, for each training b
 2. the pipeline's ``[sample]`` stage: keep / reweight become per-token ``rollout_is_weights`` written next to
    the trajectories (the v1 policy loss multiplies them in, so a dropped group gets zero gradient); mix sets
    the scheduler's taskset proportions;
-3. ``flexkit/...`` metrics (:func:`flexkit.integrations.host_metrics.pipeline_metrics`) in the returned metrics, which
-the
-   trainer adds to the step's metrics and so to its trackers.
+3. ``flexkit/...`` metrics (:func:`flexkit.pipeline_metrics`) in the returned metrics, which the trainer adds to
+   the step's metrics and so to its trackers.
+
+For validation batches (``partition_id="val"``, sampled inside verl's ``_validate``) it adds each response's
+reward and its row's values in the pipeline's grouping columns to :attr:`FlexkitSampling.validation`
+(:class:`~flexkit_verl.groups.ValidationGroups`), from which
+:class:`~flexkit_verl.trainer_v1.FlexkitV1TrainerMixin` hands the pipeline ``eval_accuracy/<group>``.
 
 YAML::
 
@@ -28,14 +32,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import transfer_queue as tq
+import transfer_queue as tq  # type: ignore[import-untyped]
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
 
 from flexkit import ConfigError, Mix, Pipeline, RolloutBatch, pipeline_metrics
 from flexkit_verl.checks import loss_mode_issues, v1_sampling_issues
 from flexkit_verl.config import flexkit_settings, pipeline_from_settings
+from flexkit_verl.groups import ValidationGroups, final_outputs, group_columns
 from flexkit_verl.sampler import FlexkitSampler
-from flexkit_verl.tq_batch import read_batch, write_token_weights
+from flexkit_verl.tq_batch import read_batch, read_validation, write_token_weights
 
 
 def _root(node: Any) -> Any:
@@ -49,6 +54,8 @@ class FlexkitSampling:
 
     pipeline: Pipeline
     flexkit_sampler: FlexkitSampler | None = None
+    #: Rewards of the current validation by prompt and group (:func:`~flexkit_verl.groups.group_columns`).
+    validation: ValidationGroups
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -62,7 +69,8 @@ class FlexkitSampling:
             raise ConfigError("flexkit's replay buffer needs a pipeline: set +flexkit.pipeline=/abs/path.toml (or "
                               "+trainer.v1.sampler.sampler_kwargs.pipeline=...)")
         self.pipeline = pipeline_from_settings(settings, key=key)
-        self._check_mode(self.trainer_mode)
+        self._check_mode(self.trainer_mode)  # type: ignore[attr-defined]  # verl's ReplayBuffer sets it
+        self.validation = ValidationGroups(group_columns(self.pipeline))  # ConfigError: a guard no run can feed
         if root is not None:
             issues = loss_mode_issues(root, self.pipeline, v1=True) + v1_sampling_issues(root, self.pipeline)
             if issues:
@@ -77,13 +85,23 @@ class FlexkitSampling:
         """Feed each training batch's rewards back to ``sampler`` (the trainer's dataloader sampler)."""
         self.flexkit_sampler = sampler
 
-    def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[Any, dict]:
-        """verl's sampling, then feedback, the ``[sample]`` stage and metrics for training batches."""
+    def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[Any, dict[str, Any]]:
+        """verl's sampling, then feedback, the ``[sample]`` stage and metrics for training batches; for validation
+        batches, their rewards by prompt and group (:meth:`observe_validation`)."""
         batch, metrics = super().sample(global_steps=global_steps, partition_id=partition_id,  # type: ignore[misc]
                                         batch_size=batch_size)
-        if partition_id != "val" and batch.keys:
+        if partition_id == "val" and batch.keys:
+            self.observe_validation(batch)
+        elif batch.keys:
             metrics = {**metrics, **self.process(batch, step=global_steps)}
         return batch, metrics
+
+    def observe_validation(self, batch: Any) -> None:
+        """Add one validation ``KVBatchMeta`` (the last output of each session) to :attr:`validation`."""
+        keys = list(batch.keys)
+        keys = [keys[i] for i in final_outputs(keys)]
+        data = read_validation(tq, keys, batch.partition_id, self.validation.names)
+        self.validation.add(data["uid"], data["rewards"], data["values"])
 
     def process(self, batch: Any, *, step: int) -> dict[str, float]:
         """Feedback and the sample stage on one ``KVBatchMeta``; returns the ``flexkit/...`` metrics."""
@@ -100,7 +118,8 @@ class FlexkitSampling:
             payload = self.flexkit_sampler.update_groups(data["uid"], data["indices"], rewards)
         if self.pipeline.has_sample_stage:
             self._apply_stage(keys, pid, data, step=step)
-        return pipeline_metrics(self.pipeline, feedback=payload, rollouts=len(keys))
+        metrics: dict[str, float] = pipeline_metrics(self.pipeline, feedback=payload, rollouts=len(keys))
+        return metrics
 
     def _index_key(self) -> str:
         return self.flexkit_sampler.index_key if self.flexkit_sampler is not None else "flexkit_index"

@@ -45,7 +45,8 @@ def sampler_state(loader_state: Mapping[str, Any]) -> Mapping[str, Any] | None:
     for state in candidates:
         inner = state.get("_sampler_iter_state") if isinstance(state, Mapping) else None
         if isinstance(inner, Mapping) and isinstance(inner.get("sampler_state"), Mapping):
-            return inner["sampler_state"]
+            found: Mapping[str, Any] = inner["sampler_state"]
+            return found
     return None
 
 

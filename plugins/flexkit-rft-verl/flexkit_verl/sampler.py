@@ -19,7 +19,7 @@ from flexkit import FlexkitSampler as _TorchSampler
 from flexkit_verl.dataset import INDEX_KEY, dataset_indices
 
 
-class FlexkitSampler(_TorchSampler):
+class FlexkitSampler(_TorchSampler):  # type: ignore[misc]  # flexkit exports it lazily (Any to mypy)
     """The training sampler of a verl ``RayPPOTrainer``, backed by a flexkit pipeline.
 
     Args:
@@ -44,7 +44,7 @@ class FlexkitSampler(_TorchSampler):
         self.index_key = index_key
         self.reward_key = reward_key
 
-    def update(self, batch: Any) -> dict:
+    def update(self, batch: Any) -> dict[str, Any]:
         """Feed a rollout ``DataProto`` back (the name of verl's former curriculum-sampler hook).
 
         Each ``uid`` group (one prompt's responses) becomes one experience with the group's mean reward; a
@@ -61,7 +61,7 @@ class FlexkitSampler(_TorchSampler):
         rewards = RolloutBatch.from_dict(fields).sequence_rewards(self.reward_key).double().cpu().numpy()
         return self.update_groups(uids, indices, rewards)
 
-    def update_groups(self, uids: Any, indices: Any, rewards: Any) -> dict:
+    def update_groups(self, uids: Any, indices: Any, rewards: Any) -> dict[str, Any]:
         """Feed back one reward per response: ``uids`` group the responses of one prompt, ``indices`` are their
         dataset indices, ``rewards`` their sequence rewards. Each group becomes one experience with its mean
         reward; a group whose samples name different dataset indices is rejected. Returns the selector
@@ -78,4 +78,5 @@ class FlexkitSampler(_TorchSampler):
             b = int(np.flatnonzero(first[group] != indices)[0])
             raise FeedbackError(f"uid {uids[b]!r} groups samples of dataset indices {int(first[group[b]])} and "
                                 f"{int(indices[b])}; one uid must be one prompt")
-        return self.feedback(first, sums / sizes)
+        payload: dict[str, Any] = self.feedback(first, sums / sizes)
+        return payload

@@ -26,7 +26,8 @@ def _as_list(value: Any) -> list[Any]:
 
 
 def _padded(value: Any) -> torch.Tensor:
-    return value.to_padded_tensor(0) if getattr(value, "is_nested", False) else value
+    padded: torch.Tensor = value.to_padded_tensor(0) if getattr(value, "is_nested", False) else value
+    return padded
 
 
 def _response_lengths(mask: Any) -> list[int]:
@@ -57,8 +58,20 @@ def write_token_weights(tq: Any, keys: list[str], partition_id: str, weights: to
                         *, field: str = "rollout_is_weights") -> None:
     """Store ``weights`` (B, T padded) under ``field`` as jagged per-response tensors, as verl stores its own
     ``rollout_is_weights``; the v1 policy loss multiplies them into the per-token loss."""
-    from tensordict import TensorDict
+    from tensordict import TensorDict  # type: ignore[import-untyped]
 
     rows = [weights[i, :n].float() for i, n in enumerate(lengths)]
     nested = torch.nested.as_nested_tensor(rows, layout=torch.jagged)
     tq.kv_batch_put(keys=keys, partition_id=partition_id, fields=TensorDict({field: nested}, batch_size=len(keys)))
+
+
+def read_validation(tq: Any, keys: list[str], partition_id: str, columns: list[str]) -> dict[str, Any]:
+    """``uid``, each response's reward (``rm_scores`` summed) and the row values of ``columns`` (those the
+    trajectories hold) of validation ``keys``."""
+    data = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["uid", "rm_scores", *columns])
+    present = set(data.keys())
+    return {
+        "uid": [str(u) for u in _as_list(data["uid"])],
+        "rewards": _padded(data["rm_scores"]).double().sum(-1).tolist(),
+        "values": {name: _as_list(data[name]) for name in columns if name in present},
+    }

@@ -6,8 +6,11 @@ which takes no sampler class from the config; the mixin runs verl's method, then
 over the replay buffer's pipeline (same batch size, workers and collate function as verl's). Feedback arrives
 through flexkit's replay buffer (:mod:`flexkit_verl.replay_buffer`), which the mixin requires. After verl's
 ``_load_checkpoint`` it restores the sampler from ``data.pt`` itself (:func:`~flexkit_verl.resume.restore_sampler`).
-Each validation's metrics (``val-core/<data_source>/acc/mean@1``, ...) reach the selectors
-(:meth:`~flexkit.Pipeline.evaluation`), for a ``frontier`` guard (``guard_metric``).
+Each validation's metrics reach the selectors (:meth:`~flexkit.Pipeline.evaluation`): verl's own
+(``val-core/<data_source>/acc/mean@1``, ...) and, computed by the replay buffer from the same validation's
+rewards, ``eval_accuracy`` and ``eval_accuracy/<group>`` per value of each selector's first ``feature_keys``
+column (:mod:`flexkit_verl.groups`), so a ``frontier`` guard with ``guard_metric = "eval_accuracy/{}"`` works as
+under ``flexkit run``; they are in the returned metrics too, so verl logs them.
 
 Use :func:`flexkit_trainer_class` on the class ``trainer.v1.trainer_mode`` names (the task runner of
 :mod:`flexkit_verl.main_ppo` does).
@@ -21,6 +24,7 @@ from typing import Any
 from flexkit import ConfigError, Pipeline
 from flexkit_verl.checks import check_trainer_config
 from flexkit_verl.dataset import IndexedDataset
+from flexkit_verl.groups import ValidationGroups, group_columns
 from flexkit_verl.resume import checkpoint_folder, restore_sampler
 from flexkit_verl.sampler import FlexkitSampler
 
@@ -30,25 +34,38 @@ class FlexkitV1TrainerMixin:
     checks (:func:`~flexkit_verl.checks.check_trainer_config`) and exact resume."""
 
     @property
-    def flexkit_pipeline(self) -> Pipeline:
-        """The pipeline of flexkit's replay buffer."""
-        buffer = getattr(self, "replay_buffer", None)
-        pipeline = getattr(buffer, "pipeline", None)
-        if not isinstance(pipeline, Pipeline) or not hasattr(buffer, "attach_sampler"):
+    def flexkit_buffer(self) -> Any:
+        """flexkit's replay buffer (a :class:`~flexkit_verl.replay_buffer.FlexkitSampling`), which verl built from
+        ``trainer.v1.sampler.custom_sampler``; :class:`~flexkit.ConfigError` when it is another class."""
+        from flexkit_verl.replay_buffer import FlexkitSampling
+
+        buffer = getattr(self, "replay_buffer", None)  # verl's attribute
+        if not isinstance(buffer, FlexkitSampling):
             raise ConfigError("trainer.v1.sampler.custom_sampler must be flexkit's replay buffer "
                               "(path=pkg://flexkit_verl.replay_buffer, name=FlexkitReplayBuffer or "
                               f"FlexkitReplayBufferAsync), got {type(buffer).__name__}")
+        return buffer
+
+    @property
+    def flexkit_pipeline(self) -> Pipeline:
+        """The pipeline of flexkit's replay buffer."""
+        pipeline: Pipeline = self.flexkit_buffer.pipeline
         return pipeline
 
     def _init_dataloader(self) -> None:
         """verl's dataloaders, then the training loader rebuilt around a :class:`FlexkitSampler`."""
-        from torchdata.stateful_dataloader import StatefulDataLoader
+        from torchdata.stateful_dataloader import StatefulDataLoader  # type: ignore[import-untyped]
 
         pipeline = self.flexkit_pipeline
         super()._init_dataloader()  # type: ignore[misc]
         dataset = IndexedDataset(self.train_dataset)
         sampler = FlexkitSampler(pipeline, dataset)
-        check_trainer_config(self.config, pipeline, steps_per_epoch=self.steps_per_epoch, v1=True)
+        val_columns = dataset_columns(getattr(self, "val_dataset", None))
+        check_trainer_config(self.config, pipeline, steps_per_epoch=self.steps_per_epoch, v1=True,
+                             val_columns=val_columns)
+        columns = group_columns(pipeline)  # read from the validation rows: the required ones, the others if there
+        self.flexkit_buffer.validation = ValidationGroups(
+            [c for c in columns if c.required or (val_columns is not None and c.name in val_columns)])
         verl_loader = self.train_dataloader
         self.train_dataset = dataset
         self.train_dataloader = StatefulDataLoader(
@@ -64,9 +81,14 @@ class FlexkitV1TrainerMixin:
         return result
 
     def _validate(self, *args: Any, **kwargs: Any) -> Any:
-        """verl's validation, then its metrics to the selectors (:meth:`~flexkit.Pipeline.evaluation`)."""
+        """verl's validation, plus ``eval_accuracy`` and ``eval_accuracy/<group>`` from its rewards (the replay
+        buffer's :attr:`~flexkit_verl.replay_buffer.FlexkitSampling.validation`), all handed to the selectors
+        (:meth:`~flexkit.Pipeline.evaluation`) and returned for verl to log."""
+        groups: ValidationGroups = self.flexkit_buffer.validation
+        groups.reset()
         result = super()._validate(*args, **kwargs)  # type: ignore[misc]
         if isinstance(result, dict):
+            result = {**result, **groups.metrics()}
             self.flexkit_pipeline.evaluation(result)
         return result
 
@@ -77,6 +99,13 @@ class FlexkitV1TrainerMixin:
     train_dataloader_it: Any
     steps_per_epoch: int
     replay_buffer: Any
+
+
+def dataset_columns(dataset: Any) -> list[str] | None:
+    """The column names of a verl ``RLHFDataset`` (its Hugging Face ``dataframe``), ``None`` for a dataset that
+    does not expose them (its columns are then checked at the first validation)."""
+    names = getattr(getattr(dataset, "dataframe", None), "column_names", None)  # verl's / datasets' attributes
+    return [str(n) for n in names] if isinstance(names, (list, tuple)) else None
 
 
 @cache

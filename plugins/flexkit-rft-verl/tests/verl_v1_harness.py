@@ -56,11 +56,15 @@ class FakeTQ:
             self.fields[partition_id].pop(key, None)
 
 
-def verl_config(tmp_path: Path, *overrides: str) -> Any:
-    """verl's own ppo_trainer config, composed with Hydra, on the example's data and pipeline."""
+def verl_config(tmp_path: Path, *overrides: str, train: Path | None = None, val: Path | None = None,
+                pipeline: Path | None = None) -> Any:
+    """verl's own ppo_trainer config, composed with Hydra, on the example's data and pipeline (or the given
+    files)."""
     data = EXAMPLE / "data"
-    base = [f"data.train_files={data / 'train.parquet'}", f"data.val_files={data / 'val.parquet'}",
-            *(EXAMPLE / "overrides.txt").read_text().split(), f"+flexkit.pipeline={EXAMPLE / 'pipeline.toml'}",
+    train, val = train or data / "train.parquet", val or data / "val.parquet"
+    pipeline = pipeline or EXAMPLE / "pipeline.toml"
+    base = [f"data.train_files={train}", f"data.val_files={val}",
+            *(EXAMPLE / "overrides.txt").read_text().split(), f"+flexkit.pipeline={pipeline}",
             "data.shuffle=false", f"trainer.default_local_dir={tmp_path / 'ckpt'}", "trainer.save_freq=1"]
     with initialize_config_module(config_module="verl.trainer.config", version_base=None):
         return compose(config_name="ppo_trainer", overrides=[*base, *overrides])
@@ -91,3 +95,60 @@ def v1_trainer(cls: type, config: Any) -> Any:
     trainer.use_critic = False
     trainer.checkpoint_callback = SimpleNamespace(on_save=lambda **kwargs: None)
     return trainer
+
+
+class Tokenizer:
+    """What verl's v1 ``_validate`` asks of a tokenizer: ``pad_token_id`` and ``decode``."""
+
+    pad_token_id = 0
+
+    def decode(self, ids: Any, skip_special_tokens: bool = True) -> str:
+        return " ".join(str(int(i)) for i in ids)
+
+
+class ValidationAgentLoop:
+    """The agent loop manager verl's v1 ``_validate`` drives, as verl's ``AgentLoopWorkerTQ`` stores its results:
+    for every prompt row of the batch, ``val_kwargs.n`` (≥ 2) sessions under ``{uid}_{session}_0`` holding the row's
+    fields plus the rollout's (``rm_scores`` with ``reward(row, session)`` on the last token, masks, token ids),
+    then the prompt marked finished."""
+
+    def __init__(self, n: int, reward: Any) -> None:
+        self.n, self.reward, self.rows = n, reward, []
+
+    def generate_sequences(self, batch: Any) -> None:
+        from tensordict import NonTensorData, NonTensorStack
+
+        for i in range(len(batch)):
+            row: dict = {}
+            for name, value in batch.items():
+                if isinstance(value, torch.Tensor):
+                    row[name] = value[i]
+                elif isinstance(value, NonTensorStack):
+                    row[name] = value[i].data
+                elif isinstance(value, NonTensorData):
+                    row[name] = value.data
+            self.rows.append(row)
+            uid, step = row["uid"], row["global_steps"]
+            keys, fields = [], []
+            for s in range(self.n):
+                length = 3 + s  # lengths differ: TransferQueue hands jagged tensors back, as verl expects
+                scores = torch.zeros(length)
+                scores[-1] = self.reward(row, s)
+                keys.append(f"{uid}_{s}_0")
+                fields.append({**{k: v for k, v in row.items() if not isinstance(v, torch.Tensor)},
+                               "rm_scores": scores, "response_mask": torch.ones(length, dtype=torch.int64),
+                               "prompts": torch.arange(2 + s), "responses": torch.arange(length),
+                               "num_turns": 2, "extra_fields": {}})
+            tq.kv_batch_put(keys=keys, partition_id="val", fields=list_of_dict_to_tensordict(fields),
+                            tags=[{"status": "success", "global_steps": step}] * self.n)
+            tq.kv_batch_put(keys=[uid], partition_id="val", tags=[{"status": "finished"}])
+
+
+def with_validation(trainer: Any, reward: Any) -> ValidationAgentLoop:
+    """Give a :func:`v1_trainer` what verl's ``_validate`` reads besides its dataloader: the agent loop, a reward
+    loop with worker handles (rewards computed in the agent loop) and a tokenizer."""
+    loop = ValidationAgentLoop(int(trainer.config.actor_rollout_ref.rollout.val_kwargs.n), reward)
+    trainer.agent_loop_manager = loop
+    trainer.reward_loop_manager = SimpleNamespace(reward_loop_worker_handles=[object()])
+    trainer.tokenizer = Tokenizer()
+    return loop
