@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -38,7 +38,7 @@ def arithmetic_prompt(a: int, b: int, operation: str) -> tuple[str, str]:
     return f"{spaced(a)} {OPERATORS[operation]} {spaced(b)} =", spaced(result)
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -59,7 +59,7 @@ __all__ = ["GRPOStepper", "TRLRunTrainer"]
 TORCH_SPAWN_KEY = 1
 
 
-class GRPOStepper(GRPOTrainer):  # type: ignore[misc]
+class GRPOStepper(GRPOTrainer):
     """TRL's ``GRPOTrainer``, driven by :class:`TRLRunTrainer` one generation and one optimizer step at a time
     instead of by ``train()``: no gradient accumulation, and each generation's summed rewards kept
     (:attr:`last_rewards`)."""
@@ -81,6 +81,30 @@ class GRPOStepper(GRPOTrainer):  # type: ignore[misc]
         rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
         self.last_rewards = rewards.detach()
         return rewards_per_func
+
+    @property
+    def policy(self) -> torch.nn.Module:
+        """The model being trained (the HF Trainer types it as optional)."""
+        assert self.model is not None
+        return self.model
+
+    @property
+    def adamw(self) -> torch.optim.Optimizer:
+        """The optimizer (after ``create_optimizer_and_scheduler``)."""
+        assert self.optimizer is not None
+        return self.optimizer
+
+    @property
+    def schedule(self) -> Any:
+        """The learning-rate schedule (after ``create_optimizer_and_scheduler``)."""
+        assert self.lr_scheduler is not None
+        return self.lr_scheduler
+
+    @property
+    def pad_token_id(self) -> int:
+        """The tokenizer's padding token id."""
+        pad: int = self._tokenizer.pad_token_id
+        return pad
 
     def take_metrics(self, mode: str) -> dict[str, float]:
         """The means of TRL's metrics gathered since the last call in ``mode`` (``"train"``, ``"eval"``), which are
@@ -160,7 +184,7 @@ class TRLRunTrainer(Trainer):
         """Load or build the model and tokenizer, the reward function, TRL's ``GRPOTrainer``, its optimizer and
         schedule, and the held-out rows; refuse an ``arithmetic`` taskset of another operation than
         ``operation``, and ``eval_every`` without held-out rows."""
-        from datasets import Dataset
+        from datasets import Dataset  # type: ignore[import-untyped]
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
         cfg = self.config
@@ -184,7 +208,8 @@ class TRLRunTrainer(Trainer):
                 settings.setdefault("pad_token_id", tokenizer.pad_token_id)
                 settings.setdefault("eos_token_id", tokenizer.eos_token_id)
                 settings.setdefault("bos_token_id", tokenizer.bos_token_id)
-                model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **settings))
+                model = AutoModelForCausalLM.from_config(  # type: ignore[no-untyped-call]
+                    AutoConfig.for_model(model_type, **settings))
             else:
                 assert cfg.model is not None
                 model = AutoModelForCausalLM.from_pretrained(_path_or_name(base, cfg.model))
@@ -247,7 +272,7 @@ class TRLRunTrainer(Trainer):
         rows = [trl_input(t.data, cfg, where=f"task {t.index} of {t.taskset!r}") for t in tasks]
         keys = union_keys(rows)
         inputs = [{k: row.get(k) for k in keys} for row in rows for _ in range(g)]
-        grpo.model.train()
+        grpo.policy.train()
         grpo.state.global_step = step  # what reward functions see as trainer_state
         output = grpo._generate_and_score_completions(inputs)
         rewards = grpo.last_rewards
@@ -261,7 +286,7 @@ class TRLRunTrainer(Trainer):
                                            f"a prompt of step {step} has {prompt_ids.shape[1]} tokens, more than "
                                            f"max_prompt_length = {cfg.max_prompt_length}: raise it")])
         if self._fixed_widths:
-            pad = grpo.processing_class.pad_token_id
+            pad = grpo.pad_token_id
             prompt_ids = _pad(prompt_ids, cfg.max_prompt_length, pad, left=True)
             prompt_mask = _pad(prompt_mask, cfg.max_prompt_length, 0, left=True)
             completion_ids = _pad(completion_ids, cfg.max_completion_length, pad, left=False)
@@ -289,7 +314,7 @@ class TRLRunTrainer(Trainer):
         grpo = self.grpo
         with torch.no_grad():
             logps, _, _ = grpo._get_per_token_logps_and_entropies(
-                grpo.model, torch.cat([prompt_ids, completion_ids], dim=1),
+                grpo.policy, torch.cat([prompt_ids, completion_ids], dim=1),
                 torch.cat([prompt_mask, completion_mask], dim=1), completion_ids.shape[1],
                 batch_size=grpo.args.per_device_train_batch_size)
         result: torch.Tensor = logps.to(torch.float32).cpu()
@@ -318,7 +343,7 @@ class TRLRunTrainer(Trainer):
             inputs["ref_per_token_logps"] = batch["ref_log_prob"].to(device)
         if weights is not None:
             weighted_inputs(inputs, weights)
-        model, optimizer, schedule = grpo.model, grpo.optimizer, grpo.lr_scheduler
+        model, optimizer, schedule = grpo.policy, grpo.adamw, grpo.schedule
         model.train()
         with grpo.compute_loss_context_manager():
             loss = grpo.compute_loss(model, inputs)
@@ -344,7 +369,7 @@ class TRLRunTrainer(Trainer):
         if not self._eval_rows:
             raise ConfigError([ConfigIssue("trainer.eval_data", "the trl trainer evaluates only with [run] "
                                                                 "eval_every above 0")])
-        grpo.model.eval()
+        grpo.policy.eval()
         rewards: list[float] = []
         with grpo.greedy():
             for start in range(0, len(self._eval_rows), cfg.eval_batch_size):
@@ -357,7 +382,7 @@ class TRLRunTrainer(Trainer):
                 assert grpo.last_rewards is not None
                 rewards.extend(torch.nan_to_num(grpo.last_rewards, nan=0.0).cpu().tolist())
         grpo.take_metrics("eval")
-        grpo.model.train()
+        grpo.policy.train()
         values = np.asarray(rewards, dtype=np.float64)
         out = {"eval_accuracy": float(values.mean())}
         groups: dict[str, list[float]] = {}
@@ -374,9 +399,9 @@ class TRLRunTrainer(Trainer):
         """Weights, optimizer, schedule, torch's random state (CPU, and CUDA when present) and TRL's counters."""
         grpo = self.grpo
         state: dict[str, Any] = {
-            "model": {k: _numpy(v) for k, v in grpo.model.state_dict().items()},
-            "optimizer": _tensor_tree(grpo.optimizer.state_dict()),
-            "schedule": _tensor_tree(grpo.lr_scheduler.state_dict()),
+            "model": {k: _numpy(v) for k, v in grpo.policy.state_dict().items()},
+            "optimizer": _tensor_tree(grpo.adamw.state_dict()),
+            "schedule": _tensor_tree(grpo.schedule.state_dict()),
             "rng": _numpy(torch.get_rng_state()),
             "tokens_seen": int(grpo.state.num_input_tokens_seen),
         }
@@ -388,14 +413,14 @@ class TRLRunTrainer(Trainer):
         """Restore :meth:`state_dict`'s output (after :meth:`setup`)."""
         grpo = self.grpo
         weights = {k: torch.from_numpy(np.array(v)) for k, v in state["model"].items()}
-        grpo.model.load_state_dict(weights)
+        grpo.policy.load_state_dict(weights)
         opt = state["optimizer"]
-        grpo.optimizer.load_state_dict({
+        grpo.adamw.load_state_dict({
             "state": {int(k): {n: torch.from_numpy(np.array(v)) if isinstance(v, np.ndarray) else v
                                for n, v in s.items()} for k, s in opt["state"].items()},
             "param_groups": [dict(group) for group in opt["param_groups"]],
         })
-        grpo.lr_scheduler.load_state_dict(dict(state["schedule"]))
+        grpo.schedule.load_state_dict(dict(state["schedule"]))
         torch.set_rng_state(torch.from_numpy(np.array(state["rng"], dtype=np.uint8)))
         if "cuda_rng" in state and torch.cuda.is_available():
             torch.cuda.set_rng_state_all([torch.from_numpy(np.array(s, dtype=np.uint8)) for s in state["cuda_rng"]])
