@@ -22,7 +22,8 @@ With ``[replay]`` every rollout also keeps the generating policy's per-token log
 ``max_prompt_length`` and ``max_completion_length``, so that stored groups fit any later batch; the update hands
 them to TRL's loss as ``old_per_token_logps``, so a replayed row's importance ratio is taken against the policy
 that generated it and clipped at ``epsilon`` (a fresh row's ratio is 1: the policy has not moved since its
-rollout).
+rollout). Under ``[sample.refill]`` (dynamic sampling) the widths are fixed the same way, so that the kept groups
+of every round form one batch for the one update.
 
 :meth:`~TRLRunTrainer.evaluate` decodes greedily the held-out prompts (``eval_data``, or fresh arithmetic problems
 per level) with TRL's generation and scores them with the same reward function: ``eval_accuracy`` is the mean
@@ -230,7 +231,10 @@ class TRLRunTrainer(Trainer):
         self._grpo = GRPOStepper(model=model, reward_funcs=reward, args=args, processing_class=tokenizer,
                                  train_dataset=Dataset.from_dict({"prompt": [""]}))
         self.grpo.create_optimizer_and_scheduler(num_training_steps=pipeline.scheduler.total_steps)
-        self._fixed_widths = self._old_log_probs = pipeline.config.replay is not None
+        sample = pipeline.config.sample
+        refill = sample is not None and sample.refill is not None
+        self._old_log_probs = pipeline.config.replay is not None
+        self._fixed_widths = self._old_log_probs or refill  # rows of other steps or rounds join the batch
         if pipeline.config.run.eval_every > 0:
             self._eval_rows = self._held_out(base)
         torch.manual_seed(self.torch_seed)  # the rollouts' stream (TRL's set_seed ran in its constructor)

@@ -136,6 +136,28 @@ def test_replay_weighs_replayed_rows_by_their_generating_policy_and_resumes_exac
     assert all((kept[k] == fresh["model"][k]).all() for k in kept)
 
 
+def test_dynamic_sampling_refills_dropped_groups_and_trains_once_on_the_kept_rows(tmp_path: Path) -> None:
+    refill = """
+[sample]
+mechanism = "select"
+
+[sample.scorer]
+type = "group_reward_range"
+
+[sample.actuator]
+type = "zero_variance_filter"
+max_rounds = 2
+
+[sample.refill]
+"""
+    text = pipeline_text(steps=3, extra=refill, trainer="max_prompt_length = 12")
+    text = text.replace("checkpoint_every = 2", "checkpoint_every = 2\nprefetch = false")
+    run_pipeline(load_pipeline(write(tmp_path, text)), run_dir=tmp_path / "run", progress=None)
+    records = steps(tmp_path / "run")
+    assert any(r["flexkit/sample/filter_rounds"] == 2 for r in records)  # a round refilled the dropped groups
+    assert all(r["flexkit/run/rollouts"] >= 16 * (i + 1) for i, r in enumerate(records))
+
+
 def test_compare_runs_two_settings_and_a_second_call_continues_the_folder(tmp_path: Path) -> None:
     path = write(tmp_path, pipeline_text(steps=3))
     settings = [parse_setting("slow:trainer.learning_rate=0.001"), parse_setting("fast:trainer.learning_rate=0.03")]
@@ -193,6 +215,14 @@ max_completion_length = 2
     result = run_pipeline(load_pipeline(write(tmp_path, text)), run_dir=tmp_path / "run", progress=None)
     assert set(result.last_eval) == {"eval_accuracy", "eval_accuracy/even", "eval_accuracy/odd"}
     assert "rewards/one_for_sevens/mean" in steps(tmp_path / "run")[0]
+
+
+def test_the_guide_s_own_model_table_validates(tmp_path: Path) -> None:
+    guide = (EXAMPLE.parents[1] / "docs" / "integrations" / "trl.md").read_text(encoding="utf-8")
+    block = guide.split("# my_pipeline.toml\n", 1)[1].split("```", 1)[0]
+    pipe = load_pipeline(write(tmp_path, f'plugins = ["{PLUGIN}"]\n{block}'))
+    assert pipe.config.trainer is not None and pipe.config.trainer.type == "trl"
+    assert pipe.config.trainer.config.grpo_args == {"weight_decay": 0.01, "top_k": 50}
 
 
 @pytest.mark.parametrize(("settings", "message"), [
