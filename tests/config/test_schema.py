@@ -16,6 +16,9 @@ SCHEMA_PATH = ROOT / "schemas" / "pipeline.schema.json"
 #: The schema of the examples that use the embedded trainer: core components plus flexkit-rft-toyrl's.
 TOYRL_SCHEMA_PATH = ROOT / "schemas" / "toyrl.schema.json"
 TOYRL_REGENERATE = "flexkit schema --distribution flexkit-rft-toyrl --output schemas/toyrl.schema.json"
+#: The schema of the examples that use the TRL trainer (examples/trl_run): core, flexkit-rft-toyrl's and
+#: flexkit-rft-trl's components (kept up to date by plugins/flexkit-rft-trl/tests/test_trl_run_schema.py).
+TRL_SCHEMA_PATH = ROOT / "schemas" / "trl.schema.json"
 
 
 def core_schema() -> dict:
@@ -45,7 +48,7 @@ def test_every_example_validates_and_points_at_a_committed_schema(example) -> No
     first = example.read_text(encoding="utf-8").splitlines()[0]
     assert first.startswith("#:schema "), f"{example.name} must start with a #:schema line"
     schema = (example.parent / first.removeprefix("#:schema ")).resolve()
-    assert schema in (SCHEMA_PATH, TOYRL_SCHEMA_PATH)
+    assert schema in (SCHEMA_PATH, TOYRL_SCHEMA_PATH, TRL_SCHEMA_PATH)
     if schema == TOYRL_SCHEMA_PATH:
         pytest.importorskip("flexkit_toyrl")
     jsonschema.validate(read_toml_file(example), json.loads(schema.read_text()))
