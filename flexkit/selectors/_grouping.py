@@ -163,12 +163,20 @@ def _category_codes(column: np.ndarray, key: str) -> tuple[np.ndarray, list[str]
         code = np.empty(len(column), dtype=np.int32)
         for s in chunks:
             code[s:s + GROUP_CHUNK] = np.searchsorted(uniques, column[s:s + GROUP_CHUNK])
-    return code, [f"{key}={_label(v)}" for v in uniques.tolist()]
+    return code, [f"{key}={group_label(v)}" for v in uniques.tolist()]
 
 
-def _label(value: Any) -> str:
+def group_label(value: Any) -> str:
+    """``value`` (one task's or row's value in a grouping column) as its group is named: an integral float as an
+    integer (``3.0`` → ``"3"``), anything else as ``str`` gives it (``3`` → ``"3"``, ``"gsm8k"``, ``0.5``); a
+    numpy or torch scalar (a dataset row's) as its Python value."""
+    if isinstance(value, bool):
+        return str(value)
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
+    item = getattr(value, "item", None)  # a numpy or torch scalar: a foreign object
+    if callable(item) and not isinstance(value, (str, bytes)):
+        return group_label(item())
     return str(value)
 
 

@@ -71,6 +71,7 @@ REQUIRED_FILLERS: dict[str, Callable[[Path | None], Any]] = {
     "feature_keys": lambda _dir: ["f0"],
     "proportions": lambda _dir: {name: 1.0 for name in TASKSET_NAMES},
     "path": _taskset_file,
+    "model": lambda _dir: "model",  # a model folder or Hub name, read only when a trainer is set up
 }
 
 

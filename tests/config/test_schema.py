@@ -17,7 +17,7 @@ SCHEMA_PATH = ROOT / "schemas" / "pipeline.schema.json"
 TOYRL_SCHEMA_PATH = ROOT / "schemas" / "toyrl.schema.json"
 TOYRL_REGENERATE = "flexkit schema --distribution flexkit-rft-toyrl --output schemas/toyrl.schema.json"
 #: The schema of the examples that use the TRL trainer (examples/trl_run): core, flexkit-rft-toyrl's and
-#: flexkit-rft-trl's components (kept up to date by plugins/flexkit-rft-trl/tests/test_trl_run_schema.py).
+#: flexkit-rft-trl's components (kept up to date by tests/config/test_trl_run_schema.py).
 TRL_SCHEMA_PATH = ROOT / "schemas" / "trl.schema.json"
 
 

@@ -8,7 +8,7 @@ completion's weighted reward sum, pooled by its prompt's value in the column (``
 column, as the training rows' taskset does). A group's accuracy is the mean reward of its evaluated completions
 (each prompt has ``num_generations_eval`` of them, so it is also the mean of its prompts' mean rewards).
 
-Values are named as the selectors name their groups (:func:`group_label`): an integral number as an integer
+Values are named as the selectors name their groups (:func:`flexkit.host.group_label`): an integral number as an integer
 (``1`` and ``1.0`` both give ``"1"``), any other number or label as ``str`` gives it.
 """
 
@@ -17,89 +17,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import attrs
-
-from flexkit import ConfigError, ConfigIssue, Pipeline, Selector, TasksetScheduler, feature_keys_of
+from flexkit import ConfigError, ConfigIssue, Pipeline, TasksetScheduler
+from flexkit.host import GUARD_TEMPLATE, GroupColumn, group_label, guard_columns
 
 __all__ = ["ACCURACY", "GUARD_TEMPLATE", "EvalGroups", "GroupColumn", "group_columns", "group_label"]
 
 #: The metric (after the evaluation's prefix, ``eval_``) of the mean reward over all evaluated completions.
 ACCURACY = "accuracy"
-#: The ``guard_metric`` template whose names :class:`EvalGroups` reports (with the default ``eval`` prefix).
-GUARD_TEMPLATE = "eval_accuracy/{}"
-#: The placeholder of a group's value in a ``guard_metric`` template.
-PLACEHOLDER = "{}"
-
-
-def group_label(value: Any) -> str:
-    """``value`` (one row's value in a grouping column) as the selectors name its group: an integral float as an
-    integer (``3.0`` → ``"3"``), anything else as ``str`` gives it (``3`` → ``"3"``, ``"gsm8k"``, ``0.5``)."""
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    item = getattr(value, "item", None)  # a numpy or torch scalar from a dataset: its Python value
-    if callable(item) and not isinstance(value, (str, bytes)):
-        return group_label(item())
-    return str(value)
-
-
-@attrs.frozen
-class GroupColumn:
-    """A column the evaluation pools rewards by: its name, and whether a selector's guard needs it (a missing
-    column is then an error, not a skipped report)."""
-
-    name: str
-    required: bool
-
-
-def _selector_configs(source: Pipeline | TasksetScheduler) -> list[tuple[str, Any]]:
-    """Each taskset's name and selector config."""
-    if isinstance(source, Pipeline):
-        return [(ts.name, ts.selector.config) for ts in source.config.tasksets]
-    return [(entry.name, entry.selector.config) for entry in source.entries if isinstance(entry.selector, Selector)]
-
-
-def _params(config: Any) -> dict[str, Any]:
-    """A selector config's fields (attrs configs; anything else has none to read)."""
-    return attrs.asdict(config, recurse=False) if attrs.has(type(config)) else {}
 
 
 def group_columns(source: Pipeline | TasksetScheduler) -> list[GroupColumn]:
-    """The first feature key of every taskset's selector (the column its groups are named by), each once;
-    required where a selector's ``guard_metric`` names one metric per group.
-
-    Raises :class:`~flexkit.ConfigError` for a per-group ``guard_metric`` other than :data:`GUARD_TEMPLATE`
-    (no metric of another name is reported, so that guard would never see one) and for one over quantile
-    ``bins`` (a bin's name is its range in the training pool, which an evaluation row cannot be named by).
-    """
-    columns: dict[str, bool] = {}
-    issues: list[ConfigIssue] = []
-    for i, (name, config) in enumerate(_selector_configs(source)):
-        keys = feature_keys_of(config)
-        if not keys:
-            continue
-        params = _params(config)
-        guard = params.get("guard_metric")
-        per_group = isinstance(guard, str) and PLACEHOLDER in guard
-        where = f"tasksets[{i}].selector"
-        if per_group and guard != GUARD_TEMPLATE:
-            issues.append(ConfigIssue(f"{where}.guard_metric", (
-                f"taskset {name!r}: FlexkitGRPOTrainer reports each group's held-out accuracy as "
-                f"{GUARD_TEMPLATE!r} (eval_accuracy/<value of {keys[0]!r}>), so guard_metric = {guard!r} would "
-                f"never see a value: set guard_metric = {GUARD_TEMPLATE!r}")))
-            continue
-        if per_group and params.get("bins"):
-            issues.append(ConfigIssue(f"{where}.bins", (
-                f"taskset {name!r}: guard_metric = {guard!r} with bins = {params['bins']} names each group by a "
-                f"quantile range of {keys[0]!r} in the training pool, which evaluation rows cannot be named by: "
-                "group by a categorical column (bins = 0), or name one metric for the whole pool "
-                "(guard_metric = \"eval_accuracy\")")))
-            continue
-        columns[keys[0]] = columns.get(keys[0], False) or per_group
-    if issues:
-        raise ConfigError(issues)
-    return [GroupColumn(name, required) for name, required in columns.items()]
+    """The columns the evaluation pools rewards by (:func:`flexkit.host.guard_columns`: a per-group guard other
+    than :data:`GUARD_TEMPLATE`, or over quantile ``bins``, is a :class:`~flexkit.ConfigError`)."""
+    return guard_columns(source, "FlexkitGRPOTrainer")
 
 
 def check_eval_columns(columns: Sequence[GroupColumn], eval_dataset: Any) -> None:

@@ -38,16 +38,16 @@ class TRLRunConfig:
     """Parameters of the ``trl`` trainer: the model, the rows' prompts and answers, the reward, GRPO's settings
     and the held-out evaluation."""
 
-    model: str | None = field(
-        default=None,
+    model: str = field(
         doc="The model to fine-tune: a local folder saved with save_pretrained (relative to the pipeline file), or a "
-            "Hugging Face Hub name. Give either model or model_config.",
+            "Hugging Face Hub name; its tokenizer too, unless tokenizer names another. With model_config only its "
+            "tokenizer is read (a folder of tokenizer files is enough) and the model is built from model_config.",
     )
     model_config: dict[str, Any] | None = field(
         default=None,
         doc='A transformers model config as a table (model_type = "llama", hidden_size = 32, ...), built with random '
             "weights from model_seed: a tiny model for tests and examples. vocab_size and the pad/eos token ids "
-            "default to the tokenizer's. Needs tokenizer.",
+            "default to the tokenizer's. model (or tokenizer) names the tokenizer.",
     )
     tokenizer: str | None = field(
         default=None,
@@ -131,10 +131,6 @@ class TRLRunConfig:
     )
 
     def __attrs_post_init__(self) -> None:
-        if (self.model is None) == (self.model_config is None):
-            raise ValueError("give either model (a model folder or Hub name) or model_config (with tokenizer)")
-        if self.model_config is not None and self.tokenizer is None:
-            raise ValueError("model_config needs tokenizer (a tokenizer folder or Hub name)")
         if self.model_config is not None and not isinstance(self.model_config.get("model_type"), str):
             raise ValueError('model_config needs model_type (e.g. "llama")')
         if self.reward not in BUILTIN_REWARDS and not _IMPORT_PATH.match(self.reward):

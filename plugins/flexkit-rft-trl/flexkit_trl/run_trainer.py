@@ -194,7 +194,6 @@ class TRLRunTrainer(Trainer):
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
         tokenizer_name = cfg.tokenizer if cfg.tokenizer is not None else cfg.model
-        assert tokenizer_name is not None  # the config needs model or tokenizer
         self.report_progress("load model", 0, 1)
         tokenizer = AutoTokenizer.from_pretrained(_path_or_name(base, tokenizer_name))
         tokenizer.padding_side = "left"
@@ -212,7 +211,6 @@ class TRLRunTrainer(Trainer):
                 model = AutoModelForCausalLM.from_config(  # type: ignore[no-untyped-call]
                     AutoConfig.for_model(model_type, **settings))
             else:
-                assert cfg.model is not None
                 model = AutoModelForCausalLM.from_pretrained(_path_or_name(base, cfg.model))
         self.report_progress("load model", 1, 1)
         reward = load_reward(cfg.reward, cfg.answer_column, base)
@@ -400,7 +398,10 @@ class TRLRunTrainer(Trainer):
     # -- state ------------------------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """Weights, optimizer, schedule, torch's random state (CPU, and CUDA when present) and TRL's counters."""
+        """Weights, optimizer, schedule, torch's random state (CPU, and CUDA when present) and TRL's counters; before
+        :meth:`setup` (nothing built yet) an empty state."""
+        if self._grpo is None:
+            return {}
         grpo = self.grpo
         state: dict[str, Any] = {
             "model": {k: _numpy(v) for k, v in grpo.policy.state_dict().items()},
@@ -414,7 +415,10 @@ class TRLRunTrainer(Trainer):
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict`'s output (after :meth:`setup`)."""
+        """Restore :meth:`state_dict`'s output (after :meth:`setup`; before it only the empty state of a trainer not
+        yet set up)."""
+        if self._grpo is None and not state:
+            return
         grpo = self.grpo
         weights = {k: torch.from_numpy(np.array(v)) for k, v in state["model"].items()}
         grpo.policy.load_state_dict(weights)

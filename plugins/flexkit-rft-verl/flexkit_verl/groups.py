@@ -20,88 +20,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import attrs
-
-from flexkit import ConfigError, ConfigIssue, Pipeline, feature_keys_of
+from flexkit import ConfigError, ConfigIssue, Pipeline
+from flexkit.host import ACCURACY, GUARD_TEMPLATE, GroupColumn, group_label, guard_columns
 
 __all__ = ["ACCURACY", "GUARD_TEMPLATE", "GroupColumn", "ValidationGroups", "column_issues", "final_outputs",
            "group_columns", "group_label"]
 
-#: The metric of the mean reward over all validation prompts.
-ACCURACY = "eval_accuracy"
-#: The ``guard_metric`` template whose names :class:`ValidationGroups` reports.
-GUARD_TEMPLATE = "eval_accuracy/{}"
-#: The placeholder of a group's value in a ``guard_metric`` template.
-PLACEHOLDER = "{}"
-
-
-def group_label(value: Any) -> str:
-    """``value`` (one row's value in a grouping column) as the selectors name its group: an integral float as an
-    integer (``3.0`` → ``"3"``), anything else as ``str`` gives it (``3`` → ``"3"``, ``"gsm8k"``, ``0.5``); a
-    numpy or torch scalar as its Python value."""
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    item = getattr(value, "item", None)  # a numpy / torch scalar from a dataset row (not a flexkit object)
-    if callable(item) and not isinstance(value, (str, bytes)):
-        return group_label(item())
-    return str(value)
-
-
-@attrs.frozen
-class GroupColumn:
-    """A column validation rewards are pooled by: its name, whether a selector's guard needs it (then a validation
-    row without it is an error, not a skipped report), and the config key that names it (for messages)."""
-
-    name: str
-    required: bool
-    key: str
-
-
-def _params(config: Any) -> dict[str, Any]:
-    """A selector config's fields (attrs configs; anything else has none to read)."""
-    return attrs.asdict(config, recurse=False) if attrs.has(type(config)) else {}
 
 
 def group_columns(pipeline: Pipeline) -> list[GroupColumn]:
-    """The first feature key of every taskset's selector (the column its groups are named by), each once;
-    required where a selector's ``guard_metric`` names one metric per group.
-
-    Raises :class:`~flexkit.ConfigError` naming ``tasksets[i].selector.guard_metric`` for a per-group template
-    other than :data:`GUARD_TEMPLATE` (no metric of another name is computed, so that guard would never see a
-    value) and ``tasksets[i].selector.bins`` for a per-group guard over quantile bins.
-    """
-    columns: dict[str, GroupColumn] = {}
-    issues: list[ConfigIssue] = []
-    for i, taskset in enumerate(pipeline.config.tasksets):
-        config = taskset.selector.config
-        keys = feature_keys_of(config)
-        if not keys:
-            continue
-        params = _params(config)
-        guard = params.get("guard_metric")
-        per_group = isinstance(guard, str) and PLACEHOLDER in guard
-        where = f"tasksets[{i}].selector"
-        if per_group and guard != GUARD_TEMPLATE:
-            issues.append(ConfigIssue(f"{where}.guard_metric", (
-                f"taskset {taskset.name!r}: flexkit_verl reports each group's held-out accuracy from verl's "
-                f"validation as {GUARD_TEMPLATE!r} (eval_accuracy/<value of {keys[0]!r}>), so guard_metric = "
-                f"{guard!r} would never see a value: set guard_metric = {GUARD_TEMPLATE!r}")))
-            continue
-        if per_group and params.get("bins"):
-            issues.append(ConfigIssue(f"{where}.bins", (
-                f"taskset {taskset.name!r}: guard_metric = {guard!r} with bins = {params['bins']} names each group "
-                f"by a quantile range of {keys[0]!r} in the training pool, which validation rows cannot be named "
-                "by: group by a categorical column (bins = 0), or name one metric for the whole pool "
-                f"(guard_metric = {ACCURACY!r})")))
-            continue
-        known = columns.get(keys[0])
-        if known is None or (per_group and not known.required):
-            columns[keys[0]] = GroupColumn(keys[0], per_group, f"{where}.feature_keys")
-    if issues:
-        raise ConfigError(issues, source="verl config vs flexkit pipeline")
-    return list(columns.values())
+    """The columns validation rewards are pooled by (:func:`flexkit.host.guard_columns`: a per-group guard other
+    than :data:`GUARD_TEMPLATE`, or over quantile ``bins``, is a :class:`~flexkit.ConfigError`)."""
+    try:
+        return guard_columns(pipeline, "flexkit_verl (from verl's validation)")
+    except ConfigError as exc:
+        raise ConfigError(exc.issues, source="verl config vs flexkit pipeline") from None
 
 
 def column_issues(columns: Sequence[GroupColumn], available: Iterable[str], *,

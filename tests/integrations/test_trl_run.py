@@ -26,7 +26,7 @@ from flexkit.compare import compare, parse_setting  # noqa: E402
 from flexkit.run.runner import new_trainer  # noqa: E402
 from flexkit.testing import crash_run, read_metrics  # noqa: E402
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "trl_run"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trl_run"
 TOKENIZER = EXAMPLE / "tokenizer"
 #: The plugin module, named in each pipeline (the installed metadata may predate its entry point).
 PLUGIN = "flexkit_trl.plugin"
@@ -59,7 +59,7 @@ feature_keys = ["level"]
 [trainer]
 type = "trl"
 model_config = {MODEL}
-tokenizer = "{TOKENIZER}"
+model = "{TOKENIZER}"
 rows = "arithmetic"
 reward = "prefix_match"
 group_size = 4
@@ -205,7 +205,7 @@ selector = {{ type = "random" }}
 [trainer]
 type = "trl"
 model_config = {MODEL}
-tokenizer = "{TOKENIZER}"
+model = "{TOKENIZER}"
 reward = "my_reward:one_for_sevens"
 eval_data = "held_out.jsonl"
 eval_group_column = "source"
@@ -226,10 +226,8 @@ def test_the_guide_s_own_model_table_validates(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("settings", "message"), [
-    ({"tokenizer": "t"}, "either model"),
-    ({"model": "m", "model_config": {"model_type": "llama"}}, "either model"),
-    ({"model_config": {"model_type": "llama"}}, "needs tokenizer"),
-    ({"model_config": {"hidden_size": 8}, "tokenizer": "t"}, "model_type"),
+    ({"tokenizer": "t"}, "model"),  # the model (or, with model_config, its tokenizer folder) must be named
+    ({"model_config": {"hidden_size": 8}, "model": "t"}, "model_type"),
     ({"model": "m", "reward": "not a path"}, "reward must be"),
     ({"model": "m", "grpo_args": {"max_steps": 3}}, "may not set max_steps"),
     ({"model": "m", "group_size": 1}, "group_size"),

@@ -13,7 +13,7 @@ from flexkit.plugins.manager import PluginHost
 pytest.importorskip("flexkit_toyrl")
 pytest.importorskip("flexkit_trl")
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "schemas" / "trl.schema.json"
 REGENERATE = ("flexkit schema --distribution flexkit-rft-toyrl --distribution flexkit-rft-trl --output "
               "schemas/trl.schema.json")
