@@ -25,6 +25,7 @@ from flexkit.compare.statistics import accuracy_at, default_budget, default_targ
 from flexkit.config.loader import read_toml_file
 from flexkit.config.overrides import Setting, apply_overrides, command_line, folder_name
 from flexkit.errors import ConfigError, ConfigIssue, FlexkitError
+from flexkit.run.lock import LOCK_FILE, hold_folder
 from flexkit.state_problems import is_number
 
 __all__ = ["compare"]
@@ -33,7 +34,7 @@ __all__ = ["compare"]
 SETTING_FILE = "setting.json"
 #: Files a run folder may hold that a failed run's rerun may remove with it.
 _RUN_FOLDER_FILES = {"metrics.jsonl", "resolved.json", "pipeline.toml", "checkpoint", "plots", "stderr.log",
-                     "checkpoint.tmp"}
+                     "checkpoint.tmp", LOCK_FILE}
 
 
 def compare(
@@ -82,41 +83,43 @@ def compare(
     if isinstance(jobs, bool) or not isinstance(jobs, numbers.Integral) or jobs < 1:
         raise ConfigError([ConfigIssue("--jobs", f"must be an integer >= 1, got {jobs!r}")])
     results = _validate(plan, settings, seeds)
-    reused, todo = _reusable(plan, results, seeds)
+    _make_folder(plan.out_dir)
+    with hold_folder(plan.out_dir, "flexkit compare"):  # one comparison per folder: none clears another's runs
+        reused, todo = _reusable(plan, results, seeds)
 
-    total, started = len(settings) * len(seeds), time.monotonic()
-    say(progress, f"compare: {len(settings)} setting(s) x {len(seeds)} seed(s) = {total} runs of {path} "
-                  f"into {plan.out_dir}" + (f" ({len(reused)} finished before, reused)" if reused else ""))
-    command = command or command_line(path, settings, seeds, plan.out_dir, target_accuracy, plugins, budget)
-    done = 0
-    try:
-        for result, seed, finished in reused:
-            done += 1
-            outcome = _record(plan, result, seed, finished, write=False)
-            say(progress, f"[{done}/{total}] {result.setting.name} seed {seed}: reused ({_accuracy_line(outcome)})")
-        run = run_in_order if jobs == 1 else lambda js: run_in_processes(js, jobs, plan.out_dir)
-        for job, outcome_or_failure in run(todo):
-            done += 1
-            result = results[job.index]
-            if isinstance(outcome_or_failure, RunFailure):
-                result.failures.append(outcome_or_failure)
-                status = outcome_or_failure.exit_status
-                last = (outcome_or_failure.stderr_tail.strip().splitlines() or ["?"])[-1]
-                say(progress, f"[{done}/{total}] {result.setting.name} seed {job.seed}: FAILED (exit status "
-                              f"{'unknown' if status is None else status}): {last}")
-                continue
-            outcome = _record(plan, result, job.seed, outcome_or_failure)
-            say(progress, f"[{done}/{total}] {result.setting.name} seed {job.seed}: {_accuracy_line(outcome)}")
-    finally:  # also on Ctrl-C: the reports of what finished
-        _order(results, seeds)
-        if plots:
-            _plot_runs(results)
-        comparison = _report(plan, results, seeds, targets, budgets, command, time.monotonic() - started, progress)
-    failed = len(comparison.failures)
-    runs = f"{total - failed} of {total} runs, {failed} FAILED (the same command runs them again)," if failed \
-        else f"{total} runs"
-    say(progress, f"compare: {runs} in {time.monotonic() - started:.1f}s; results in {plan.out_dir / 'results.md'}")
-    return comparison
+        total, started = len(settings) * len(seeds), time.monotonic()
+        say(progress, f"compare: {len(settings)} setting(s) x {len(seeds)} seed(s) = {total} runs of {path} "
+                      f"into {plan.out_dir}" + (f" ({len(reused)} finished before, reused)" if reused else ""))
+        command = command or command_line(path, settings, seeds, plan.out_dir, target_accuracy, plugins, budget)
+        done = 0
+        try:
+            for result, seed, finished in reused:
+                done += 1
+                outcome = _record(plan, result, seed, finished, write=False)
+                say(progress, f"[{done}/{total}] {result.setting.name} seed {seed}: reused ({_accuracy_line(outcome)})")
+            run = run_in_order if jobs == 1 else lambda js: run_in_processes(js, jobs, plan.out_dir)
+            for job, outcome_or_failure in run(todo):
+                done += 1
+                result = results[job.index]
+                if isinstance(outcome_or_failure, RunFailure):
+                    result.failures.append(outcome_or_failure)
+                    status = outcome_or_failure.exit_status
+                    last = (outcome_or_failure.stderr_tail.strip().splitlines() or ["?"])[-1]
+                    say(progress, f"[{done}/{total}] {result.setting.name} seed {job.seed}: FAILED (exit status "
+                                  f"{'unknown' if status is None else status}): {last}")
+                    continue
+                outcome = _record(plan, result, job.seed, outcome_or_failure)
+                say(progress, f"[{done}/{total}] {result.setting.name} seed {job.seed}: {_accuracy_line(outcome)}")
+        finally:  # also on Ctrl-C: the reports of what finished
+            _order(results, seeds)
+            if plots:
+                _plot_runs(results)
+            comparison = _report(plan, results, seeds, targets, budgets, command, time.monotonic() - started, progress)
+        failed = len(comparison.failures)
+        runs = f"{total - failed} of {total} runs, {failed} FAILED (the same command runs them again)," if failed \
+            else f"{total} runs"
+        say(progress, f"compare: {runs} in {time.monotonic() - started:.1f}s; results in {plan.out_dir / 'results.md'}")
+        return comparison
 
 
 def _accuracy_line(outcome: RunOutcome) -> str:
@@ -233,6 +236,15 @@ def _validate(plan: _Plan, settings: Sequence[Setting], seeds: list[int]) -> lis
         group = getattr(cfg.trainer.config, "group_size", None)
         results.append(SettingResult(setting, cfg.run.batch_size * (int(group) if group else 1)))
     return results
+
+
+def _make_folder(out_dir: Path) -> None:
+    """Create the comparison's folder (and its parents); raises :class:`~flexkit.FlexkitError` when it cannot."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise FlexkitError(f"cannot write the comparison folder {out_dir}: {exc.strerror or exc}{where}") from None
 
 
 #: A run a folder finished before: its result, seed and what its ``setting.json`` recorded.
