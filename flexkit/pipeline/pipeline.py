@@ -110,10 +110,12 @@ class Pipeline:
         self.scheduler.feedback(metrics)
         return metrics
 
-    def evaluation(self, metrics: Mapping[str, float]) -> None:
+    def evaluation(self, metrics: Mapping[str, Any]) -> None:
         """Pass the trainer's held-out evaluation to the selectors
         (:meth:`~flexkit.scheduler.scheduler.TasksetScheduler.evaluation`); ``flexkit run`` calls it after every
-        evaluation, and an integration with its own evaluation loop may call it the same way."""
+        evaluation, and an integration with its own evaluation loop may call it the same way. Values may be Python
+        numbers, numpy scalars, 0-d numpy arrays or 0-d torch tensors: the selectors get Python numbers
+        (:func:`~flexkit.metric_names.plain_evaluation`); a value that is not a number is named in a warning."""
         self.scheduler.evaluation(metrics)
 
     def fingerprint(self) -> dict[str, Any]:
