@@ -2,8 +2,8 @@
 its ``--out`` folder for as long as they run.
 
 The lock is an exclusive, non-blocking ``flock`` on :data:`LOCK_FILE` in the folder, which also holds the
-holder's process id. A second command on the same folder is refused at once with
-:class:`FolderInUseError`, naming that process id; two writers would otherwise both append to one
+holder's process id. A second command on the same folder is refused at once with a
+:class:`~flexkit.errors.FlexkitError` naming that process id; two writers would otherwise both append to one
 ``metrics.jsonl`` (or delete each other's unfinished runs). The kernel drops the lock of a process that dies,
 even by SIGKILL, so a lock file left by a killed command is stale and the next command simply takes it. The
 file stays in the folder (removing it would let a third command lock a new file while a second one still holds
@@ -26,7 +26,7 @@ try:
 except ImportError:  # pragma: no cover - Windows: no advisory locks
     fcntl = None  # type: ignore[assignment]  # no such module on Windows
 
-__all__ = ["LOCK_FILE", "FolderInUseError", "hold_folder"]
+__all__ = ["LOCK_FILE", "hold_folder"]
 
 log = structlog.get_logger("flexkit.runner")
 
@@ -34,26 +34,20 @@ log = structlog.get_logger("flexkit.runner")
 LOCK_FILE = ".flexkit.lock"
 
 
-class FolderInUseError(FlexkitError):
-    """Another process holds the folder's lock: it is running a command on that folder now."""
-
-    def __init__(self, message: str, pid: int | None) -> None:
-        super().__init__(message)
-        self.pid = pid
-
-
 def _holder(fd: int) -> int | None:
     """The process id written in the lock file (``None``: none, or not a number)."""
-    with suppress(OSError, ValueError, IndexError):
-        return int(os.pread(fd, 64, 0).split()[0])
-    return None
+    try:
+        words = os.pread(fd, 64, 0).split()
+    except OSError:
+        return None
+    return int(words[0]) if words and words[0].isdigit() else None
 
 
 @contextmanager
 def hold_folder(folder: Path, command: str) -> Iterator[None]:
     """Hold ``folder``'s lock (the folder must exist) while the block runs; ``command`` names what holds it
-    (``"flexkit run"``) in the refusal. Raises :class:`FolderInUseError` at once when another process holds
-    it."""
+    (``"flexkit run"``) in the refusal. Raises :class:`~flexkit.errors.FlexkitError` at once when another
+    process holds it."""
     if fcntl is None:  # pragma: no cover
         yield
         return
@@ -70,9 +64,9 @@ def hold_folder(folder: Path, command: str) -> Iterator[None]:
         except BlockingIOError:
             pid = _holder(fd)
             who = f"pid {pid}" if pid is not None else "a process whose id it does not hold"
-            raise FolderInUseError(
+            raise FlexkitError(
                 f"{folder} is in use: another {command} (or flexkit command) on it is running ({who}, which holds "
-                f"{folder / LOCK_FILE}); wait for it to end, or choose another --out", pid) from None
+                f"{folder / LOCK_FILE}); wait for it to end, or choose another --out") from None
         except OSError as exc:  # a filesystem without flock: as without the lock
             log.debug("the folder cannot be locked", folder=str(folder), error=str(exc))
         else:
