@@ -35,6 +35,8 @@ SETTING_FILE = "setting.json"
 #: Files a run folder may hold that a failed run's rerun may remove with it.
 _RUN_FOLDER_FILES = {"metrics.jsonl", "resolved.json", "pipeline.toml", "checkpoint", "plots", "stderr.log",
                      "checkpoint.tmp", LOCK_FILE}
+#: The files a comparison writes into its folder, which no setting may name (its runs' folder would take the name).
+RESERVED_NAMES = ("results.json", "results.md", "accuracy.png", "levels.png")
 
 
 def compare(
@@ -206,7 +208,8 @@ class _Plan:
 
 
 def _check_arguments(settings: Sequence[Setting], seeds: Sequence[int]) -> None:
-    """Raise :class:`~flexkit.ConfigError` without settings, with repeated names, or with bad seeds."""
+    """Raise :class:`~flexkit.ConfigError` without settings, with repeated or reserved names
+    (:data:`RESERVED_NAMES`), or with bad seeds."""
     from flexkit.config.overrides import MAX_SEED, MAX_SEEDS
 
     if not settings:
@@ -214,6 +217,12 @@ def _check_arguments(settings: Sequence[Setting], seeds: Sequence[int]) -> None:
     names = [s.name for s in settings]
     if dupes := sorted({n for n in names if names.count(n) > 1}):
         raise ConfigError([ConfigIssue("--set", f"setting names must be distinct; repeated: {', '.join(dupes)}")])
+    reserved = {name.casefold() for name in RESERVED_NAMES}  # casefold: a case-insensitive filesystem too
+    for setting in settings:
+        if folder_name(setting.name).casefold() in reserved:
+            raise ConfigError([ConfigIssue(setting.label, f"the setting name {setting.name!r} is reserved: the "
+                                                          f"comparison writes {', '.join(RESERVED_NAMES)} into its "
+                                                          "folder; choose another name")])
     if len(seeds) > MAX_SEEDS:
         raise ConfigError([ConfigIssue("--seeds", f"at most {MAX_SEEDS} seeds, got {len(seeds):,}")])
     if not seeds or not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) and 0 <= s <= MAX_SEED
@@ -223,7 +232,12 @@ def _check_arguments(settings: Sequence[Setting], seeds: Sequence[int]) -> None:
 
 
 def _validate(plan: _Plan, settings: Sequence[Setting], seeds: list[int]) -> list[SettingResult]:
-    """Build every setting's pipeline before spending time on runs; one empty result per setting."""
+    """Build every setting's pipeline before spending time on runs, and refuse what its runs would refuse (a
+    part its trainer does not honour, :func:`~flexkit.run.runner.check_run_support`); one empty result per
+    setting."""
+    from flexkit.run.runner import RUN_TIMINGS, check_run_support, new_trainer
+    from flexkit.sample.stage_checks import check_stage_timing
+
     results: list[SettingResult] = []
     for setting in settings:
         pipe = plan.build(setting, seeds[0])
@@ -233,6 +247,9 @@ def _validate(plan: _Plan, settings: Sequence[Setting], seeds: list[int]) -> lis
         if not cfg.run.eval_every:
             raise ConfigError([ConfigIssue("run.eval_every", "flexkit compare needs held-out evaluations; "
                                            "set it > 0")], pipe.source)
+        if pipe.has_sample_stage:
+            check_stage_timing(pipe.sample_stage, RUN_TIMINGS, driver="flexkit run", source=pipe.source)
+        check_run_support(pipe, new_trainer(pipe))  # building a trainer is cheap; setting it up is not done here
         group = getattr(cfg.trainer.config, "group_size", None)
         results.append(SettingResult(setting, cfg.run.batch_size * (int(group) if group else 1)))
     return results
