@@ -230,6 +230,13 @@ class Pipeline:
             lines.append(f"sample: {sample.mechanism} with estimator {sample.estimator}; scorer {sample.scorer.type}"
                          f"{_format_params(sample.scorer.config)}; actuator {sample.actuator.type}"
                          f"{_format_params(sample.actuator.config)}")
+            if sample.refill is not None:
+                lines.append("sample.refill: new rollouts for the groups the filter drops, until its target_groups or "
+                             f"max_rounds (surplus={sample.refill.surplus!r})")
+        replay = self.config.replay
+        if replay is not None:
+            lines.append(f"replay: up to {replay.groups} stored informative group(s) per step, none older than "
+                         f"{replay.max_age} step(s)")
         if self.config.trainer is not None:
             lines.append(f"trainer: {self.config.trainer.type}{_format_params(self.config.trainer.config)}")
         fb = self.config.feedback
