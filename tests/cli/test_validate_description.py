@@ -57,3 +57,12 @@ def test_regression_the_description_names_replay_and_refill(tmp_path: Path,
 def test_without_them_the_description_has_no_such_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     lines = _validate(tmp_path, PIPELINE, capsys)
     assert not [line for line in lines if line.startswith(("  replay:", "  sample.refill:"))], lines
+
+
+@pytest.mark.parametrize("command", [["validate", ""], ["run", ""], ["preview", ""]])
+def test_regression_an_empty_file_argument_is_named_and_called_empty(command: list[str],
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """``flexkit validate ""`` said "Is a directory" (``Path("")`` is the current folder) and named nothing."""
+    assert main(command) == 1
+    err = capsys.readouterr().err
+    assert 'FILE: the pipeline file argument is empty ("")' in err and "directory" not in err, err
