@@ -456,6 +456,19 @@ def _feature_array(owner: str, key: str, values: Any, keep_dtype: bool) -> np.nd
             array = np.asarray(values, dtype=object)
     except ValueError as exc:  # numpy's words for ragged input
         raise TasksetError(f"{owner}: feature column {key!r} is not one column of numbers or labels ({exc})") from None
+    if array.ndim == 1 and array.dtype.kind == "O":
+        items = array.tolist()
+        if items and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items):
+            numbers = np.asarray(items)  # numbers held as objects (a pandas object column): as a list of them
+            if numbers.dtype.kind in "iuf":
+                array = numbers
+        elif keep_dtype and items:  # the selector reads numbers: name what the caller gave, not labels made of it
+            row, bad = next((i, v) for i, v in enumerate(items)
+                            if not isinstance(v, (int, float)) or isinstance(v, bool))
+            what = "None (no value)" if bad is None else f"{type(bad).__name__} {bad!r}"[:60]
+            given = f"the array of dtype {values.dtype}" if isinstance(values, np.ndarray) else "the values"
+            raise TasksetError(f"{owner}: feature column {key!r} must hold numbers, got {what} at row {row} of "
+                               f"{given} given")
     if array.ndim == 1 and array.dtype.kind in "Ob":  # mixed Python values, bools: labels, as a taskset reads them
         return np.asarray([_label_of(owner, key, i, v) for i, v in enumerate(array.tolist())], dtype=str)
     if array.dtype.kind in "USO":
