@@ -17,6 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+import structlog
+
+from flexkit.state_problems import NOT_A_NUMBER, plain_number, short
 
 __all__ = [
     "EPOCH", "EVAL_ACCURACY", "FEEDBACK_ONE_FRACTION", "FEEDBACK_PASS_RATE_MAX", "FEEDBACK_PASS_RATE_MEAN",
@@ -24,7 +27,8 @@ __all__ = [
     "GROUPS_NEEDED", "KEPT_FRACTION", "KEPT_GROUPS", "LEGACY_NAMES", "LEVEL_MIX", "MEAN_WEIGHT", "METRICS",
     "PREDICTED_PASS_RATE", "PREFIX", "REPLAY_GROUPS", "REPLAY_RESPONSES", "REWARD_MEAN", "ROLLOUTS",
     "RUN_GENERATED_TOKENS", "RUN_ROLLOUTS", "SCHEDULER_STEP", "STEP", "TASKSET_MIX", "TRAINER_EVAL_ACCURACY", "Metric",
-    "eval_level", "evaluation_of", "mix_share", "proportion", "record_evaluation", "sample_metric", "selector_metric",
+    "eval_level", "evaluation_of", "mix_share", "plain_evaluation", "proportion", "record_evaluation",
+    "sample_metric", "selector_metric",
     "upgrade_record",
 ]
 
@@ -152,6 +156,29 @@ def record_evaluation(evaluation: Mapping[str, Any]) -> dict[str, Any]:
     """A trainer's ``evaluate`` output under the record's names: ``eval_accuracy[/<level>]`` becomes
     ``flexkit/eval/accuracy[/<level>]``; other keys are the trainer's own and keep their names."""
     return {_eval_name(key): value for key, value in evaluation.items()}
+
+
+def plain_evaluation(evaluation: Mapping[str, Any]) -> dict[str, Any]:
+    """A held-out evaluation (metric name to value) as the selectors read it, whoever passes it (``flexkit run``,
+    a host adapter, an integration's own loop): each number a Python number
+    (:func:`~flexkit.state_problems.plain_number`: numpy scalars and 0-d numpy arrays and torch tensors
+    included). ``None`` (no value) and bools (not numbers) are kept as they are; a value that is not a number
+    (text, a list, an array of several values) is kept too, with a warning naming it: no selector reads a number
+    from it."""
+    out: dict[str, Any] = {}
+    odd: list[str] = []
+    for key, value in evaluation.items():
+        number = plain_number(value)
+        if number is NOT_A_NUMBER:
+            odd.append(f"{key!r} ({type(value).__name__} {short(value)})")
+            number = value
+        out[key] = number
+    if odd:
+        structlog.get_logger("flexkit.scheduler").warning(
+            "evaluation values that are not numbers reach no selector as numbers: " + ", ".join(odd[:10])
+            + (f", ... ({len(odd)} in all)" if len(odd) > 10 else "")
+            + "; pass int, float, a numpy scalar, or a 0-d array or tensor")
+    return out
 
 
 def evaluation_of(record: Mapping[str, Any]) -> dict[str, Any]:

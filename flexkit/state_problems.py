@@ -17,7 +17,7 @@ import numpy as np
 
 from flexkit.errors import KeyPath, format_key_path
 
-__all__ = ["add_problem", "is_count", "is_number", "short"]
+__all__ = ["NOT_A_NUMBER", "add_problem", "is_count", "is_number", "plain_number", "short"]
 
 
 def add_problem(problems: list[str], path: KeyPath, message: str) -> None:
@@ -38,6 +38,30 @@ def is_number(value: Any) -> bool:
         return math.isfinite(float(value))
     except OverflowError:
         return False
+
+
+#: What :func:`plain_number` returns for a value that is not a number.
+NOT_A_NUMBER: Any = object()
+#: The libraries whose 0-d arrays and tensors :func:`plain_number` reads with ``.item()``.
+_ARRAY_MODULES = frozenset({"numpy", "torch", "jax", "jaxlib", "cupy"})
+
+
+def plain_number(value: Any) -> Any:
+    """``value`` as a Python number: an int or float as it is, a numpy scalar, a 0-d numpy array or a 0-d tensor
+    (torch, jax, cupy) through ``.item()``; ``None`` and bools are returned as they are (neither is a number to
+    :func:`is_number`), anything else (text, a list, an array of several values) as :data:`NOT_A_NUMBER`. No
+    array library is imported: a tensor is known by its type's module."""
+    if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0):
+        value = value.item()  # first: np.float64 is a float, but not a plain one
+    elif value is None or isinstance(value, (bool, int, float)):
+        return value
+    elif (type(value).__module__.partition(".")[0] in _ARRAY_MODULES and getattr(value, "shape", None) == ()
+          and callable(getattr(value, "item", None))):
+        try:
+            value = value.item()
+        except Exception:  # whatever a foreign array type raises: not a number
+            return NOT_A_NUMBER
+    return value if value is None or isinstance(value, (bool, int, float)) else NOT_A_NUMBER
 
 
 def short(value: Any) -> str:

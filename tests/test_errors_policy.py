@@ -177,7 +177,7 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/tasksets/jsonl.py::_problem: ValueError": _DATA,
     "flexkit/tasksets/memory.py::InMemoryTaskset.__init__: TypeError, ValueError": _DATA,
     "flexkit/tasksets/memory.py::_content_digest: TypeError, ValueError": "rows JSON cannot hold have no digest",
-    "flexkit/run/trainer_output.py::_number: Exception": "whatever a foreign array type raises: not a number",
+    "flexkit/state_problems.py::plain_number: Exception": "whatever a foreign array type raises: not a number",
     "plugins/flexkit-rft-ray/flexkit_ray/__init__.py::run_worker: BaseException": _CLEANUP,
     "plugins/flexkit-rft-trinity/flexkit_trinity/config.py::is_flexkit_selector_type: Exception":
         "Trinity-RFT's own registry refusing an unknown name: not a flexkit selector",

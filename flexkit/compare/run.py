@@ -26,6 +26,7 @@ from flexkit.compare.statistics import accuracy_at, default_budget, default_targ
 from flexkit.config.loader import read_toml_file
 from flexkit.config.overrides import Setting, apply_overrides, command_line, folder_name
 from flexkit.errors import ConfigError, ConfigIssue, FlexkitError
+from flexkit.run.lock import LOCK_FILE, hold_folder
 from flexkit.state_problems import is_number
 
 __all__ = ["compare"]
@@ -34,7 +35,9 @@ __all__ = ["compare"]
 SETTING_FILE = "setting.json"
 #: Files a run folder may hold that a failed run's rerun may remove with it.
 _RUN_FOLDER_FILES = {"metrics.jsonl", "resolved.json", "pipeline.toml", "checkpoint", "plots", "stderr.log",
-                     "checkpoint.tmp"}
+                     "checkpoint.tmp", LOCK_FILE}
+#: The files a comparison writes into its folder, which no setting may name (its runs' folder would take the name).
+RESERVED_NAMES = ("results.json", "results.md", "accuracy.png", "levels.png")
 
 
 def compare(
@@ -83,41 +86,43 @@ def compare(
     if isinstance(jobs, bool) or not isinstance(jobs, numbers.Integral) or jobs < 1:
         raise ConfigError([ConfigIssue("--jobs", f"must be an integer >= 1, got {jobs!r}")])
     results = _validate(plan, settings, seeds)
-    reused, todo = _reusable(plan, results, seeds)
+    _make_folder(plan.out_dir)
+    with hold_folder(plan.out_dir, "flexkit compare"):  # one comparison per folder: none clears another's runs
+        reused, todo = _reusable(plan, results, seeds)
 
-    total, started = len(settings) * len(seeds), time.monotonic()
-    say(progress, f"compare: {len(settings)} setting(s) x {len(seeds)} seed(s) = {total} runs of {path} "
-                  f"into {plan.out_dir}" + (f" ({len(reused)} finished before, reused)" if reused else ""))
-    command = command or command_line(path, settings, seeds, plan.out_dir, target_accuracy, plugins, budget)
-    done = 0
-    try:
-        for result, seed, finished in reused:
-            done += 1
-            outcome = _record(plan, result, seed, finished, write=False)
-            say(progress, f"[{done}/{total}] {result.setting.name} seed {seed}: reused ({_accuracy_line(outcome)})")
-        run = run_in_order if jobs == 1 else lambda js: run_in_processes(js, jobs, plan.out_dir)
-        for job, outcome_or_failure in run(todo):
-            done += 1
-            result = results[job.index]
-            if isinstance(outcome_or_failure, RunFailure):
-                result.failures.append(outcome_or_failure)
-                status = outcome_or_failure.exit_status
-                last = (outcome_or_failure.stderr_tail.strip().splitlines() or ["?"])[-1]
-                say(progress, f"[{done}/{total}] {result.setting.name} seed {job.seed}: FAILED (exit status "
-                              f"{'unknown' if status is None else status}): {last}")
-                continue
-            outcome = _record(plan, result, job.seed, outcome_or_failure)
-            say(progress, f"[{done}/{total}] {result.setting.name} seed {job.seed}: {_accuracy_line(outcome)}")
-    finally:  # also on Ctrl-C: the reports of what finished
-        _order(results, seeds)
-        if plots:
-            _plot_runs(results)
-        comparison = _report(plan, results, seeds, targets, budgets, command, time.monotonic() - started, progress)
-    failed = len(comparison.failures)
-    runs = f"{total - failed} of {total} runs, {failed} FAILED (the same command runs them again)," if failed \
-        else f"{total} runs"
-    say(progress, f"compare: {runs} in {time.monotonic() - started:.1f}s; results in {plan.out_dir / 'results.md'}")
-    return comparison
+        total, started = len(settings) * len(seeds), time.monotonic()
+        say(progress, f"compare: {len(settings)} setting(s) x {len(seeds)} seed(s) = {total} runs of {path} "
+                      f"into {plan.out_dir}" + (f" ({len(reused)} finished before, reused)" if reused else ""))
+        command = command or command_line(path, settings, seeds, plan.out_dir, target_accuracy, plugins, budget)
+        done = 0
+        try:
+            for result, seed, finished in reused:
+                done += 1
+                outcome = _record(plan, result, seed, finished, write=False)
+                say(progress, f"[{done}/{total}] {result.setting.name} seed {seed}: reused ({_accuracy_line(outcome)})")
+            run = run_in_order if jobs == 1 else lambda js: run_in_processes(js, jobs, plan.out_dir)
+            for job, outcome_or_failure in run(todo):
+                done += 1
+                result = results[job.index]
+                if isinstance(outcome_or_failure, RunFailure):
+                    result.failures.append(outcome_or_failure)
+                    status = outcome_or_failure.exit_status
+                    last = (outcome_or_failure.stderr_tail.strip().splitlines() or ["?"])[-1]
+                    say(progress, f"[{done}/{total}] {result.setting.name} seed {job.seed}: FAILED (exit status "
+                                  f"{'unknown' if status is None else status}): {last}")
+                    continue
+                outcome = _record(plan, result, job.seed, outcome_or_failure)
+                say(progress, f"[{done}/{total}] {result.setting.name} seed {job.seed}: {_accuracy_line(outcome)}")
+        finally:  # also on Ctrl-C: the reports of what finished
+            _order(results, seeds)
+            if plots:
+                _plot_runs(results)
+            comparison = _report(plan, results, seeds, targets, budgets, command, time.monotonic() - started, progress)
+        failed = len(comparison.failures)
+        runs = f"{total - failed} of {total} runs, {failed} FAILED (the same command runs them again)," if failed \
+            else f"{total} runs"
+        say(progress, f"compare: {runs} in {time.monotonic() - started:.1f}s; results in {plan.out_dir / 'results.md'}")
+        return comparison
 
 
 def _accuracy_line(outcome: RunOutcome) -> str:
@@ -204,7 +209,8 @@ class _Plan:
 
 
 def _check_arguments(settings: Sequence[Setting], seeds: Sequence[int]) -> None:
-    """Raise :class:`~flexkit.ConfigError` without settings, with repeated names, or with bad seeds."""
+    """Raise :class:`~flexkit.ConfigError` without settings, with repeated or reserved names
+    (:data:`RESERVED_NAMES`), or with bad seeds."""
     from flexkit.config.overrides import MAX_SEED, MAX_SEEDS
 
     if not settings:
@@ -212,6 +218,12 @@ def _check_arguments(settings: Sequence[Setting], seeds: Sequence[int]) -> None:
     names = [s.name for s in settings]
     if dupes := sorted({n for n in names if names.count(n) > 1}):
         raise ConfigError([ConfigIssue("--set", f"setting names must be distinct; repeated: {', '.join(dupes)}")])
+    reserved = {name.casefold() for name in RESERVED_NAMES}  # casefold: a case-insensitive filesystem too
+    for setting in settings:
+        if folder_name(setting.name).casefold() in reserved:
+            raise ConfigError([ConfigIssue(setting.label, f"the setting name {setting.name!r} is reserved: the "
+                                                          f"comparison writes {', '.join(RESERVED_NAMES)} into its "
+                                                          "folder; choose another name")])
     if len(seeds) > MAX_SEEDS:
         raise ConfigError([ConfigIssue("--seeds", f"at most {MAX_SEEDS} seeds, got {len(seeds):,}")])
     if not seeds or not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) and 0 <= s <= MAX_SEED
@@ -221,7 +233,12 @@ def _check_arguments(settings: Sequence[Setting], seeds: Sequence[int]) -> None:
 
 
 def _validate(plan: _Plan, settings: Sequence[Setting], seeds: list[int]) -> list[SettingResult]:
-    """Build every setting's pipeline before spending time on runs; one empty result per setting."""
+    """Build every setting's pipeline before spending time on runs, and refuse what its runs would refuse (a
+    part its trainer does not honour, :func:`~flexkit.run.runner.check_run_support`); one empty result per
+    setting."""
+    from flexkit.run.runner import RUN_TIMINGS, check_run_support, new_trainer
+    from flexkit.sample.stage_checks import check_stage_timing
+
     results: list[SettingResult] = []
     for setting in settings:
         pipe = plan.build(setting, seeds[0])
@@ -231,9 +248,21 @@ def _validate(plan: _Plan, settings: Sequence[Setting], seeds: list[int]) -> lis
         if not cfg.run.eval_every:
             raise ConfigError([ConfigIssue("run.eval_every", "flexkit compare needs held-out evaluations; "
                                            "set it > 0")], pipe.source)
+        if pipe.has_sample_stage:
+            check_stage_timing(pipe.sample_stage, RUN_TIMINGS, driver="flexkit run", source=pipe.source)
+        check_run_support(pipe, new_trainer(pipe))  # building a trainer is cheap; setting it up is not done here
         group = getattr(cfg.trainer.config, "group_size", None)
         results.append(SettingResult(setting, cfg.run.batch_size * (int(group) if group else 1)))
     return results
+
+
+def _make_folder(out_dir: Path) -> None:
+    """Create the comparison's folder (and its parents); raises :class:`~flexkit.FlexkitError` when it cannot."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise FlexkitError(f"cannot write the comparison folder {out_dir}: {exc.strerror or exc}{where}") from None
 
 
 #: A run a folder finished before: its result, seed and what its ``setting.json`` recorded.

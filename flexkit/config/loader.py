@@ -87,7 +87,10 @@ def _first_failing_prefix(text: str, kind: type[BaseException]) -> int:
 
 
 def read_toml_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read and parse a TOML file; a missing or unreadable file is a :class:`ConfigError`."""
+    """Read and parse a TOML file; a missing or unreadable file, or an empty path, is a :class:`ConfigError`."""
+    if not os.fspath(path):  # Path("") is ".", a directory: say what was given
+        raise ConfigError([ConfigIssue("FILE", 'the pipeline file argument is empty (""): give the path of a '
+                                               "pipeline TOML file")])
     try:
         raw = Path(path).read_bytes()
     except FileNotFoundError:

@@ -111,10 +111,12 @@ class Pipeline:
         self.scheduler.feedback(metrics)
         return metrics
 
-    def evaluation(self, metrics: Mapping[str, float]) -> None:
+    def evaluation(self, metrics: Mapping[str, Any]) -> None:
         """Pass the trainer's held-out evaluation to the selectors
         (:meth:`~flexkit.scheduler.scheduler.TasksetScheduler.evaluation`); ``flexkit run`` calls it after every
-        evaluation, and an integration with its own evaluation loop may call it the same way."""
+        evaluation, and an integration with its own evaluation loop may call it the same way. Values may be Python
+        numbers, numpy scalars, 0-d numpy arrays or 0-d torch tensors: the selectors get Python numbers
+        (:func:`~flexkit.metric_names.plain_evaluation`); a value that is not a number is named in a warning."""
         self.scheduler.evaluation(metrics)
 
     def fingerprint(self) -> dict[str, Any]:
@@ -229,6 +231,13 @@ class Pipeline:
             lines.append(f"sample: {sample.mechanism} with estimator {sample.estimator}; scorer {sample.scorer.type}"
                          f"{_format_params(sample.scorer.config)}; actuator {sample.actuator.type}"
                          f"{_format_params(sample.actuator.config)}")
+            if sample.refill is not None:
+                lines.append("sample.refill: new rollouts for the groups the filter drops, until its target_groups or "
+                             f"max_rounds (surplus={sample.refill.surplus!r})")
+        replay = self.config.replay
+        if replay is not None:
+            lines.append(f"replay: up to {replay.groups} stored informative group(s) per step, none older than "
+                         f"{replay.max_age} step(s)")
         if self.config.trainer is not None:
             lines.append(f"trainer: {self.config.trainer.type}{_format_params(self.config.trainer.config)}")
         fb = self.config.feedback
@@ -448,6 +457,19 @@ def _feature_array(owner: str, key: str, values: Any, keep_dtype: bool) -> np.nd
             array = np.asarray(values, dtype=object)
     except ValueError as exc:  # numpy's words for ragged input
         raise TasksetError(f"{owner}: feature column {key!r} is not one column of numbers or labels ({exc})") from None
+    if array.ndim == 1 and array.dtype.kind == "O":
+        items = array.tolist()
+        if items and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items):
+            numbers = np.asarray(items)  # numbers held as objects (a pandas object column): as a list of them
+            if numbers.dtype.kind in "iuf":
+                array = numbers
+        elif keep_dtype and items:  # the selector reads numbers: name what the caller gave, not labels made of it
+            row, bad = next((i, v) for i, v in enumerate(items)
+                            if not isinstance(v, (int, float)) or isinstance(v, bool))
+            what = "None (no value)" if bad is None else f"{type(bad).__name__} {bad!r}"[:60]
+            given = f"the array of dtype {values.dtype}" if isinstance(values, np.ndarray) else "the values"
+            raise TasksetError(f"{owner}: feature column {key!r} must hold numbers, got {what} at row {row} of "
+                               f"{given} given")
     if array.ndim == 1 and array.dtype.kind in "Ob":  # mixed Python values, bools: labels, as a taskset reads them
         return np.asarray([_label_of(owner, key, i, v) for i, v in enumerate(array.tolist())], dtype=str)
     if array.dtype.kind in "USO":

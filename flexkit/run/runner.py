@@ -6,7 +6,8 @@ default filled in), ``metrics.jsonl`` (one object per step, flushed every step, 
 first record, ``"step": -1``, holds the evaluation before any training: :data:`INITIAL_STEP`) and
 ``checkpoint/`` (the latest checkpoint, written atomically every ``[run] checkpoint_every`` steps and at the
 end). ``--resume`` continues from the checkpoint and truncates the metrics
-to it, so a resumed run ends with exactly the metrics of an uninterrupted one.
+to it, so a resumed run ends with exactly the metrics of an uninterrupted one. A run holds its folder's lock
+(:mod:`flexkit.run.lock`) from before its trainer is set up to its end: a second run on the folder is refused.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from contextlib import nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
@@ -39,6 +41,7 @@ from flexkit.run.folder import (
     resume_run_folder,
     start_run_folder,
 )
+from flexkit.run.lock import hold_folder
 from flexkit.run.progress import ProgressDisplay
 from flexkit.run.result import ROLLOUT_BUDGET, STEP_LIMIT, RunResult, stop_reason, summary_lines
 from flexkit.run.step import record_selection, train_step
@@ -136,8 +139,23 @@ def run_pipeline(
     run_dir = Path(run_dir)
     trainer = new_trainer(pipe)
     replay = _replay_buffer(pipe, trainer)  # before the rows are read and the trainer set up (both can be slow)
-    sched = pipe.scheduler
     check_taskset_rows(pipe)
+    if not resume:
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            where = f" ({exc.filename})" if exc.filename else ""
+            raise FlexkitError(f"cannot write the run folder {run_dir}: {exc.strerror or exc}{where}") from None
+    # one run per folder: a second one is refused before it sets up its trainer (--resume of no folder: below)
+    with hold_folder(run_dir, "flexkit run") if run_dir.is_dir() else nullcontext():
+        return _run_in_folder(pipe, trainer, replay, run_dir, resume, progress, trackers)
+
+
+def _run_in_folder(pipe: Pipeline, trainer: Any, replay: ReplayBuffer | None, run_dir: Path, resume: bool,
+                   progress: IO[str] | None, trackers: Any) -> RunResult:
+    """:func:`run_pipeline` once the pipeline is checked and the folder locked: set the trainer up, start or
+    resume the folder, run the step loop."""
+    cfg, sched = pipe.config, pipe.scheduler
     bar = ProgressDisplay(sched.total_steps, progress, cfg.run.max_rollouts)
     if callable(getattr(trainer, "set_progress", None)):  # optional: trainers from before it existed lack it
         trainer.set_progress(bar.phase)

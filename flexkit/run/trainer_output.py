@@ -15,12 +15,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from flexkit.errors import ComponentError
 from flexkit.metric_names import LEGACY_NAMES, PREFIX, STEP, TRAINER_EVAL_ACCURACY
 from flexkit.plugins.contracts import describe_component
 from flexkit.plugins.protocols import TrainerLike
+from flexkit.state_problems import NOT_A_NUMBER, plain_number
 
 __all__ = ["RESERVED_KEYS", "RESERVED_PREFIXES", "trainer_metrics"]
 
@@ -29,23 +28,6 @@ __all__ = ["RESERVED_KEYS", "RESERVED_PREFIXES", "trainer_metrics"]
 RESERVED_KEYS: frozenset[str] = frozenset({STEP, *LEGACY_NAMES})
 #: Name prefixes that only the sample stage (``sample/``) and ``evaluate`` (``eval_accuracy``) write.
 RESERVED_PREFIXES: tuple[str, ...] = ("sample/", TRAINER_EVAL_ACCURACY)
-
-
-def _number(value: Any) -> Any:
-    """``value`` as a Python number (``None`` and bools kept), or the sentinel ``_NOT_A_NUMBER``."""
-    if value is None or isinstance(value, (bool, int, float)):
-        return value
-    if isinstance(value, np.generic):
-        value = value.item()
-    elif getattr(value, "shape", None) == () and callable(getattr(value, "item", None)):  # 0-d array or tensor
-        try:
-            value = value.item()
-        except Exception:  # whatever a foreign array type raises: not a number
-            return _NOT_A_NUMBER
-    return value if value is None or isinstance(value, (bool, int, float)) else _NOT_A_NUMBER
-
-
-_NOT_A_NUMBER = object()
 
 
 def _who(trainer: TrainerLike) -> str:
@@ -76,10 +58,10 @@ def trainer_metrics(trainer: TrainerLike, metrics: Any, source: str) -> dict[str
                                                                and key.startswith(RESERVED_PREFIXES)):
             raise ComponentError(f"{_who(trainer)}: {source} returned a metric named {key!r}, a name the runner "
                                  f"writes itself in metrics.jsonl; rename it (e.g. 'trainer/{key}')")
-        number = _number(value)
-        if number is _NOT_A_NUMBER:
+        number = plain_number(value)
+        if number is NOT_A_NUMBER:
             raise ComponentError(f"{_who(trainer)}: {source} returned {type(value).__name__} {_short(value)} as "
-                                 f"metric {key!r}; metrics must be numbers (int, float, a numpy scalar or a 0-d "
-                                 "array or tensor)")
+                                 f"metric {key!r}; metrics must be numbers (int, float, a numpy scalar, or a 0-d "
+                                 "numpy array or torch, jax or cupy tensor)")
         out[key] = number
     return out

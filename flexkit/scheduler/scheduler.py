@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from flexkit.errors import ComponentError, ConfigError, FeedbackError, SampleError
+from flexkit.metric_names import plain_evaluation
 from flexkit.plugins.contracts import check_selection, describe_component
 from flexkit.scheduler.batch_plan import epoch_counts, mix_counts
 from flexkit.scheduler.feedback import SELECTOR_METRIC
@@ -336,7 +337,7 @@ class TasksetScheduler(SchedulerState):
         if not isinstance(metrics, Mapping):
             raise FeedbackError("an evaluation is a mapping of metric name to value ({'eval_accuracy': 0.5, ...}), "
                                 f"got {type(metrics).__name__}")
-        plain = dict(metrics)
+        plain = plain_evaluation(metrics)  # Python numbers, from numpy scalars, 0-d arrays and tensors too
         with self._lock:
             self._prefetch.wait()  # the prefetched selection precedes this evaluation, always
             for entry in self.entries:

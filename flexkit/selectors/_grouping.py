@@ -131,6 +131,11 @@ def _any_column(features: Mapping[str, np.ndarray], key: str, size: int, owner: 
     if labels and np.issubdtype(column.dtype, np.floating) and column.size:
         if np.isnan(column).any():
             raise TasksetError(f"{owner}: feature column {key!r} contains NaN, which is no group label")
+        infinite = np.isinf(column)
+        if infinite.any():
+            row = int(np.argmax(infinite))
+            raise TasksetError(f"{owner}: feature column {key!r} holds an infinite value ({column[row]} at row {row}), "
+                               "which is no group label")
         if np.abs(column).max() >= EXACT_INTEGERS:  # float64 no longer tells neighbouring integers (ids) apart
             if not isinstance(features, LabelledFeatures):
                 raise TasksetError(

@@ -356,8 +356,10 @@ def read_feature_columns(
     """Fetch and check the feature columns ``keys`` (1-D, numeric, length ``size``, no NaN).
 
     Raises :class:`~flexkit.errors.TasksetError` naming the selector (``owner``) and the offending key. Only the
-    named columns are read, so a lazy mapping loads nothing else. Columns are returned as read-only views (no
-    copy).
+    named columns are read, so a lazy mapping loads nothing else. Columns are returned read-only and in their own
+    dtype, checked once: a column nobody can write (:func:`_unwritable`: a taskset's columns, or an array the
+    caller made read-only that owns its memory) as a view without a copy, any other as a copy, so that writing
+    into the caller's array afterwards changes nothing the selector reads (nor slips past these checks).
     """
     columns = []
     for key in keys:
@@ -370,6 +372,8 @@ def read_feature_columns(
                 known = "?"
             raise TasksetError(f"{owner}: feature column {key!r} is missing (available: {known or 'none'})") from None
         col = np.asarray(raw)
+        if not _unwritable(col):
+            col = col.copy()  # the caller may write into its array later: the selector keeps its own values
         if col.ndim != 1:
             raise TasksetError(f"{owner}: feature column {key!r} must be 1-D, got shape {col.shape}")
         if col.shape[0] != size:
@@ -384,6 +388,20 @@ def read_feature_columns(
         col.flags.writeable = False
         columns.append(col)
     return columns
+
+
+def _unwritable(array: np.ndarray) -> bool:
+    """Whether no one can write ``array``'s values through numpy: it is read-only, and so is every array it is a
+    view of, down to one that owns its memory (or immutable ``bytes``). Its owner could make it writable again;
+    passing a read-only array is the promise not to."""
+    node: Any = array
+    while isinstance(node, np.ndarray):
+        if node.flags.writeable:
+            return False
+        if node.base is None:
+            return True
+        node = node.base
+    return isinstance(node, bytes)
 
 
 def _plain(state: Any) -> Any:

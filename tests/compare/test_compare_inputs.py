@@ -158,3 +158,27 @@ def test_nesting_up_to_the_bound_parses_and_beyond_is_refused(depth: int) -> Non
     else:
         with pytest.raises(ConfigError, match=f"nested {depth} levels deep"):
             parse_setting(f"s:x={text}")
+
+
+@pytest.mark.parametrize("name", ["results.json", "results.md", "accuracy.png", "levels.png", "Results.JSON"])
+def test_regression_a_setting_named_like_a_report_is_refused_before_any_run(
+        pipeline_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
+    """A setting named ``results.json`` trained every run, then failed writing the report ("Is a directory")."""
+    out = tmp_path / "out"
+    assert main(["compare", str(pipeline_file), "--set", "base:", "--set", f"{name}:", "--seeds", "1",
+                 "--out", str(out), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert f"{name!r} is reserved" in err and "results.json, results.md, accuracy.png, levels.png" in err, err
+    assert not out.exists()  # nothing ran
+
+
+def test_regression_a_setting_its_trainer_does_not_honour_is_refused_before_any_run(
+        pipeline_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``[replay]`` with the simulator (no replay support) started every run and failed each; now refused up
+    front, naming the setting and the key."""
+    out = tmp_path / "out"
+    assert main(["compare", str(pipeline_file), "--set", "base:", "--set", "replayed:replay={groups=4}",
+                 "--seeds", "2", "--out", str(out), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "replayed" in err and "replay" in err and "supports_replay" in err, err
+    assert not out.exists()  # not even the first setting's runs

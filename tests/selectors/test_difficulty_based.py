@@ -415,3 +415,50 @@ def test_posterior_indices_and_full_agree_bitwise() -> None:
     alpha, beta = sel.posterior()
     a_i, b_i = sel.posterior(np.arange(25))
     assert alpha.tolist() == a_i.tolist() and beta.tolist() == b_i.tolist()
+
+
+# -- the caller's feature arrays -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int8])
+@pytest.mark.parametrize("tau", [0.0, 0.5])
+def test_regression_writing_into_the_callers_arrays_afterwards_changes_nothing(dtype: type, tau: float) -> None:
+    """make_selector kept views of the caller's arrays: writing into them later changed the selections and
+    slipped a NaN or a value outside [0, 1] past the construction checks. The selector keeps its own copy."""
+    import flexkit
+
+    rng = np.random.default_rng(3)
+    n = 400
+    base0 = (rng.random(n) < 0.3) if dtype is np.int8 else rng.random(n) * 0.5
+    base1 = np.maximum(base0, rng.random(n) < 0.7) if dtype is np.int8 else np.minimum(base0 + rng.random(n) * 0.5, 1.0)
+
+    def play(sel: flexkit.Selector) -> list[list[int]]:
+        picks, feedback = [], np.random.default_rng(9)
+        for _ in range(6):
+            idx = sel.get_indices(32)
+            picks.append(idx.tolist())
+            sel.feedback(idx, feedback.random(len(idx)))
+        return picks
+
+    expected = play(flexkit.make_selector("difficulty_based", size=n, seed=1, tau=tau,
+                                          features={"f0": base0.astype(dtype), "f1": base1.astype(dtype)}))
+    f0, f1 = base0.astype(dtype), base1.astype(dtype)
+    sel = flexkit.make_selector("difficulty_based", size=n, seed=1, tau=tau, features={"f0": f0, "f1": f1})
+    assert f0.flags.writeable  # the caller's array is left as it was
+    f0[:] = 1 if dtype is np.int8 else np.nan  # a NaN the checks refuse (for floats), or every task solved
+    f1[: n // 2] = 0
+    assert not np.shares_memory(sel.feature_pair.f0, f0) and not np.shares_memory(sel.feature_pair.f1, f1)
+    assert sel.feature_pair.f0.dtype == dtype and not sel.feature_pair.f0.flags.writeable
+    assert play(sel) == expected
+
+
+def test_regression_a_read_only_view_of_a_writable_array_is_copied_too() -> None:
+    import flexkit
+
+    f0, f1 = np.full(100, 0.2), np.full(100, 0.8)
+    view0, view1 = f0.view(), f1.view()
+    view0.setflags(write=False)
+    view1.setflags(write=False)
+    sel = flexkit.make_selector("difficulty_based", size=100, features={"f0": view0, "f1": view1})
+    f0[:] = 5.0  # through the writable owner
+    assert sel.feature_pair.f0.max() == 0.2

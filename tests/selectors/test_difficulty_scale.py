@@ -101,10 +101,13 @@ def test_integer_bool_and_half_features_pick_what_float64_features_pick(dtype: t
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int8])
-def test_the_selector_keeps_the_callers_arrays(dtype: type) -> None:
-    """make_selector and the selector keep the caller's arrays (views on them, no copy), whatever the dtype."""
+def test_the_selector_keeps_read_only_arrays_without_a_copy(dtype: type) -> None:
+    """make_selector and the selector keep arrays nobody can write (views on them, no copy), whatever the
+    dtype; writable ones are copied in their dtype (tests/selectors/test_difficulty_based.py)."""
     f0 = np.zeros(500, dtype=dtype)
     f1 = np.ones(500, dtype=dtype)
+    f0.setflags(write=False)
+    f1.setflags(write=False)
     sel = flexkit.make_selector("difficulty_based", size=500, features={"f0": f0, "f1": f1})
     pair = sel.feature_pair
     assert np.shares_memory(pair.f0, f0) and np.shares_memory(pair.f1, f1)
@@ -118,6 +121,8 @@ def test_the_selector_keeps_the_callers_arrays(dtype: type) -> None:
 def _construction_peak(n: int, dtype: type) -> int:
     f0, f1 = grid_features(n)
     f0, f1 = f0.astype(dtype), f1.astype(dtype)
+    f0.setflags(write=False)  # read-only: the selector keeps them without a copy
+    f1.setflags(write=False)
     with patched(**HUGE):
         tracemalloc.start()
         try:

@@ -1,9 +1,10 @@
-"""``difficulty_based``'s two reference features, read from the caller's arrays without copying them.
+"""``difficulty_based``'s two reference features, kept in their own dtype.
 
-The selector keeps read-only views of the caller's ``f0``, ``f1`` whatever their dtype (float64, float32, float16,
-integers or bools: values in [0, 1]) and converts to float64 only what a step reads: the rows it gathers or one
-chunk of a pass (:func:`as64`). Every float64 computation therefore sees exactly the values a float64 copy would
-hold, so float32 input picks the same tasks as float64 input of the same values, bit for bit.
+The selector keeps read-only ``f0``, ``f1`` whatever their dtype (float64, float32, float16, integers or bools:
+values in [0, 1]; copies of arrays the caller could still write,
+:func:`~flexkit.selectors.base.read_feature_columns`) and converts to float64 only what a step reads: the rows
+it gathers or one chunk of a pass (:func:`as64`). Every float64 computation therefore sees exactly the values a
+float64 copy would hold, so float32 input picks the same tasks as float64 input of the same values, bit for bit.
 
 The float32 pass (:mod:`.costs`) reads float32 features: the caller's array itself when its values are all exact
 in float32 (:func:`exact_in_float32`: float32, float16, integers, bools); for float64 input a float32 copy (4 bytes
@@ -44,7 +45,7 @@ def fast_column(col: np.ndarray, size: int) -> np.ndarray:
 
 class FeaturePair:
     """The two reference columns of every task: ``f0`` (a weaker model's pass rates) and ``f1`` (a stronger one's),
-    the caller's arrays as they are, and ``f0_fast``, ``f1_fast``, what the float32 pass reads (:func:`fast_column`).
+    read-only in their own dtype, and ``f0_fast``, ``f1_fast``, what the float32 pass reads (:func:`fast_column`).
     """
 
     def __init__(self, f0: np.ndarray, f1: np.ndarray) -> None:

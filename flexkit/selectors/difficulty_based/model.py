@@ -134,11 +134,15 @@ class DifficultyBasedSelector(Selector):
     tasks that pass its filter; ``do_sample`` and the untrusted-float32 fallback use a float64 pass with an
     N-sized cost array.
 
-    Features: the two columns are kept as the caller's arrays, read-only views without a copy, whatever their
-    numeric dtype (float64, float32, float16, integers, bools; values in [0, 1]); float64 values are computed
-    from them per gathered batch or chunk (:mod:`.features`), so float32 input picks exactly what float64 input
-    of the same values picks. Only float64 input up to ``tuning.FEATURE_MIRROR_MAX`` (2^25) tasks gets a float32
-    copy (4 bytes per task and column) for the float32 pass.
+    Features: the two columns are kept in their numeric dtype (float64, float32, float16, integers, bools; values
+    in [0, 1]), read-only and checked once, at construction: as a copy of the caller's arrays, so that writing
+    into them afterwards changes no selection (and cannot slip a NaN or a value outside [0, 1] past the checks);
+    without a copy only when nobody can write them (a taskset's columns, or a read-only array that owns its
+    memory: ``a.setflags(write=False)`` saves the copy for a huge taskset;
+    :func:`~flexkit.selectors.base.read_feature_columns`). Float64 values are computed from them per gathered
+    batch or chunk (:mod:`.features`), so float32 input picks exactly what float64 input of the same values
+    picks. Only float64 input up to ``tuning.FEATURE_MIRROR_MAX`` (2^25) tasks gets a float32 copy (4 bytes per
+    task and column) for the float32 pass.
 
     Memory: the posterior store (:mod:`.store`: 16 bytes per task up to 2^24 tasks; above, 4 bytes per task plus
     24 per task observed in the last fold periods), up to ``tuning.MIRROR_MAX`` tasks the float32 mirrors (8 bytes
@@ -155,8 +159,8 @@ class DifficultyBasedSelector(Selector):
 
     Config = DifficultyBasedConfig
     learns_from_feedback = True
-    #: The feature columns are kept as the caller's arrays whatever their numeric dtype (:mod:`.features`), so
-    #: :func:`flexkit.make_selector` passes numeric numpy arrays through without a float64 copy.
+    #: The feature columns are kept in their own numeric dtype (:mod:`.features`), so :func:`flexkit.make_selector`
+    #: passes numeric numpy arrays through without a float64 copy.
     keeps_feature_dtypes = True
     atomic_feedback = True  # _update changes nothing until its (validated) input is used whole
 
@@ -174,8 +178,8 @@ class DifficultyBasedSelector(Selector):
                     f"difficulty_based: feature column {key!r} must hold pass rates in [0, 1], got {bad!r}"
                 )
         target, tau = float(config.target_reward), float(config.tau)
-        # The caller's arrays themselves (read-only views, any numeric dtype): float64 values are computed from
-        # them row by row or chunk by chunk (:mod:`.features`), never as a full-size copy.
+        # Read-only columns in any numeric dtype (copies of arrays the caller could still write): float64 values
+        # are computed from them row by row or chunk by chunk (:mod:`.features`), never as a full-size copy.
         self.feature_pair = FeaturePair(*cols)
         self.beliefs = BetaPosteriors(self.feature_pair, rollouts=int(config.m), lamb=float(config.lamb))
         self.mirrors = Float32Mirrors(self.beliefs.store, target)
