@@ -515,3 +515,21 @@ def test_a_guard_without_a_floor_to_spend_is_refused(tmp_path: Path) -> None:
     path.write_text(_write(tmp_path).read_text().replace("retain = 1.0", "retain = 0.0"))
     with pytest.raises(ConfigError, match=r"tasksets\[0\]\.selector.*guard_metric = 'val_accuracy/\{\}'.*retain = 0"):
         _load(path)
+
+
+def test_a_run_whose_guard_read_the_test_split_does_not_resume_under_the_new_name_and_says_why(
+        tmp_path: Path) -> None:
+    """A checkpoint of flexkit before the split records guard_metric = "eval_accuracy/{}": its selections saw the
+    test split, so it does not continue under "val_accuracy/{}" (the guard's state itself, per group, would load)."""
+    import copy
+
+    from flexkit.pipeline.fingerprint import compare_fingerprints, fingerprint_hints
+
+    pipe = _load(_write(tmp_path))
+    old = copy.deepcopy(pipe.fingerprint())
+    old["tasksets"][0]["params"]["guard_metric"] = "eval_accuracy/{}"
+    diffs = compare_fingerprints(old, pipe.fingerprint(), pipe, "old")
+    assert diffs == ["tasksets[0].params.guard_metric: 'eval_accuracy/{}' in the checkpoint, 'val_accuracy/{}' now"]
+    assert "steered on the test split" in " ".join(fingerprint_hints(diffs))
+    state = json_round_trip(pipe.state_dict(), back_to_arrays=True)
+    _load(_write(tmp_path)).load_state_dict(state)  # the held-out state is per group, whatever the names
