@@ -26,10 +26,10 @@ __all__ = [
     "FEEDBACK_PASS_RATE_MIN", "FEEDBACK_PASS_RATE_STD", "FEEDBACK_TASKS", "FEEDBACK_ZERO_FRACTION", "FILTER_ROUNDS",
     "GROUPS_NEEDED", "KEPT_FRACTION", "KEPT_GROUPS", "LEGACY_NAMES", "LEVEL_MIX", "MEAN_WEIGHT", "METRICS",
     "PREDICTED_PASS_RATE", "PREFIX", "REPLAY_GROUPS", "REPLAY_RESPONSES", "REWARD_MEAN", "ROLLOUTS",
-    "RUN_GENERATED_TOKENS", "RUN_ROLLOUTS", "SCHEDULER_STEP", "STEP", "TASKSET_MIX", "TRAINER_EVAL_ACCURACY", "Metric",
-    "eval_level", "evaluation_of", "mix_share", "plain_evaluation", "proportion", "record_evaluation",
-    "sample_metric", "selector_metric",
-    "upgrade_record",
+    "RUN_GENERATED_TOKENS", "RUN_ROLLOUTS", "SCHEDULER_STEP", "STEP", "TASKSET_MIX", "TRAINER_EVAL_ACCURACY",
+    "TRAINER_VAL_ACCURACY", "TRAINER_VAL_PREFIX", "VAL_ACCURACY", "Metric", "eval_level", "evaluation_of", "mix_share",
+    "plain_evaluation", "proportion", "record_evaluation", "record_validation", "sample_metric", "selector_metric",
+    "upgrade_record", "val_level",
 ]
 
 #: The prefix of every flexkit metric name.
@@ -64,9 +64,16 @@ FEEDBACK_PASS_RATE_MAX = _FEEDBACK + "pass_rate_max"
 FEEDBACK_ZERO_FRACTION = _FEEDBACK + "zero_fraction"
 FEEDBACK_ONE_FRACTION = _FEEDBACK + "one_fraction"
 EVAL_ACCURACY = PREFIX + "eval/accuracy"
+VAL_ACCURACY = PREFIX + "val/accuracy"
 
-#: What a trainer's ``evaluate`` returns (the trainer contract's name); the run records it as :data:`EVAL_ACCURACY`.
+#: What a trainer's ``evaluate`` returns (the trainer contract's name): the **test** split, what runs are judged on
+#: (``flexkit compare``, plots, the run summary); the run records it as :data:`EVAL_ACCURACY`.
 TRAINER_EVAL_ACCURACY = "eval_accuracy"
+#: What a trainer's ``validate`` returns: the **validation** split, the only evaluation selectors steer on (a
+#: ``frontier`` guard); the run records it as :data:`VAL_ACCURACY`.
+TRAINER_VAL_ACCURACY = "val_accuracy"
+#: The prefix every name ``validate`` returns carries (``val_accuracy``, ``val_accuracy/<level>``, ``val_loss``).
+TRAINER_VAL_PREFIX = "val_"
 
 
 def mix_share(taskset: str) -> str:
@@ -95,6 +102,11 @@ def selector_metric(taskset: str, key: str) -> str:
 def eval_level(level: str) -> str:
     """``flexkit/eval/accuracy/<level>``."""
     return f"{EVAL_ACCURACY}/{level}"
+
+
+def val_level(level: str) -> str:
+    """``flexkit/val/accuracy/<level>``."""
+    return f"{VAL_ACCURACY}/{level}"
 
 
 @attrs.frozen
@@ -146,8 +158,14 @@ METRICS: tuple[Metric, ...] = (
     Metric(selector_metric("<taskset>", "<key>"), False, True,
            "the selector's `summary()`, and `predicted_pass_rate_mean` for selectors that keep an estimate per "
            "task (tasksets up to 10⁶ tasks)"),
-    Metric(EVAL_ACCURACY, True, False, "held-out accuracy (the trainer's `eval_accuracy`), on evaluation steps"),
-    Metric(eval_level("<level>"), True, False, "held-out accuracy per level (the trainer's `eval_accuracy/<level>`)"),
+    Metric(EVAL_ACCURACY, True, False,
+           "held-out test accuracy (the trainer's `eval_accuracy`), on evaluation steps: what runs are judged on"),
+    Metric(eval_level("<level>"), True, False,
+           "held-out test accuracy per level (the trainer's `eval_accuracy/<level>`)"),
+    Metric(VAL_ACCURACY, True, False,
+           "validation accuracy (the trainer's `val_accuracy`), on evaluation steps: what selectors steer on, never "
+           "what runs are judged on"),
+    Metric(val_level("<level>"), True, False, "validation accuracy per level (the trainer's `val_accuracy/<level>`)"),
     Metric(REWARD_MEAN, False, False, "trackers only: the trainer's `reward_mean` of the step"),
 )
 
@@ -181,6 +199,12 @@ def plain_evaluation(evaluation: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def record_validation(validation: Mapping[str, Any]) -> dict[str, Any]:
+    """A trainer's ``validate`` output under the record's names: ``val_accuracy[/<level>]`` becomes
+    ``flexkit/val/accuracy[/<level>]``; other keys (``val_...``) are the trainer's own and keep their names."""
+    return {_val_name(key): value for key, value in validation.items()}
+
+
 def evaluation_of(record: Mapping[str, Any]) -> dict[str, Any]:
     """The evaluation in ``record`` (current names) as the trainer returned it: ``flexkit/eval/accuracy[/<level>]``
     back to ``eval_accuracy[/<level>]``, with the trainer's other ``eval_`` keys."""
@@ -196,6 +220,12 @@ def evaluation_of(record: Mapping[str, Any]) -> dict[str, Any]:
 def _eval_name(key: str) -> str:
     if key == TRAINER_EVAL_ACCURACY or key.startswith(TRAINER_EVAL_ACCURACY + "/"):
         return EVAL_ACCURACY + key.removeprefix(TRAINER_EVAL_ACCURACY)
+    return key
+
+
+def _val_name(key: str) -> str:
+    if key == TRAINER_VAL_ACCURACY or key.startswith(TRAINER_VAL_ACCURACY + "/"):
+        return VAL_ACCURACY + key.removeprefix(TRAINER_VAL_ACCURACY)
     return key
 
 

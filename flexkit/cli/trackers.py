@@ -4,7 +4,8 @@ The run folder stays the source of truth (``metrics.jsonl``); a tracker gets, af
 same ``flexkit/...`` metrics the host integrations log (:func:`flexkit.integrations.host_metrics.pipeline_metrics`: mix,
 sample stage, feedback pass rates, selector summaries, ``flexkit/rollouts`` for the step), the numbers of the
 step's record under the same names (the step's refill counts, ``flexkit/run/rollouts``, and on evaluation steps
-``flexkit/eval/accuracy`` and ``flexkit/eval/accuracy/<level>``), and ``flexkit/run/reward_mean``: the names of
+``flexkit/eval/accuracy[/<level>]``, the test split, and ``flexkit/val/accuracy[/<level>]``, the validation
+split), and ``flexkit/run/reward_mean``: the names of
 :mod:`flexkit.metric_names`. The x axis is the training step (1-based: the step's record ``step + 1``, so the
 evaluation before training is at 0).
 
@@ -23,7 +24,7 @@ from typing import Any
 
 from flexkit.errors import FlexkitError
 from flexkit.integrations.host_metrics import pipeline_metrics
-from flexkit.metric_names import PREFIX, REWARD_MEAN, record_evaluation
+from flexkit.metric_names import PREFIX, REWARD_MEAN, record_evaluation, record_validation
 from flexkit.sample.refill_count import RefillCount
 from flexkit.scheduler.feedback import SELECTOR_METRIC
 
@@ -54,11 +55,12 @@ def run_metrics(pipe: Any, record: Mapping[str, Any], feedback: Sequence[Mapping
     return out
 
 
-def eval_metrics(evaluation: Mapping[str, Any]) -> dict[str, float]:
+def eval_metrics(evaluation: Mapping[str, Any], validation: Mapping[str, Any] | None = None) -> dict[str, float]:
     """``flexkit/eval/accuracy[/<level>]`` of a trainer's evaluation (``eval_accuracy[/<level>]``; empty
-    without one)."""
-    return {key: value for key, value in _numbers(record_evaluation(evaluation)).items()
-            if key.startswith(f"{PREFIX}eval/")}
+    without one), and ``flexkit/val/accuracy[/<level>]`` of its ``validation`` (``val_accuracy[/<level>]``)."""
+    names = {**record_evaluation(evaluation), **record_validation(validation or {})}
+    return {key: value for key, value in _numbers(names).items()
+            if key.startswith((f"{PREFIX}eval/", f"{PREFIX}val/"))}
 
 
 def _numbers(record: Mapping[str, Any]) -> dict[str, float]:
@@ -114,9 +116,9 @@ class Trackers:
         if self._wandb is not None:
             self._wandb.log(dict(metrics), step=step)
 
-    def log_eval(self, evaluation: Mapping[str, Any], step: int) -> None:
-        """Log a trainer's ``evaluation`` (the one before training: ``step`` 0)."""
-        self.log(eval_metrics(evaluation), step=step)
+    def log_eval(self, evaluation: Mapping[str, Any], step: int, validation: Mapping[str, Any] | None = None) -> None:
+        """Log a trainer's ``evaluation`` and ``validation`` (the ones before training: ``step`` 0)."""
+        self.log(eval_metrics(evaluation, validation), step=step)
 
     def log_step(self, pipe: Any, record: Mapping[str, Any], feedback: Sequence[Mapping[str, Any]],
                  rollouts: int | None, step: int, refill: RefillCount | None = None) -> None:

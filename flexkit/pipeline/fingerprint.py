@@ -270,4 +270,8 @@ def fingerprint_hints(diffs: Sequence[str]) -> list[str]:
     if any(d.startswith("feedback") for d in diffs):
         hints.append("the [feedback] table cannot change within a run (the selectors' state was learnt from its "
                      "values): put it back as it was to resume, or start a new run")
+    if any(".guard_metric: 'eval_accuracy" in d for d in diffs):
+        hints.append("the checkpoint's guard steered on the test split (guard_metric = 'eval_accuracy...'), which "
+                     "flexkit now refuses: its selections saw the exam, so the run cannot continue under the "
+                     "validation split's name (val_accuracy); start a new run")
     return hints

@@ -4,7 +4,7 @@ value names its group, and which columns a pipeline's guards need (one rule for 
 A selector that pools evidence by a column (``feature_keys = ["level"]`` or ``["source"]``) steers its retention
 floor by each group's held-out accuracy when its ``guard_metric`` is :data:`GUARD_TEMPLATE` (``{}``: the group's
 value of its first feature key). ``flexkit run`` gets those values from its trainer's ``evaluate``; a host adapter
-computes them from its own evaluation's rewards, pooled by each evaluated row's value in that column and named
+computes them from its own validation's rewards, pooled by each evaluated row's value in that column and named
 by :func:`group_label`, the selectors' own naming.
 """
 
@@ -22,10 +22,11 @@ from flexkit.selectors.base import Selector, feature_keys_of
 
 __all__ = ["ACCURACY", "GUARD_TEMPLATE", "PLACEHOLDER", "GroupColumn", "group_label", "guard_columns"]
 
-#: The metric of the mean reward over every evaluated row.
-ACCURACY = "eval_accuracy"
-#: The per-group ``guard_metric`` template whose names a host reports (``eval_accuracy/<group>``).
-GUARD_TEMPLATE = "eval_accuracy/{}"
+#: The metric of the mean reward over every row of the validation split (the split that steers; the test split's
+#: ``eval_accuracy`` judges and never reaches a selector).
+ACCURACY = "val_accuracy"
+#: The per-group ``guard_metric`` template whose names a host reports (``val_accuracy/<group>``).
+GUARD_TEMPLATE = "val_accuracy/{}"
 #: The placeholder of a group's value in a ``guard_metric`` template.
 PLACEHOLDER = "{}"
 
@@ -74,7 +75,7 @@ def guard_columns(source: Pipeline | TasksetScheduler, host: str) -> list[GroupC
         if per_group and guard != GUARD_TEMPLATE:
             issues.append(ConfigIssue(f"{where}.guard_metric", (
                 f"taskset {name!r}: {host} reports each group's held-out accuracy as {GUARD_TEMPLATE!r} "
-                f"(eval_accuracy/<value of {keys[0]!r}>), so guard_metric = {guard!r} would never see a value: "
+                f"({ACCURACY}/<value of {keys[0]!r}>), so guard_metric = {guard!r} would never see a value: "
                 f"set guard_metric = {GUARD_TEMPLATE!r}")))
             continue
         if per_group and params.get("bins"):

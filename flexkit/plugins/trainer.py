@@ -5,7 +5,10 @@ table. Each step (:func:`flexkit.run.step.train_step`) reads a batch, calls :met
 experiences, runs the sample stage at ``post_reward``, calls :meth:`Trainer.compute_advantages`, runs the sample
 stage at ``post_advantage``, then calls :meth:`Trainer.update` while the feedback (on the snapshot) updates the
 selectors in a background thread; every ``[run] eval_every`` steps (and before the first and after the last)
-:meth:`Trainer.evaluate`. The full order, ``[sample.refill]`` included, and the contract: docs/plugins/trainer.md.
+:meth:`Trainer.evaluate` (the **test** split: recorded, what runs are judged on, never shown to the selectors) and,
+for a trainer with :attr:`Trainer.supports_validation`, :meth:`Trainer.validate` (the **validation** split: recorded
+too, and the only evaluation the selectors get, :meth:`flexkit.Pipeline.evaluation`). The full order,
+``[sample.refill]`` included, and the contract: docs/plugins/trainer.md.
 
 Because the feedback reads the snapshot (:func:`flexkit.scheduler.feedback.snapshot_experiences`),
 ``compute_advantages``
@@ -81,6 +84,11 @@ class Trainer(Configurable, abc.ABC):
     #: importance ratio (:mod:`flexkit.sample.replay`). ``flexkit run`` refuses ``[replay]`` for a trainer without it.
     supports_replay: ClassVar[bool] = False
 
+    #: Whether :meth:`validate` evaluates a validation split of the trainer's own, apart from :meth:`evaluate`'s
+    #: test split. ``False`` (the default): the trainer has none, ``flexkit run`` never calls :meth:`validate`, the
+    #: selectors get no evaluation, and a selector that steers by one (``frontier``'s ``guard_metric``) is refused.
+    supports_validation: ClassVar[bool] = False
+
     #: Where :meth:`report_progress` goes (set by :meth:`set_progress`); ``None``: nowhere.
     progress_callback: ProgressCallback | None = None
 
@@ -112,7 +120,16 @@ class Trainer(Configurable, abc.ABC):
 
     @abc.abstractmethod
     def evaluate(self, *, step: int) -> Mapping[str, float]:
-        """Held-out evaluation: at least ``eval_accuracy``, and ``eval_accuracy/<level>`` per difficulty level."""
+        """Held-out **test** evaluation, what runs are judged on: at least ``eval_accuracy``, and
+        ``eval_accuracy/<level>`` per difficulty level. The selectors never see it (:meth:`validate` is theirs);
+        no name starts with ``val_``."""
+
+    def validate(self, *, step: int) -> Mapping[str, float]:
+        """Held-out **validation** evaluation, on problems disjoint from :meth:`evaluate`'s: ``val_accuracy`` and
+        ``val_accuracy/<level>`` per difficulty level (every name starts with ``val_``). ``flexkit run`` calls it
+        beside :meth:`evaluate` when :attr:`supports_validation` is set, records it, and hands it (and only it) to
+        the selectors. The default: no validation split, an empty mapping."""
+        return {}
 
     def state_dict(self) -> dict[str, Any]:
         """Plain-data state (JSON values and numpy arrays) to continue exactly."""

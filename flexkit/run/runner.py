@@ -2,12 +2,19 @@
 
 A run folder holds ``pipeline.toml`` (a copy of the file), ``resolved.json`` (the validated config with every
 default filled in), ``metrics.jsonl`` (one object per step, flushed every step, named as in
-:mod:`flexkit.metric_names`; evaluation records carry ``flexkit/eval/accuracy``; with ``[run] eval_every`` the
-first record, ``"step": -1``, holds the evaluation before any training: :data:`INITIAL_STEP`) and
+:mod:`flexkit.metric_names`; evaluation records carry the test split's ``flexkit/eval/accuracy`` and, for a trainer
+with a validation split, ``flexkit/val/accuracy``; with ``[run] eval_every`` the first record, ``"step": -1``,
+holds the evaluation before any training: :data:`INITIAL_STEP`) and
 ``checkpoint/`` (the latest checkpoint, written atomically every ``[run] checkpoint_every`` steps and at the
 end). ``--resume`` continues from the checkpoint and truncates the metrics
 to it, so a resumed run ends with exactly the metrics of an uninterrupted one. A run holds its folder's lock
 (:mod:`flexkit.run.lock`) from before its trainer is set up to its end: a second run on the folder is refused.
+
+At each evaluation the trainer's :meth:`~flexkit.plugins.trainer.Trainer.evaluate` (the test split) is recorded
+and read by the summary, ``flexkit compare`` and the plots; only its
+:meth:`~flexkit.plugins.trainer.Trainer.validate` (the validation split, for a trainer with
+``supports_validation``) reaches the selectors (:meth:`~flexkit.Pipeline.evaluation`): what steers a run is never
+what judges it (:func:`evaluate_splits`).
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import structlog
 
 from flexkit.errors import CheckpointError, ConfigError, ConfigIssue, FlexkitError, TasksetError
 from flexkit.log import say
-from flexkit.metric_names import RUN_ROLLOUTS, STEP, record_evaluation
+from flexkit.metric_names import RUN_ROLLOUTS, STEP, record_evaluation, record_validation
 from flexkit.pipeline.checkpoint import load_state
 from flexkit.pipeline.pipeline import Pipeline
 from flexkit.pipeline.state import EXTRA_KEY, TRAINER_KEY
@@ -52,7 +59,8 @@ from flexkit.tasksets import Taskset
 
 __all__ = ["CHECKPOINT_DIR", "INITIAL_STEP", "METRICS_FILE", "ROLLOUT_BUDGET", "RUN_TIMINGS", "STEP_LIMIT",
            "RunInterrupted", "RunResult", "check_run_support", "check_taskset_rows", "default_run_dir",
-           "new_trainer", "run_pipeline", "stop_reason", "summary_lines", "trainer_seed"]
+           "evaluate_splits", "has_validation", "new_trainer", "run_pipeline", "stop_reason", "summary_lines",
+           "trainer_seed"]
 
 log = structlog.get_logger("flexkit.runner")
 
@@ -204,18 +212,45 @@ def new_trainer(pipe: Pipeline) -> Any:
                                                                      seed=trainer_seed(cfg.run.seed))
 
 
+def has_validation(trainer: Any) -> bool:
+    """Whether ``trainer`` has a validation split (:attr:`~flexkit.plugins.trainer.Trainer.supports_validation`;
+    a trainer that does not derive from :class:`~flexkit.plugins.trainer.Trainer` has none)."""
+    return isinstance(trainer, Trainer) and trainer.supports_validation
+
+
+def evaluate_splits(pipe: Pipeline, trainer: Any, step: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One evaluation of ``trainer`` at ``step``: its test split (``evaluate``) and its validation split
+    (``validate``; ``{}`` for a trainer without one), both checked (:func:`trainer_metrics`). Only the validation
+    split is handed to the selectors (:meth:`~flexkit.Pipeline.evaluation`); a trainer without one hands them
+    nothing."""
+    test = trainer_metrics(trainer, trainer.evaluate(step=step), "evaluate")
+    if not has_validation(trainer):
+        return test, {}
+    validation = trainer_metrics(trainer, trainer.validate(step=step), "validate")
+    pipe.evaluation(validation)
+    return test, validation
+
+
 def run_support(pipe: Pipeline, trainer: Any) -> HostSupport:
     """What ``flexkit run`` with ``trainer`` honours of ``pipe``: the sample stage and refills always; ``[replay]``
     when the trainer declares :attr:`~flexkit.plugins.trainer.Trainer.supports_replay`; evaluations for the
-    selectors when ``[run] eval_every`` is above 0."""
+    selectors (the validation split) when ``[run] eval_every`` is above 0 and the trainer declares
+    :attr:`~flexkit.plugins.trainer.Trainer.supports_validation`."""
     kind = pipe.config.trainer.type if pipe.config.trainer is not None else "?"
+    every = pipe.config.run.eval_every
+    if every <= 0:
+        no_evaluation = f"[run] eval_every = {every} runs no evaluation: set it above 0, or remove the key"
+    else:
+        no_evaluation = (f"the trainer {kind!r} has no validation split (supports_validation = False), and the "
+                         "selectors steer on validation only, never on the test split evaluate reports: give the "
+                         "trainer a validate method (docs/plugins/trainer.md), or remove the key")
     return HostSupport(
         name=f"flexkit run with the trainer {kind!r}", sample=True, refill=True,
-        replay=isinstance(trainer, Trainer) and trainer.supports_replay, evaluation=pipe.config.run.eval_every > 0,
+        replay=isinstance(trainer, Trainer) and trainer.supports_replay,
+        evaluation=every > 0 and has_validation(trainer),
         advice={"replay": "replayed rows need their behaviour log-probabilities in the loss (a trainer declares it "
                           "with supports_replay = True): remove [replay]",
-                "evaluation": f"[run] eval_every = {pipe.config.run.eval_every} runs no evaluation: set it above 0, "
-                              "or remove the key"})
+                "evaluation": no_evaluation})
 
 
 def check_run_support(pipe: Pipeline, trainer: Any) -> None:
@@ -264,14 +299,13 @@ def _loop(
     stage = pipe.sample_stage if pipe.has_sample_stage else None
     with metrics_path.open("a", encoding="utf-8") as out:
         if counters.step == 0 and eval_every:
-            counters.first_eval = trainer_metrics(trainer, trainer.evaluate(step=0), "evaluate")
+            counters.first_eval, validation = evaluate_splits(pipe, trainer, 0)
             counters.last_eval = dict(counters.first_eval)
-            pipe.evaluation(counters.first_eval)
             out.write(json.dumps({STEP: INITIAL_STEP, **counters.record_totals(),
-                                  **record_evaluation(counters.first_eval)}) + "\n")
+                                  **record_evaluation(counters.first_eval), **record_validation(validation)}) + "\n")
             out.flush()
             if trackers is not None:
-                trackers.log_eval(counters.first_eval, step=0)
+                trackers.log_eval(counters.first_eval, step=0, validation=validation)
         budget = cfg.run.max_rollouts
         snapshot = EstimateSnapshot.take(sched)  # what the selectors believe before the step
         for step in range(counters.step, total):
@@ -281,9 +315,9 @@ def _loop(
             snapshot = record_selection(record, tasks, snapshot, sched)
             done = step + 1 == total or (budget is not None and counters.rollouts >= budget)
             if eval_every and ((step + 1) % eval_every == 0 or done):
-                counters.last_eval = trainer_metrics(trainer, trainer.evaluate(step=step + 1), "evaluate")
-                pipe.evaluation(counters.last_eval)
+                counters.last_eval, validation = evaluate_splits(pipe, trainer, step + 1)
                 record.update(record_evaluation(counters.last_eval))
+                record.update(record_validation(validation))
             out.write(json.dumps(record) + "\n")
             out.flush()
             last = record

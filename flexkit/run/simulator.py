@@ -12,8 +12,9 @@ step::
 
 with ``w_g`` the group's loss weight from the sample stage. Held-out evaluation uses fresh tasks per level
 (no memorisation), so a strategy that inflates training reward by revisiting the same tasks does not look
-better where it counts. Hard levels become learnable only once the skill approaches them: that is where
-curricula matter. 10,000 steps take seconds.
+better where it counts: a test set (``evaluate``, what runs are judged on) and a validation set of other tasks
+(``validate``, what the selectors steer on), both the same for every run. Hard levels become learnable only once
+the skill approaches them: that is where curricula matter. 10,000 steps take seconds.
 
 Tasks come from the ``simulated`` storage (``storage_type = "simulated"``): rows with ``level``,
 ``difficulty`` and two reference pass rates (``weak_pass_rate``, ``strong_pass_rate``: the success
@@ -101,14 +102,21 @@ class SimulatorConfig:
         default="token-mean",
         doc="Average the signal over all groups (token-mean: dropped groups dilute the step) or kept ones only.",
     )
-    eval_levels: tuple[int, ...] = field(default=(1, 2, 3, 4), min_items=1, doc="Levels of the held-out set.")
-    eval_tasks_per_level: int = field(default=200, ge=1, doc="Held-out tasks per level.")
+    eval_levels: tuple[int, ...] = field(default=(1, 2, 3, 4), min_items=1,
+                                         doc="Levels of the held-out test and validation sets.")
+    eval_tasks_per_level: int = field(default=200, ge=1, doc="Held-out test tasks per level.")
+    val_tasks_per_level: int = field(
+        default=200, ge=1,
+        doc="Validation tasks per level (at eval_levels; tasks of their own, not the test set's): the evaluation "
+            "the selectors steer on (frontier's guard_metric = \"val_accuracy/{}\").",
+    )
 
 
 class SimulatorTrainer(Trainer):
     """The analytical learner of this module's docstring, as a ``flexkit run`` backend."""
 
     Config = SimulatorConfig
+    supports_validation = True
 
     def __init__(self, config: SimulatorConfig | None = None, *, seed: int | np.random.SeedSequence = 0) -> None:
         super().__init__(config)
@@ -120,6 +128,9 @@ class SimulatorTrainer(Trainer):
         levels = np.repeat(np.asarray(config.eval_levels, dtype=np.int64), config.eval_tasks_per_level)
         self._eval_levels = levels
         self._eval_difficulty = draw_difficulties(levels, eval_rng)
+        val_rng = np.random.default_rng(np.random.SeedSequence(0, spawn_key=(9,)))  # not the test set's stream
+        self._val_levels = np.repeat(np.asarray(config.eval_levels, dtype=np.int64), config.val_tasks_per_level)
+        self._val_difficulty = draw_difficulties(self._val_levels, val_rng)
 
     def setup(self, pipeline: Any) -> None:
         """Allocate per-task memorisation for every taskset of ``pipeline``."""
@@ -190,11 +201,18 @@ class SimulatorTrainer(Trainer):
         return {"skill": self.skill, "signal": gain}
 
     def evaluate(self, *, step: int) -> Mapping[str, float]:
-        """Expected held-out accuracy, overall and per level (no memorisation)."""
-        p = sigmoid(self.config.slope * (self.skill - self._eval_difficulty))
-        out = {"eval_accuracy": float(p.mean())}
+        """Expected test accuracy, overall and per level (no memorisation)."""
+        return self._accuracy("eval_accuracy", self._eval_difficulty, self._eval_levels)
+
+    def validate(self, *, step: int) -> Mapping[str, float]:
+        """Expected validation accuracy, overall and per level (tasks apart from the test set's)."""
+        return self._accuracy("val_accuracy", self._val_difficulty, self._val_levels)
+
+    def _accuracy(self, name: str, difficulty: np.ndarray, levels: np.ndarray) -> dict[str, float]:
+        p = sigmoid(self.config.slope * (self.skill - difficulty))
+        out = {name: float(p.mean())}
         for level in self.config.eval_levels:
-            out[f"eval_accuracy/{level}"] = float(p[self._eval_levels == level].mean())
+            out[f"{name}/{level}"] = float(p[levels == level].mean())
         return out
 
     def state_dict(self) -> dict[str, Any]:

@@ -6,6 +6,10 @@ few points. The held-out evaluation does, and :class:`HeldOutWatch` keeps what a
 group the latest value and the best one, so which groups are more than a margin below their best, and a share
 of a floor per group that each evaluation raises when it shows the group sliding and lowers when it shows it
 holding (additive increase and decrease, as a control loop: the share settles where slides stay rare).
+
+The evaluations a selector gets are the trainer's **validation** split (``val_accuracy/<level>``: ``flexkit run``
+hands the selectors only ``validate``'s metrics), never the test split that judges the run (``eval_accuracy``):
+:func:`reads_test_split` refuses a guard that names it.
 """
 
 from __future__ import annotations
@@ -19,8 +23,26 @@ from flexkit.errors import ConfigError, ConfigIssue, StateMismatchError
 from flexkit.selectors._estimates import load_array
 from flexkit.state_problems import is_number
 
-#: Marks the place of a group's value in a metric template (``"eval_accuracy/{}"``).
+#: Marks the place of a group's value in a metric template (``"val_accuracy/{}"``).
 PLACEHOLDER = "{}"
+#: The test split's names (a trainer's ``evaluate``, as it returns them and as runs record them): what a run is
+#: judged on, so never what a selector steers by.
+TEST_METRIC_PREFIXES = ("eval_accuracy", "flexkit/eval/")
+#: The validation split's name of a group's accuracy, the guard's template.
+VALIDATION_TEMPLATE = "val_accuracy/{}"
+
+
+def reads_test_split(template: str) -> str | None:
+    """Why a guard may not read ``template`` (a test-split name, :data:`TEST_METRIC_PREFIXES`), with the
+    migration; ``None`` for any other name."""
+    if not template.startswith(TEST_METRIC_PREFIXES):
+        return None
+    fix = ("val_accuracy" + template.removeprefix("eval_accuracy") if template.startswith("eval_accuracy")
+           else VALIDATION_TEMPLATE)
+    return (f"guard_metric = {template!r} reads the test split (eval_accuracy: the trainer's evaluate, what results, "
+            f"targets and flexkit compare judge a run by), so the guard would steer on the exam it is judged on; a "
+            f"guard reads the validation split: set guard_metric = {fix!r} (the trainer's validate, on problems "
+            "apart from the test set's)")
 
 
 def metric_names(template: str, first_values: Sequence[str] | None, count: int) -> list[str]:

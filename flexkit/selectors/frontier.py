@@ -57,9 +57,10 @@ arXiv 1707.09727; Garivier & Moulines, arXiv 0805.3415 for discounting in non-st
   ``unsolved_weight`` alone its share falls to a few percent, and on a hard task family its greedy accuracy
   then settles a few points below where uniform sampling holds it (rehearsal against catastrophic forgetting,
   as in experience replay: Rolnick et al., arXiv 1811.11682).
-- with ``guard_metric`` set (``"eval_accuracy/{}"``; ``{}`` stands for the group's first feature value, its
+- with ``guard_metric`` set (``"val_accuracy/{}"``; ``{}`` stands for the group's first feature value, its
   level), ``retain``'s floor is spent only where it is needed: a learnt group keeps it only while its held-out
-  accuracy, read from the trainer's evaluations (:meth:`observe_evaluation`), is more than ``guard_margin`` below
+  accuracy, read from the trainer's validation evaluations (:meth:`observe_evaluation`; a test-split name,
+  ``eval_accuracy...``, is refused), is more than ``guard_margin`` below
   its best so far, and gets no floor while it holds. The sampled pass rate cannot show that slide; the greedy
   held-out accuracy does. The floor reaches a group from the evaluation that shows its slide until one shows it
   back within the margin, so a slide is caught one evaluation late, and a group the evaluation does not cover
@@ -95,7 +96,7 @@ from flexkit.selectors._estimates import (
     uniform_floor,
 )
 from flexkit.selectors._grouping import TaskGroups, bins_field, uniform_fraction_field
-from flexkit.selectors._held_out import PLACEHOLDER, HeldOutWatch, metric_names
+from flexkit.selectors._held_out import PLACEHOLDER, HeldOutWatch, metric_names, reads_test_split
 from flexkit.selectors.base import Selector
 from flexkit.state_problems import is_count, short
 
@@ -157,9 +158,10 @@ class FrontierConfig:
     )
     guard_metric: str = field(
         default="",
-        doc="Evaluation metric of a group's held-out accuracy, {} standing for its first feature value (its level): "
-            "\"eval_accuracy/{}\". Set: retain's floor goes to a learnt group only while that accuracy is more "
-            "than guard_margin below its best (empty: whenever the group is learnt).",
+        doc="Validation metric of a group's held-out accuracy, {} standing for its first feature value (its level): "
+            "\"val_accuracy/{}\" (a test-split name, eval_accuracy..., is refused). Set: retain's floor goes to a "
+            "learnt group only while that accuracy is more than guard_margin below its best (empty: whenever the "
+            "group is learnt).",
     )
     guard_margin: float = field(
         default=0.02, ge=0, le=1,
@@ -183,10 +185,13 @@ class FrontierConfig:
     )
 
     def __attrs_post_init__(self) -> None:
+        test_metric = reads_test_split(self.guard_metric)
+        if test_metric is not None:
+            raise ConfigError(test_metric)
         if PLACEHOLDER in self.guard_metric and not self.feature_keys:
             raise ConfigError(f"guard_metric = {self.guard_metric!r} names each group's metric by its first feature "
                               "value ({}), and without feature_keys there are no groups: set feature_keys (such as "
-                              '["level"]), or name one metric for the whole pool ("eval_accuracy")')
+                              '["level"]), or name one metric for the whole pool ("val_accuracy")')
         if self.guard_metric and self.retain == 0:
             raise ConfigError(f"guard_metric = {self.guard_metric!r} decides where retain's floor goes, and "
                               "retain = 0 has none: set retain > 0 (1: a learnt group's whole uniform share) or "

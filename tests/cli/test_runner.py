@@ -76,8 +76,12 @@ def test_run_writes_folder_metrics_and_checkpoint(tmp_path: Path) -> None:
     assert resolved["trainer"]["config"]["group_size"] == 4 and resolved["run"]["eval_every"] == 10
     metrics = read_metrics(run_dir)
     assert [m["step"] for m in metrics] == list(range(-1, 60))
+    validation = {k: v for k, v in metrics[0].items() if k.startswith("flexkit/val/")}  # the validation split
+    assert sorted(validation) == ["flexkit/val/accuracy", *(f"flexkit/val/accuracy/{level}" for level in range(1, 5))]
     assert metrics[0] == {"step": -1, "flexkit/run/rollouts": 0, "flexkit/run/generated_tokens": 0,  # before training
-                          **{k.replace("eval_", "flexkit/eval/"): v for k, v in result.first_eval.items()}}
+                          **{k.replace("eval_", "flexkit/eval/"): v for k, v in result.first_eval.items()},
+                          **validation}
+    assert validation["flexkit/val/accuracy/2"] != result.first_eval["eval_accuracy/2"]  # other tasks
     first = metrics[1]
     assert {"step", "reward_mean", "flexkit/feedback/pass_rate_mean", "flexkit/sample/kept_fraction",
             "flexkit/taskset_mix"} <= set(first)

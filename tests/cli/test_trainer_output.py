@@ -116,6 +116,24 @@ def test_trainer_metrics_checks_every_source() -> None:
         trainer_metrics(T(), [1.0], "update")
 
 
+def test_the_two_evaluations_keep_to_their_own_names() -> None:
+    """Test (``evaluate``) and validation (``validate``) names never mix: a validation number is never read as a
+    test one, nor the other way round; the other sources take neither prefix."""
+
+    class T:
+        pass
+
+    assert trainer_metrics(T(), {"val_accuracy/1": 0.5, "val_loss": 2}, "validate") == {"val_accuracy/1": 0.5,
+                                                                                          "val_loss": 2}
+    with pytest.raises(ComponentError, match=r"validate \(the validation split\).*'eval_accuracy/1'.*'val_accuracy/1'"):
+        trainer_metrics(T(), {"eval_accuracy/1": 0.5}, "validate")
+    with pytest.raises(ComponentError, match=r"evaluate \(the test split\).*'val_accuracy'.*return them from validate"):
+        trainer_metrics(T(), {"val_accuracy": 0.5}, "evaluate")
+    for source in ("rollout", "update"):
+        with pytest.raises(ComponentError, match="runner writes itself"):
+            trainer_metrics(T(), {"val_accuracy": 0.5}, source)
+
+
 def test_regression_feedback_reads_the_rewards_not_the_advantages(tmp_path: Path) -> None:
     """Regression: feedback ran after ``compute_advantages``, so a trainer written to the documented order that
     centres its rewards in place fed its selectors advantages. Feedback now reads a snapshot taken right after

@@ -209,6 +209,23 @@ def test_layout_and_reports(compared: tuple[Comparison, str], pipeline_file: Pat
     assert "[4/4] adaptive seed 1" in progress
 
 
+def test_compare_reads_the_test_split_never_the_validation_split(comparison: Comparison) -> None:
+    """The runs record both splits (the simulator has a validation set of other tasks); curves, finals, targets and
+    level curves are the test split's (``flexkit/eval/accuracy...``) alone."""
+    for result in comparison.results:
+        for run in result.runs:
+            evals = [r for r in read_metrics(run.run_dir) if "flexkit/eval/accuracy" in r]
+            assert all("flexkit/val/accuracy" in r for r in evals)
+            test = [r["flexkit/eval/accuracy"] for r in evals]
+            assert [acc for _step, acc in run.curve] == test
+            assert test != [r["flexkit/val/accuracy"] for r in evals]  # the splits differ: the curve is the test's
+            assert run.final["eval_accuracy"] == test[-1]
+            assert run.final["eval_accuracy/4"] == evals[-1]["flexkit/eval/accuracy/4"]
+            assert all(key.startswith("eval_accuracy") for key in [*run.final, *run.level_curves])
+            assert [acc for _r, acc in run.level_curves["eval_accuracy/1"]] == [
+                r["flexkit/eval/accuracy/1"] for r in evals]
+
+
 def test_each_run_gets_plots_linked_from_the_results(compared: tuple[Comparison, str]) -> None:
     pytest.importorskip("matplotlib")
     out = compared[0].out_dir

@@ -34,7 +34,7 @@ type = "frontier"
 feature_keys = ["level"]
 retain = 1.0
 retain_above = 0.9
-guard_metric = "eval_accuracy/{}"
+guard_metric = "val_accuracy/{}"
 """
 
 NUMBERS = {
@@ -69,8 +69,8 @@ def test_regression_every_kind_of_number_reaches_the_selectors_as_a_python_numbe
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
     pipe = _pipeline(tmp_path)
     seen = _seen(pipe, monkeypatch)
-    pipe.evaluation({"eval_accuracy/1": NUMBERS[kind]})
-    value = seen[0]["eval_accuracy/1"]
+    pipe.evaluation({"val_accuracy/1": NUMBERS[kind]})
+    value = seen[0]["val_accuracy/1"]
     assert type(value) in (int, float) and value == pytest.approx(NUMBERS[kind].item()
                                                                   if hasattr(NUMBERS[kind], "item")
                                                                   else NUMBERS[kind])
@@ -79,7 +79,7 @@ def test_regression_every_kind_of_number_reaches_the_selectors_as_a_python_numbe
 @pytest.mark.parametrize("kind", ["numpy float64", "0-d numpy array", "0-d torch tensor"])
 def test_regression_a_frontier_guard_reads_the_accuracy_whatever_holds_it(tmp_path: Path, kind: str) -> None:
     pipe = _pipeline(tmp_path)
-    pipe.evaluation({"eval_accuracy/1": NUMBERS[kind], "eval_accuracy/2": torch.tensor(0.5)})
+    pipe.evaluation({"val_accuracy/1": NUMBERS[kind], "val_accuracy/2": torch.tensor(0.5)})
     held_out = pipe.scheduler.entries[0].selector.held_out
     assert held_out.latest.tolist() == [0.25, 0.5]  # before: NaN for the 0-d array and the tensors
 
@@ -88,8 +88,8 @@ def test_none_and_bools_are_kept_and_no_warning_is_given(tmp_path: Path, monkeyp
     pipe = _pipeline(tmp_path)
     seen = _seen(pipe, monkeypatch)
     with structlog.testing.capture_logs() as logs:
-        pipe.evaluation({"eval_accuracy/1": None, "converged": True, "eval_accuracy/2": float("nan")})
-    assert seen[0]["eval_accuracy/1"] is None and seen[0]["converged"] is True
+        pipe.evaluation({"val_accuracy/1": None, "converged": True, "val_accuracy/2": float("nan")})
+    assert seen[0]["val_accuracy/1"] is None and seen[0]["converged"] is True
     assert not [entry for entry in logs if entry["log_level"] == "warning"]
 
 
@@ -99,10 +99,10 @@ def test_regression_a_value_that_is_not_a_number_is_named_in_a_warning(
     pipe = _pipeline(tmp_path)
     seen = _seen(pipe, monkeypatch)
     with structlog.testing.capture_logs() as logs:
-        pipe.evaluation({"eval_accuracy/1": 0.5, "odd": value})
+        pipe.evaluation({"val_accuracy/1": 0.5, "odd": value})
     warnings = [entry["event"] for entry in logs if entry["log_level"] == "warning"]
     assert len(warnings) == 1 and "'odd'" in warnings[0] and type(value).__name__ in warnings[0], logs
-    assert seen[0]["eval_accuracy/1"] == 0.5 and seen[0]["odd"] is value  # kept, for a selector that reads it
+    assert seen[0]["val_accuracy/1"] == 0.5 and seen[0]["odd"] is value  # kept, for a selector that reads it
 
 
 def test_plain_number_calls_item_only_on_numpy_and_tensor_types() -> None:

@@ -84,7 +84,7 @@ def test_validate_for_an_unknown_host_names_the_known_ones() -> None:
 def _guarded(**extra: object) -> object:
     levels = np.repeat(np.arange(1, 4), 10)
     return make_selector("frontier", size=levels.size, features={"level": levels}, feature_keys=["level"],
-                         guard_metric="eval_accuracy/{}", retain=1.0, **extra)
+                         guard_metric="val_accuracy/{}", retain=1.0, **extra)
 
 
 def test_a_selector_declares_the_keys_that_need_evaluations() -> None:
@@ -98,7 +98,7 @@ def test_a_selector_declares_the_keys_that_need_evaluations() -> None:
 def test_regression_a_guard_whose_metrics_the_first_evaluation_lacks_is_an_error() -> None:
     """A misspelt or unmatched guard_metric used to match nothing, silently, for the whole run."""
     selector = _guarded()
-    with pytest.raises(ConfigError, match=r"none of the guard's metrics \(eval_accuracy/1, eval_accuracy/2"
+    with pytest.raises(ConfigError, match=r"none of the guard's metrics \(val_accuracy/1, val_accuracy/2"
                                           r".*it holds: eval_loss, eval_reward"):
         selector.observe_evaluation({"eval_reward": 0.5, "eval_loss": 1.0})
 
@@ -106,14 +106,14 @@ def test_regression_a_guard_whose_metrics_the_first_evaluation_lacks_is_an_error
 def test_regression_a_binned_guard_names_metrics_no_trainer_reports() -> None:
     levels = np.repeat(np.arange(1, 7), 10).astype(np.float64)
     selector = make_selector("frontier", size=levels.size, features={"level": levels}, feature_keys=["level"],
-                             bins=2, guard_metric="eval_accuracy/{}", retain=1.0)
-    report = {f"eval_accuracy/{k}": 0.5 for k in range(1, 7)}
+                             bins=2, guard_metric="val_accuracy/{}", retain=1.0)
+    report = {f"val_accuracy/{k}": 0.5 for k in range(1, 7)}
     with pytest.raises(ConfigError, match="none of the guard's metrics"):
         selector.observe_evaluation(report)
 
 
 def test_a_guard_that_saw_its_metrics_once_takes_later_evaluations_without_them() -> None:
     selector = _guarded()
-    selector.observe_evaluation({f"eval_accuracy/{k}": 0.5 for k in (1, 2, 3)})
+    selector.observe_evaluation({f"val_accuracy/{k}": 0.5 for k in (1, 2, 3)})
     selector.observe_evaluation({"eval_reward": 0.5})  # evaluated before: a partial report is not an error
     assert selector.state_dict()["held_out"]["evaluated"].tolist() == [True, True, True]

@@ -284,9 +284,9 @@ def test_guard_metric_naming_groups_without_feature_keys_is_a_config_error() -> 
     from flexkit.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"without feature_keys there are no groups"):
-        make_selector("frontier", size=20, retain=1.0, guard_metric="eval_accuracy/{}")
-    sel = make_selector("frontier", size=20, retain=1.0, retain_above=0.0, guard_metric="eval_accuracy")
-    assert sel.held_out.metrics == ["eval_accuracy"]  # one metric for the whole pool
+        make_selector("frontier", size=20, retain=1.0, guard_metric="val_accuracy/{}")
+    sel = make_selector("frontier", size=20, retain=1.0, retain_above=0.0, guard_metric="val_accuracy")
+    assert sel.held_out.metrics == ["val_accuracy"]  # one metric for the whole pool
 
 
 def test_a_group_prior_that_underflows_still_draws() -> None:

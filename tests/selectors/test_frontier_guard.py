@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,7 @@ from tests.fixtures import crash_run, read_metrics
 from tests.selectors.test_frontier import LEVELS, SUBGROUP, _simulate
 from tests.selectors.test_selector_resume import json_round_trip
 
-GUARD = {"retain": 1.0, "retain_above": 0.9, "pass_rate": 1.0, "guard_metric": "eval_accuracy/{}"}
+GUARD = {"retain": 1.0, "retain_above": 0.9, "pass_rate": 1.0, "guard_metric": "val_accuracy/{}"}
 
 
 def _guarded(**params):
@@ -39,12 +40,12 @@ def test_the_floor_reaches_a_learnt_level_only_while_its_held_out_accuracy_is_be
     sel = _guarded()
     sel.feedback(np.array([0, 200, 400]), np.array([1.0, 1.0, 0.25]))  # levels 1 and 2 learnt, level 3 not
     assert _retained_levels(sel) == []  # learnt, never evaluated: no floor
-    sel.observe_evaluation({"eval_accuracy/1": 1.0, "eval_accuracy/2": 0.95, "eval_accuracy/3": 0.4})
+    sel.observe_evaluation({"val_accuracy/1": 1.0, "val_accuracy/2": 0.95, "val_accuracy/3": 0.4})
     assert _retained_levels(sel) == []  # at their best: no floor
-    sel.observe_evaluation({"eval_accuracy/1": 0.97, "eval_accuracy/2": 0.95, "eval_accuracy/3": 0.2})
+    sel.observe_evaluation({"val_accuracy/1": 0.97, "val_accuracy/2": 0.95, "val_accuracy/3": 0.2})
     assert _retained_levels(sel) == [1]  # level 1 slid by 0.03; level 3 slid further but is not learnt
     assert sel.held_out.best.tolist()[:3] == [1.0, 0.95, 0.4]
-    sel.observe_evaluation({"eval_accuracy/1": 0.99})
+    sel.observe_evaluation({"val_accuracy/1": 0.99})
     assert _retained_levels(sel) == []  # back within the margin
     ungated = make_selector("frontier", size=len(LEVELS), seed=5, features={"level": LEVELS},
                             feature_keys=["level"], **{**GUARD, "guard_metric": ""})
@@ -56,15 +57,15 @@ def test_the_floor_reaches_a_learnt_level_only_while_its_held_out_accuracy_is_be
 def test_the_margin_decides_what_counts_as_a_slide(margin: float, sliding: bool) -> None:
     sel = _guarded(guard_margin=margin)
     sel.feedback(np.array([0]), np.array([1.0]))
-    sel.observe_evaluation({"eval_accuracy/1": 1.0})
-    sel.observe_evaluation({"eval_accuracy/1": 0.985})
+    sel.observe_evaluation({"val_accuracy/1": 1.0})
+    sel.observe_evaluation({"val_accuracy/1": 0.985})
     assert (_retained_levels(sel) == [1]) is sliding
 
 
 def test_while_every_level_holds_the_guard_draws_exactly_as_no_floor() -> None:
     rates = [1.0, 0.95, 0.4, 0.1, 0.0, 0.0]
     guarded = _guarded()
-    guarded.observe_evaluation({f"eval_accuracy/{level}": 1.0 for level in range(1, 7)})
+    guarded.observe_evaluation({f"val_accuracy/{level}": 1.0 for level in range(1, 7)})
     plain = make_selector("frontier", size=len(LEVELS), seed=5, features={"level": LEVELS},
                           feature_keys=["level"], pass_rate=1.0)
     assert (_simulate(guarded, lambda step: rates, 20, np.random.default_rng(2)).tolist()
@@ -74,11 +75,11 @@ def test_while_every_level_holds_the_guard_draws_exactly_as_no_floor() -> None:
 def test_a_slide_wins_the_solved_level_its_uniform_share_until_it_recovers() -> None:
     rates = [1.0, 0.95, 0.4, 0.2, 0.0, 0.0]
     sel = _guarded()
-    sel.observe_evaluation({"eval_accuracy/1": 1.0})
+    sel.observe_evaluation({"val_accuracy/1": 1.0})
     holding = _simulate(sel, lambda step: rates, 40, np.random.default_rng(8))[10:].mean(axis=0)
-    sel.observe_evaluation({"eval_accuracy/1": 0.9})
+    sel.observe_evaluation({"val_accuracy/1": 0.9})
     sliding = _simulate(sel, lambda step: rates, 40, np.random.default_rng(9))[10:].mean(axis=0)
-    sel.observe_evaluation({"eval_accuracy/1": 1.0})
+    sel.observe_evaluation({"val_accuracy/1": 1.0})
     recovered = _simulate(sel, lambda step: rates, 40, np.random.default_rng(10))[10:].mean(axis=0)
     share = 64 / 6
     assert holding[0] < 0.3 * share and recovered[0] < 0.3 * share
@@ -88,10 +89,10 @@ def test_a_slide_wins_the_solved_level_its_uniform_share_until_it_recovers() -> 
 def test_missing_and_non_numeric_values_keep_the_last_one_and_uncovered_groups_never_get_the_floor() -> None:
     sel = _guarded()
     sel.feedback(np.array([0, 200]), np.array([1.0, 1.0]))
-    sel.observe_evaluation({"eval_accuracy/1": 1.0})
-    sel.observe_evaluation({"eval_accuracy/1": 0.9})
-    for junk in ({}, {"eval_accuracy/1": float("nan")}, {"eval_accuracy/1": True}, {"eval_accuracy/1": "0.99"},
-                 {"eval_accuracy/1": None}, {"eval_accuracy/1": float("inf")}):
+    sel.observe_evaluation({"val_accuracy/1": 1.0})
+    sel.observe_evaluation({"val_accuracy/1": 0.9})
+    for junk in ({}, {"val_accuracy/1": float("nan")}, {"val_accuracy/1": True}, {"val_accuracy/1": "0.99"},
+                 {"val_accuracy/1": None}, {"val_accuracy/1": float("inf")}):
         sel.observe_evaluation(junk)
         assert sel.held_out.latest[0] == 0.9 and sel.held_out.best[0] == 1.0
     assert _retained_levels(sel) == [1]  # level 2 learnt but never evaluated
@@ -104,17 +105,17 @@ def test_each_group_reads_its_first_feature_values_metric() -> None:
     labelled = make_selector("frontier", size=4, seed=0, features={"source": np.array(["gsm8k", "math"] * 2)},
                              feature_keys=["source"], guard_metric="val/{}/acc", retain=1.0)
     assert labelled.held_out.metrics == ["val/gsm8k/acc", "val/math/acc"]
-    assert metric_names("eval_accuracy", None, 3) == ["eval_accuracy"] * 3  # no placeholder: one metric for all
-    whole = make_selector("frontier", size=50, seed=0, guard_metric="eval_accuracy", retain=1.0)
-    assert whole.held_out.metrics == ["eval_accuracy"]  # without feature_keys, "{}" is refused (no groups to name)
+    assert metric_names("val_accuracy", None, 3) == ["val_accuracy"] * 3  # no placeholder: one metric for all
+    whole = make_selector("frontier", size=50, seed=0, guard_metric="val_accuracy", retain=1.0)
+    assert whole.held_out.metrics == ["val_accuracy"]  # without feature_keys, "{}" is refused (no groups to name)
 
 
 def test_exact_resume_with_the_guard_state_through_json() -> None:
     rates = lambda step: [1.0, 0.95, 0.2, 0.0, 0.0, 0.0]  # noqa: E731
     sel = _guarded()
     _simulate(sel, rates, 6, np.random.default_rng(4))
-    sel.observe_evaluation({"eval_accuracy/1": 1.0, "eval_accuracy/2": 0.96})
-    sel.observe_evaluation({"eval_accuracy/1": 0.9, "eval_accuracy/2": 0.96})
+    sel.observe_evaluation({"val_accuracy/1": 1.0, "val_accuracy/2": 0.96})
+    sel.observe_evaluation({"val_accuracy/1": 0.9, "val_accuracy/2": 0.96})
     other = _guarded()
     other.load_state_dict(json_round_trip(sel.state_dict()))
     assert other.held_out.sliding().tolist() == sel.held_out.sliding().tolist()
@@ -124,8 +125,8 @@ def test_exact_resume_with_the_guard_state_through_json() -> None:
 
 def test_damaged_guard_states_are_refused_and_change_nothing() -> None:
     sel = _guarded()
-    sel.observe_evaluation({"eval_accuracy/1": 1.0})
-    sel.observe_evaluation({"eval_accuracy/1": 0.9})
+    sel.observe_evaluation({"val_accuracy/1": 1.0})
+    sel.observe_evaluation({"val_accuracy/1": 0.9})
     good = sel.state_dict()
     for damage, match in (
         (lambda s: s.pop("held_out"), "held-out"),
@@ -173,8 +174,8 @@ def test_a_part_of_the_floor_keeps_that_part_of_the_groups_uniform_share() -> No
 
     def level_1_draws(raise_by: float) -> float:
         sel = _guarded(guard_raise=raise_by, guard_lower=0.0)
-        sel.observe_evaluation({"eval_accuracy/1": 1.0})
-        sel.observe_evaluation({"eval_accuracy/1": 0.9})
+        sel.observe_evaluation({"val_accuracy/1": 1.0})
+        sel.observe_evaluation({"val_accuracy/1": 0.9})
         assert sel.floor_shares()[0] == 0.0  # not learnt before any feedback
         return float(_simulate(sel, lambda step: rates, 60, np.random.default_rng(3))[10:, 0].mean())
 
@@ -190,11 +191,11 @@ def test_defaults_switch_the_whole_floor_and_draw_no_extra_random_numbers() -> N
                            **{**GUARD, "guard_metric": ""})
     for selector in (sel, always):
         selector.feedback(np.array([0]), np.array([1.0]))  # level 1 learnt, nothing else seen
-    sel.observe_evaluation({"eval_accuracy/1": 1.0})
-    sel.observe_evaluation({"eval_accuracy/1": 0.9})
+    sel.observe_evaluation({"val_accuracy/1": 1.0})
+    sel.observe_evaluation({"val_accuracy/1": 0.9})
     assert sel.floor_shares()[0] == 1.0
     assert sel.get_indices(64).tolist() == always.get_indices(64).tolist()  # the same floor, the same draws
-    sel.observe_evaluation({"eval_accuracy/1": 0.99})
+    sel.observe_evaluation({"val_accuracy/1": 0.99})
     assert sel.floor_shares()[0] == 0.0
 
 
@@ -202,8 +203,8 @@ def test_exact_resume_with_a_part_of_the_floor() -> None:
     rates = lambda step: [1.0, 0.95, 0.2, 0.0, 0.0, 0.0]  # noqa: E731
     sel = _guarded(guard_raise=0.4, guard_lower=0.1)
     _simulate(sel, rates, 4, np.random.default_rng(4))
-    sel.observe_evaluation({"eval_accuracy/1": 1.0, "eval_accuracy/2": 1.0})
-    sel.observe_evaluation({"eval_accuracy/1": 0.9, "eval_accuracy/2": 0.9})
+    sel.observe_evaluation({"val_accuracy/1": 1.0, "val_accuracy/2": 1.0})
+    sel.observe_evaluation({"val_accuracy/1": 0.9, "val_accuracy/2": 0.9})
     other = _guarded(guard_raise=0.4, guard_lower=0.1)
     other.load_state_dict(json_round_trip(sel.state_dict()))
     assert other.floor_shares().tolist() == sel.floor_shares().tolist() and 0 < sel.floor_shares()[0] < 1
@@ -230,9 +231,9 @@ def test_guard_min_gives_a_learnt_level_part_of_the_floor_before_any_slide() -> 
 
     def level_1_draws(minimum: float, slide: bool) -> float:
         sel = _guarded(guard_raise=1.0, guard_lower=1.0, guard_min=minimum)
-        sel.observe_evaluation({"eval_accuracy/1": 1.0})
+        sel.observe_evaluation({"val_accuracy/1": 1.0})
         if slide:
-            sel.observe_evaluation({"eval_accuracy/1": 0.9})
+            sel.observe_evaluation({"val_accuracy/1": 0.9})
         return float(_simulate(sel, lambda step: rates, 60, np.random.default_rng(3))[10:, 0].mean())
 
     share = 64 / 6
@@ -253,7 +254,7 @@ def test_exact_resume_with_guard_min_and_a_state_saved_without_it() -> None:
     sel = _guarded(guard_raise=0.4, guard_lower=0.3, guard_min=0.2)
     _simulate(sel, rates, 4, np.random.default_rng(4))
     for a in (1.0, 0.9, 1.0, 1.0, 1.0):
-        sel.observe_evaluation({"eval_accuracy/1": a, "eval_accuracy/2": 1.0})
+        sel.observe_evaluation({"val_accuracy/1": a, "val_accuracy/2": 1.0})
     other = _guarded(guard_raise=0.4, guard_lower=0.3, guard_min=0.2)
     other.load_state_dict(json_round_trip(sel.state_dict()))
     assert other.floor_shares().tolist() == sel.floor_shares().tolist()
@@ -262,7 +263,7 @@ def test_exact_resume_with_guard_min_and_a_state_saved_without_it() -> None:
             == _simulate(sel, rates, 10, np.random.default_rng(1)).tolist())
     older = _guarded(guard_raise=0.4, guard_lower=0.3)  # saved without a minimum: shares fell to 0
     _simulate(older, rates, 4, np.random.default_rng(4))
-    older.observe_evaluation({"eval_accuracy/1": 1.0})
+    older.observe_evaluation({"val_accuracy/1": 1.0})
     raised = _guarded(guard_raise=0.4, guard_lower=0.3, guard_min=0.2)
     raised.load_state_dict(json_round_trip(older.state_dict()))
     assert older.floor_shares()[0] == 0.0 and raised.floor_shares()[0] == 0.2
@@ -289,7 +290,7 @@ type = "frontier"
 feature_keys = ["level"]
 retain = 1.0
 retain_above = 0.6
-guard_metric = "eval_accuracy/{}"
+guard_metric = "val_accuracy/{}"
 guard_margin = 0.0
 
 [[tasksets]]
@@ -308,17 +309,18 @@ group_size = 4
 eval_levels = [1, 2, 3, 4]
 """
 
-#: The simulator, with level 1's held-out accuracy 0.1 lower at every other evaluation (a slide and a recovery).
+#: The simulator, with level 1's validation accuracy 0.1 lower at every other evaluation (a slide and a recovery;
+#: the test split does not slide).
 SLIDING = """\
 from flexkit import hookimpl
 from flexkit.run.simulator import SimulatorConfig, SimulatorTrainer
 
 
 class Sliding(SimulatorTrainer):
-    def evaluate(self, *, step):
-        out = dict(super().evaluate(step=step))
+    def validate(self, *, step):
+        out = dict(super().validate(step=step))
         if (step // 10) % 2:
-            out["eval_accuracy/1"] -= 0.1
+            out["val_accuracy/1"] -= 0.1
         return out
 
 
@@ -339,14 +341,82 @@ def _load(path: Path):
     return load_pipeline(path, plugins=[str(path.parent / "sliding.py")])
 
 
-def test_flexkit_run_hands_every_evaluation_to_the_selectors(tmp_path: Path) -> None:
+def test_flexkit_run_hands_every_validation_and_no_test_evaluation_to_the_selectors(tmp_path: Path) -> None:
     run_pipeline(_load(_write(tmp_path)), run_dir=tmp_path / "run", progress=None)
     evals = [m for m in read_metrics(tmp_path / "run") if "flexkit/eval/accuracy" in m]
+    assert len(evals) == 5 and all("flexkit/val/accuracy" in m for m in evals)  # both splits recorded, each time
     state, _ = load_state(tmp_path / "run" / "checkpoint")
     held = state["pipeline"]["scheduler"]["selectors"][0]["held_out"]
     assert held["evaluated"].all()
-    assert held["latest"].tolist() == [evals[-1][f"flexkit/eval/accuracy/{level}"] for level in range(1, 5)]
-    assert held["best"][0] == max(m["flexkit/eval/accuracy/1"] for m in evals)
+    assert held["latest"].tolist() == [evals[-1][f"flexkit/val/accuracy/{level}"] for level in range(1, 5)]
+    assert held["best"][0] == max(m["flexkit/val/accuracy/1"] for m in evals)
+    # the test split differs (other tasks, and it does not slide): the guard's values are not its
+    assert held["latest"].tolist() != [evals[-1][f"flexkit/eval/accuracy/{level}"] for level in range(1, 5)]
+    assert held["best"][0] != max(m["flexkit/eval/accuracy/1"] for m in evals)
+
+
+def test_flexkit_run_hands_the_selectors_only_what_validate_returns(tmp_path: Path) -> None:
+    pipe = _load(_write(tmp_path))
+    seen: list[dict] = []
+    pipe.scheduler.entries[1].selector.observe_evaluation = seen.append  # a recording selector
+    run_pipeline(pipe, run_dir=tmp_path / "run", progress=None)
+    records = [m for m in read_metrics(tmp_path / "run") if "flexkit/val/accuracy" in m]
+    assert len(seen) == len(records) == 5
+    for got, record in zip(seen, records, strict=True):
+        assert got and all(key.startswith("val_accuracy") for key in got)  # no test name reaches a selector
+        recorded = {key: v for key, v in record.items() if key.startswith("flexkit/val/")}
+        assert {key.replace("val_accuracy", "flexkit/val/accuracy", 1): v for key, v in got.items()} == recorded
+
+
+def test_a_trainer_without_a_validation_split_hands_the_selectors_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "pipeline.toml"
+    path.write_text(PIPELINE.replace('guard_metric = "val_accuracy/{}"\n', "").replace("sliding_simulator", "plain"))
+    (tmp_path / "plain.py").write_text(NO_VALIDATION)
+    pipe = load_pipeline(path, plugins=[str(tmp_path / "plain.py")])
+    seen: list[dict] = []
+    pipe.scheduler.entries[1].selector.observe_evaluation = seen.append
+    run_pipeline(pipe, run_dir=tmp_path / "run", progress=None)
+    records = read_metrics(tmp_path / "run")
+    assert seen == []
+    assert any("flexkit/eval/accuracy" in m for m in records)
+    assert not any(key.startswith("flexkit/val/") for m in records for key in m)
+
+
+def test_a_guard_with_a_trainer_without_a_validation_split_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "pipeline.toml"
+    path.write_text(PIPELINE.replace("sliding_simulator", "plain"))
+    (tmp_path / "plain.py").write_text(NO_VALIDATION)
+    with pytest.raises(ConfigError, match=r"tasksets\[0\]\.selector\.guard_metric.*no validation split"):
+        run_pipeline(load_pipeline(path, plugins=[str(tmp_path / "plain.py")]), run_dir=tmp_path / "run",
+                     progress=None)
+
+
+#: The simulator without its validation split (the trainer base's default).
+NO_VALIDATION = """\
+from flexkit import hookimpl
+from flexkit.run.simulator import SimulatorConfig, SimulatorTrainer
+
+
+class Plain(SimulatorTrainer):
+    supports_validation = False
+
+
+@hookimpl
+def flexkit_register_trainers(register):
+    register("plain", Plain, SimulatorConfig)
+"""
+
+
+@pytest.mark.parametrize("template", ["eval_accuracy/{}", "eval_accuracy", "flexkit/eval/accuracy/{}"])
+def test_a_guard_that_reads_the_test_split_is_refused_with_the_migration(tmp_path: Path, template: str) -> None:
+    path = tmp_path / "pipeline.toml"
+    path.write_text(_write(tmp_path).read_text().replace('"val_accuracy/{}"', f'"{template}"'))
+    fix = "val_accuracy" + template.removeprefix("eval_accuracy") if template.startswith("eval_") else "val_accuracy/{}"
+    with pytest.raises(ConfigError, match=r"tasksets\[0\]\.selector.*reads the test split.*set guard_metric = "
+                                          + re.escape(repr(fix))):
+        _load(path)
+    with pytest.raises(ConfigError, match="reads the test split"):
+        _guarded(guard_metric=template)
 
 
 def test_a_slide_in_a_run_moves_draws_to_the_solved_level_until_the_next_evaluation(tmp_path: Path) -> None:
@@ -384,10 +454,10 @@ def test_a_selector_that_fails_on_an_evaluation_is_named(tmp_path: Path) -> None
 
     pipe.scheduler.entries[1].selector.observe_evaluation = broken
     with pytest.raises(ComponentError, match=r"taskset 'plain'.*cannot read it.*evaluation"):
-        pipe.evaluation({"eval_accuracy/1": 1.0})
+        pipe.evaluation({"val_accuracy/1": 1.0})
 
 
-@pytest.mark.parametrize("bad", [None, 0.5, [("eval_accuracy/1", 1.0)], "eval_accuracy/1"])
+@pytest.mark.parametrize("bad", [None, 0.5, [("val_accuracy/1", 1.0)], "val_accuracy/1"])
 def test_an_evaluation_that_is_not_a_mapping_is_refused_before_any_selector_sees_it(tmp_path: Path, bad) -> None:
     """Regression: used to fail inside ``dict()`` ("'float' object is not iterable"), or to take a list of
     pairs as an evaluation."""
@@ -404,9 +474,9 @@ def test_each_selector_gets_its_own_copy_of_the_evaluation(tmp_path: Path) -> No
     seen: list[dict] = []
     pipe.scheduler.entries[0].selector.observe_evaluation = lambda metrics: metrics.clear()
     pipe.scheduler.entries[1].selector.observe_evaluation = seen.append
-    given = {"eval_accuracy/1": 1.0}
+    given = {"val_accuracy/1": 1.0}
     pipe.evaluation(given)
-    assert seen == [{"eval_accuracy/1": 1.0}] and given == {"eval_accuracy/1": 1.0}
+    assert seen == [{"val_accuracy/1": 1.0}] and given == {"val_accuracy/1": 1.0}
 
 
 def test_plugin_selectors_without_the_method_are_skipped_and_a_prefetched_batch_keeps_its_tasks(
@@ -415,7 +485,7 @@ def test_plugin_selectors_without_the_method_are_skipped_and_a_prefetched_batch_
     for pipe in (first, second):
         pipe.scheduler.entries[1].selector = _NoEvaluation(pipe.scheduler.entries[1].selector)
         pipe.scheduler.read()
-    first.evaluation({"eval_accuracy/1": 1.0, "eval_accuracy/2": 1.0})
+    first.evaluation({"val_accuracy/1": 1.0, "val_accuracy/2": 1.0})
     assert first.scheduler.entries[0].selector.held_out.best[:2].tolist() == [1.0, 1.0]
     assert [t.index for t in first.scheduler.read()] == [t.index for t in second.scheduler.read()]
 
@@ -443,5 +513,23 @@ def test_a_guard_without_a_floor_to_spend_is_refused(tmp_path: Path) -> None:
     """Regression: ``guard_metric`` with ``retain = 0`` was accepted and did nothing."""
     path = tmp_path / "guard.toml"
     path.write_text(_write(tmp_path).read_text().replace("retain = 1.0", "retain = 0.0"))
-    with pytest.raises(ConfigError, match=r"tasksets\[0\]\.selector.*guard_metric = 'eval_accuracy/\{\}'.*retain = 0"):
+    with pytest.raises(ConfigError, match=r"tasksets\[0\]\.selector.*guard_metric = 'val_accuracy/\{\}'.*retain = 0"):
         _load(path)
+
+
+def test_a_run_whose_guard_read_the_test_split_does_not_resume_under_the_new_name_and_says_why(
+        tmp_path: Path) -> None:
+    """A checkpoint of flexkit before the split records guard_metric = "eval_accuracy/{}": its selections saw the
+    test split, so it does not continue under "val_accuracy/{}" (the guard's state itself, per group, would load)."""
+    import copy
+
+    from flexkit.pipeline.fingerprint import compare_fingerprints, fingerprint_hints
+
+    pipe = _load(_write(tmp_path))
+    old = copy.deepcopy(pipe.fingerprint())
+    old["tasksets"][0]["params"]["guard_metric"] = "eval_accuracy/{}"
+    diffs = compare_fingerprints(old, pipe.fingerprint(), pipe, "old")
+    assert diffs == ["tasksets[0].params.guard_metric: 'eval_accuracy/{}' in the checkpoint, 'val_accuracy/{}' now"]
+    assert "steered on the test split" in " ".join(fingerprint_hints(diffs))
+    state = json_round_trip(pipe.state_dict(), back_to_arrays=True)
+    _load(_write(tmp_path)).load_state_dict(state)  # the held-out state is per group, whatever the names

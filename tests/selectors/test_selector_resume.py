@@ -262,7 +262,7 @@ def test_a_damaged_frontier_state_is_refused_with_state_mismatch(tmp_path: Any, 
     from flexkit.errors import StateMismatchError
 
     pipe = _pipeline(tmp_path, 'type = "frontier"\nfeature_keys = ["level"]\nretain = 1.0\n'
-                               'guard_metric = "eval_accuracy/{}"')
+                               'guard_metric = "val_accuracy/{}"')
     state = json_round_trip(pipe.state_dict(), back_to_arrays=False)
     damage(state["scheduler"]["selectors"][0])
     with pytest.raises(StateMismatchError):

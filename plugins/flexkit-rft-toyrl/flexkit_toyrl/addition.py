@@ -56,6 +56,13 @@ def draw_problems(levels: np.ndarray, base: int, rng: np.random.Generator) -> tu
     return a, b
 
 
+def problem_ranges(level: int, base: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The operands :func:`draw_problems` draws at ``level``: ``((a_low, a_high), (b_low, b_high))``, upper bounds
+    excluded (every pair in them is one problem of the level)."""
+    high = base ** level
+    return (base ** (level - 1) if level > 1 else 0, high), (0, high)
+
+
 def carries(a: np.ndarray, b: np.ndarray, width: int, base: int) -> np.ndarray:
     """Number of carries in each addition (a second difficulty signal within a level)."""
     da, db = digits(a, width, base), digits(b, width, base)

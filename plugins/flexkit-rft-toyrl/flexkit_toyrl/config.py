@@ -61,8 +61,16 @@ class ToyRLConfig:
             "shared CPU (more threads wait for each other when another process holds a core) and gives the same "
             "results on every machine; results can differ with the thread count.",
     )
-    eval_tasks_per_level: int = field(default=200, ge=1, doc="Held-out problems per level.")
-    eval_levels: tuple[int, ...] = field(default=(1, 2, 3, 4), min_items=1, doc="Levels of the held-out set.")
+    eval_tasks_per_level: int = field(default=200, ge=1,
+                                      doc="Held-out test problems per level (evaluate: what runs are judged on).")
+    eval_levels: tuple[int, ...] = field(default=(1, 2, 3, 4), min_items=1,
+                                         doc="Levels of the held-out test and validation sets.")
+    val_tasks_per_level: int = field(
+        default=200, ge=1,
+        doc="Validation problems per level (validate: the only evaluation the selectors steer on, frontier's "
+            "guard_metric = \"val_accuracy/{}\"), none of them in the test set; a level the test set nearly "
+            "exhausts (level 1) gives a fifth of its problems instead (see flexkit_toyrl.splits).",
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.d_model % self.n_heads:

@@ -1,8 +1,9 @@
 """The generated task families (``operation``): what the ``arithmetic`` storage and the ``toyrl`` trainer share.
 
 A family draws operands by level, encodes prompts and answers (both ``D + 1`` answer digits for ``D`` digit slots),
-counts carries, and names the vocabulary its model needs. The storage and the trainer look the family up by the
-same ``operation`` name, so the warm start, the rollouts, the reward and the held-out evaluation all use the
+counts carries, names the vocabulary its model needs and each level's operands (its problems, so that the trainer's
+held-out splits are kept apart: :mod:`flexkit_toyrl.splits`). The storage and the trainer look the family up by the
+same ``operation`` name, so the warm start, the rollouts, the reward and the held-out evaluations all use the
 family of the taskset.
 """
 
@@ -20,6 +21,8 @@ from flexkit_toyrl import addition, multiplication
 Operation = Literal["add", "mul"]
 
 Operands = Callable[[np.ndarray, np.ndarray, int, int], np.ndarray]
+#: ``(level, base) -> ((a_low, a_high), (b_low, b_high))``: the operands a level's problems have.
+Ranges = Callable[[int, int], tuple[tuple[int, int], tuple[int, int]]]
 
 
 @attrs.frozen
@@ -41,6 +44,13 @@ class TaskFamily:
     one_digit_b: bool
     #: Smallest base the family is defined for.
     min_base: int = 2
+    #: The operands of a level's problems (what ``draw`` draws from, uniformly), to tell held-out splits apart.
+    ranges: Ranges = attrs.field(kw_only=True)
+
+    def level_size(self, level: int, base: int) -> int:
+        """How many distinct problems ``level`` has."""
+        (a_low, a_high), (b_low, b_high) = self.ranges(level, base)
+        return (a_high - a_low) * (b_high - b_low)
 
     def prompt_len(self, width: int) -> int:
         """Prompt tokens of a problem with ``width`` digit slots."""
@@ -53,8 +63,10 @@ class TaskFamily:
 
 FAMILIES: dict[str, TaskFamily] = {
     "add": TaskFamily("add", addition.VOCAB_SIZE, addition.draw_problems, addition.encode_prompts,
-                      addition.encode_answers, addition.carries, one_digit_b=False),
+                      addition.encode_answers, addition.carries, one_digit_b=False,
+                      ranges=addition.problem_ranges),
     "mul": TaskFamily("mul", multiplication.VOCAB_SIZE, multiplication.draw_mul_problems,
                       multiplication.encode_mul_prompts, multiplication.encode_mul_answers,
-                      multiplication.mul_carries, one_digit_b=True, min_base=multiplication.MIN_MULTIPLIER + 1),
+                      multiplication.mul_carries, one_digit_b=True, min_base=multiplication.MIN_MULTIPLIER + 1,
+                      ranges=multiplication.mul_problem_ranges),
 }

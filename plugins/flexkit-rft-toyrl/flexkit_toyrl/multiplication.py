@@ -52,6 +52,12 @@ def draw_mul_problems(levels: np.ndarray, base: int, rng: np.random.Generator) -
     return a, b
 
 
+def mul_problem_ranges(level: int, base: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The operands :func:`draw_mul_problems` draws at ``level``: ``((a_low, a_high), (b_low, b_high))``, upper
+    bounds excluded (every pair in them is one problem of the level)."""
+    return (base ** (level - 1) if level > 1 else 0, base ** level), (MIN_MULTIPLIER, base)
+
+
 def mul_carries(a: np.ndarray, b: np.ndarray, width: int, base: int) -> np.ndarray:
     """Number of digit slots of ``a · b`` that pass a non-zero carry on (a difficulty signal within a level)."""
     da = digits(a, width, base)

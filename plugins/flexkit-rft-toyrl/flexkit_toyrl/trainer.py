@@ -17,8 +17,10 @@ The run, as real RL fine-tuning does it:
    of :func:`flexkit.policy_loss` with the sample stage's per-token weights, plus an entropy bonus
    (aggregated over the kept tokens, see :mod:`flexkit.sample.weights`) that keeps the policy from collapsing onto one
    answer. Groups whose answers all got the same reward carry no gradient — the waste task selection avoids.
-3. **Held-out evaluation**: greedy answers to a fixed set of fresh problems per level, the same for every
-   pipeline seed, so runs are comparable.
+3. **Held-out evaluations**: greedy answers to fixed sets of fresh problems per level, the same for every
+   pipeline seed, so runs are comparable: a **test** split (:meth:`ToyRLTrainer.evaluate`, ``eval_accuracy``: what
+   runs are judged on) and a **validation** split of other problems (:meth:`ToyRLTrainer.validate`,
+   ``val_accuracy``: the only evaluation the selectors steer on), none in both (:mod:`flexkit_toyrl.splits`).
 
 Everything is deterministic given the pipeline seed, and :meth:`ToyRLTrainer.state_dict` holds the model,
 the optimiser and both random streams, so ``flexkit run --resume`` ends exactly where an uninterrupted run does.
@@ -37,9 +39,9 @@ from flexkit import ConfigError, ConfigIssue, FlexkitError, Rollout, Trainer, ag
 from flexkit_toyrl.config import ToyRLConfig
 from flexkit_toyrl.families import FAMILIES
 from flexkit_toyrl.model import TinyTransformer, answer_log_probs, generate
+from flexkit_toyrl.splits import EVAL_SPAWN_KEY, VAL_SPAWN_KEY, held_out_splits
 
-#: Spawn key of the held-out evaluation problems (independent of every seed, so all runs share them).
-EVAL_SPAWN_KEY = (12,)
+__all__ = ["EVAL_SPAWN_KEY", "VAL_SPAWN_KEY", "WARMUP_SPAWN_KEY", "ToyRLTrainer", "warmup_schedule"]
 #: Spawn key of the initial weights and the warm-start problems (with ``warmup_seed``).
 WARMUP_SPAWN_KEY = (13,)
 
@@ -62,6 +64,8 @@ class ToyRLTrainer(Trainer):
 
     #: ``[replay]``'s rows are weighed by their generating policy's log-probabilities (:meth:`update`).
     supports_replay = True
+    #: :meth:`validate` answers a validation split apart from :meth:`evaluate`'s test split.
+    supports_validation = True
 
     def __init__(self, config: ToyRLConfig, *, seed: int | np.random.SeedSequence = 0) -> None:
         self.config = config
@@ -83,11 +87,15 @@ class ToyRLTrainer(Trainer):
                                                                          spawn_key=(*WARMUP_SPAWN_KEY, 2)))
         self.warm = False
         self.warmup_loss: float | None = None
-        eval_rng = np.random.default_rng(np.random.SeedSequence(0, spawn_key=EVAL_SPAWN_KEY))
-        self.eval_levels = np.repeat(np.asarray(config.eval_levels, dtype=np.int64), config.eval_tasks_per_level)
-        a, b = self.family.draw(self.eval_levels, config.base, eval_rng)
-        self.eval_prompts = torch.from_numpy(self.family.prompts(a, b, self.width, config.base))
-        self.eval_answers = torch.from_numpy(self.family.answers(a, b, self.width, config.base))
+        held_out = held_out_splits(self.family, config.eval_levels, config.eval_tasks_per_level,
+                                   config.val_tasks_per_level, self.width, config.base)
+        test, val = held_out.test, held_out.validation
+        self.eval_levels = test.levels
+        self.eval_prompts = torch.from_numpy(self.family.prompts(test.a, test.b, self.width, config.base))
+        self.eval_answers = torch.from_numpy(self.family.answers(test.a, test.b, self.width, config.base))
+        self.val_levels = val.levels
+        self.val_prompts = torch.from_numpy(self.family.prompts(val.a, val.b, self.width, config.base))
+        self.val_answers = torch.from_numpy(self.family.answers(val.a, val.b, self.width, config.base))
 
     def setup(self, pipeline: Any) -> None:
         """Refuse ``arithmetic`` tasksets of another family or base than ``operation`` and ``base``, or with levels
@@ -260,16 +268,29 @@ class ToyRLTrainer(Trainer):
     # -- evaluation -------------------------------------------------------------------------------------
 
     def evaluate(self, *, step: int) -> Mapping[str, float]:
-        """Greedy exact-match accuracy on the held-out problems, overall and per level."""
-        self.warm_start()
-        self.model.eval()
-        answers, _ = generate(self.model, self.eval_prompts, self.answer_len, temperature=0,
-                              allowed=self.config.base)
-        correct = (answers == self.eval_answers).all(dim=1).numpy()
+        """Greedy exact-match accuracy on the held-out test problems, overall and per level."""
+        correct = self._greedy_correct(self.eval_prompts, self.eval_answers)
         out = {"eval_accuracy": float(correct.mean())}
         for level in self.config.eval_levels:
             out[f"eval_accuracy/{level}"] = float(correct[self.eval_levels == level].mean())
         return out
+
+    def validate(self, *, step: int) -> Mapping[str, float]:
+        """Greedy exact-match accuracy on the validation problems, per level and (``val_accuracy``) the mean of the
+        levels' (a split level has fewer problems than the others: :mod:`flexkit_toyrl.splits`)."""
+        correct = self._greedy_correct(self.val_prompts, self.val_answers)
+        per_level = {level: float(correct[self.val_levels == level].mean())
+                     for level in dict.fromkeys(self.config.eval_levels)}
+        return {"val_accuracy": float(np.mean(list(per_level.values()))),
+                **{f"val_accuracy/{level}": value for level, value in per_level.items()}}
+
+    def _greedy_correct(self, prompts: torch.Tensor, answers: torch.Tensor) -> np.ndarray:
+        """Whether each greedy answer to ``prompts`` is exactly ``answers``' (no random stream is used)."""
+        self.warm_start()
+        self.model.eval()
+        greedy, _ = generate(self.model, prompts, self.answer_len, temperature=0, allowed=self.config.base)
+        correct: np.ndarray = (greedy == answers).all(dim=1).numpy()
+        return correct
 
     # -- state --------------------------------------------------------------------------------------------
 

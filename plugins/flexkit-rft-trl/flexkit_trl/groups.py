@@ -1,7 +1,7 @@
 """Held-out accuracy per group of the pipeline's grouping column, from a TRL evaluation's rewards.
 
 A selector that pools evidence by a column (``frontier`` with ``feature_keys = ["level"]`` or ``["source"]``)
-can steer its retention floor by each group's held-out accuracy (``guard_metric = "eval_accuracy/{}"``, ``{}``
+can steer its retention floor by each group's held-out accuracy (``guard_metric = "val_accuracy/{}"``, ``{}``
 standing for the group's value of its first feature key). ``flexkit run`` gets those values from its trainer's
 ``evaluate``; under TRL, :class:`EvalGroups` computes them from the evaluation's own rewards: each evaluated
 completion's weighted reward sum, pooled by its prompt's value in the column (``eval_dataset`` rows carry the

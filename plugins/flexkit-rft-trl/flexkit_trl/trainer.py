@@ -50,6 +50,11 @@ from flexkit_trl.resume import TrackedSampler, check_save_alignment, load_state,
 from flexkit_trl.sample import stage_batch, weighted_inputs
 from flexkit_trl.support import trainer_support
 
+#: TRL's prefix of an evaluation of ``eval_dataset``, the validation split (``metric_key_prefix``'s default).
+EVAL_PREFIX = "eval_"
+#: The prefix the selectors read the validation split under (``guard_metric = "val_accuracy/{}"``).
+VAL_PREFIX = "val_"
+
 
 def repeat_sampler(
     source: Pipeline | TasksetScheduler,
@@ -245,8 +250,8 @@ class FlexkitGRPOTrainer(GRPOTrainer):
     def evaluation_loop(self, *args: Any, **kwargs: Any) -> Any:
         """TRL's evaluation, with each group's held-out accuracy added to its metrics: the mean reward of the
         evaluated completions whose prompts have that value in a selector's grouping column, as
-        ``eval_accuracy/<group>`` (and ``eval_accuracy`` over all of them; ``eval`` is the evaluation's
-        ``metric_key_prefix``), the names a ``frontier`` guard reads (``guard_metric = "eval_accuracy/{}"``)."""
+        ``eval_accuracy/<group>`` (and ``eval_accuracy`` over all of them; ``eval`` is the evaluation's ``metric_key_prefix``),
+        which the selectors receive as ``val_accuracy/<group>``: the validation split (``guard_metric = "val_accuracy/{}"``)."""
         bound = inspect.signature(super().evaluation_loop).bind(*args, **kwargs)
         prefix = bound.arguments.get("metric_key_prefix", "eval")
         self.flexkit_eval_groups.reset()
@@ -259,12 +264,16 @@ class FlexkitGRPOTrainer(GRPOTrainer):
     def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
         """TRL's ``log``, with flexkit's ``flexkit/...`` metrics (:func:`~flexkit.pipeline_metrics`:
         the latest generation batch's fed-back pass rates and completions, the selectors' summaries) added while
-        training; an evaluation's logs (``eval_reward``, ``eval_rewards/<function>/mean``, ``eval_loss``, ...) go to
-        the selectors (:meth:`~flexkit.Pipeline.evaluation`), for a ``frontier`` guard (``guard_metric``)."""
+        training. ``eval_dataset`` is the validation split: an evaluation's ``eval_...`` logs (``eval_reward``,
+        ``eval_accuracy/<group>``, ``eval_loss``, ...) go to the selectors (:meth:`~flexkit.Pipeline.evaluation`) as
+        ``val_...`` (a ``frontier`` guard reads ``val_accuracy/<group>``); an evaluation of a test set
+        (``evaluate(test_dataset, metric_key_prefix="test")``) judges and never reaches them."""
         training = self.model is not None and self.model.training
         if training and self.flexkit_sampler is not None:
             logs = {**logs, **pipeline_metrics(self.flexkit_pipeline, feedback=self._flexkit_feedback,
                                                rollouts=self._flexkit_rollouts)}
         super().log(logs, *args, **kwargs)
-        if not training and any(key.startswith("eval_") for key in logs):
-            self.flexkit_pipeline.evaluation(logs)
+        validation = {VAL_PREFIX + key.removeprefix(EVAL_PREFIX): value for key, value in logs.items()
+                      if key.startswith(EVAL_PREFIX)}
+        if not training and validation:  # eval_dataset is the validation split; a "test_" evaluation never steers
+            self.flexkit_pipeline.evaluation(validation)

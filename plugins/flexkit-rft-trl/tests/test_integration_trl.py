@@ -237,4 +237,4 @@ def test_an_evaluation_reaches_the_selectors(tmp_path: Path, monkeypatch: pytest
     trainer.evaluate()
     assert str(pipe.scheduler.state_dict()["selectors"]) == fed  # held-out rewards are not feedback
     assert len(seen) == 1
-    assert seen[0]["eval_reward"] == pytest.approx(0.25) and "eval_runtime" in seen[0]
+    assert seen[0]["val_reward"] == pytest.approx(0.25) and "val_runtime" in seen[0]  # eval_dataset: validation

@@ -1,5 +1,5 @@
 """Per-group held-out accuracy for the ``frontier`` guard under TRL: an evaluation's rewards, pooled by the
-evaluation rows' value in the selector's grouping column, reach the selector as ``eval_accuracy/<group>``."""
+evaluation rows' value in the selector's grouping column, reach the selector as ``val_accuracy/<group>`` (eval_dataset is the validation split)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def _held_out(pipe: Any) -> dict[str, Any]:
 ])
 def test_the_quickstart_guard_sees_each_groups_held_out_accuracy(tmp_path: Path, column: str, values: list[Any],
                                                                 labels: list[str], names: list[str]) -> None:
-    """The quickstart's selector (frontier by a column + guard_metric = "eval_accuracy/{}") copied into
+    """The quickstart's selector (frontier by a column + guard_metric = "val_accuracy/{}") copied into
     FlexkitGRPOTrainer: after an evaluation its held-out watch has the evaluated groups' mean rewards, under the
     names it gives its groups (integral numbers as integers, labels as they are)."""
     rows = grouped_rows(12, column, values)
@@ -81,7 +81,7 @@ def test_an_eval_dataset_without_the_guards_column_is_refused(tmp_path: Path) ->
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
-    ({"guard_metric": "eval_reward/{}"}, r"guard_metric: .* guard_metric = 'eval_reward/\{\}' would never see a value"),
+    ({"guard_metric": "val_reward/{}"}, r"guard_metric: .* guard_metric = 'val_reward/\{\}' would never see a value"),
     ({"bins": 2, "feature_keys": ["x"]}, r"bins: .* quantile range of 'x'"),
 ])
 def test_a_guard_the_trainer_cannot_feed_is_refused(tmp_path: Path, overrides: dict[str, Any], message: str) -> None:

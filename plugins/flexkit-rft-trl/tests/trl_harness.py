@@ -65,5 +65,5 @@ def grpo_args(tmp_path: Path, **overrides: Any) -> Any:
 
 #: The quickstart's selector (examples/quickstart.toml), grouped by a column given at use.
 QUICKSTART_FRONTIER = {"type": "frontier", "discount": 0.99, "retain": 1.0, "retain_above": 0.9,
-                       "guard_metric": "eval_accuracy/{}", "guard_margin": 0.03, "guard_raise": 0.5,
+                       "guard_metric": "val_accuracy/{}", "guard_margin": 0.03, "guard_raise": 0.5,
                        "guard_lower": 0.05, "guard_min": 0.5}

@@ -14,9 +14,9 @@
 - v1 sampling point: the replay buffer runs the stage after rewards, so the scorer must be a ``post_reward``
   one and rewards must exist at sampling time (no colocated reward model);
 - validation: a selector that reads held-out evaluations (``frontier``'s ``guard_metric``) needs verl to
-  validate during the run (``trainer.test_freq`` > 0), and a per-group guard (``"eval_accuracy/{}"``) needs the
+  validate during the run (``trainer.test_freq`` > 0), and a per-group guard (``"val_accuracy/{}"``) needs the
   validation rows to carry its grouping column (:mod:`flexkit_verl.groups`); the legacy trainer feeds no
-  ``eval_accuracy/{}`` guard (only verl's own ``val-core/<data_source>/...`` metrics reach the selectors).
+  ``val_accuracy/{}`` guard (only verl's own ``val-core/<data_source>/...`` metrics reach the selectors).
 """
 
 from __future__ import annotations

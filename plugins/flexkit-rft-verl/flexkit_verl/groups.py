@@ -1,13 +1,13 @@
 """Held-out accuracy per group of the pipeline's grouping column, from verl's own validation rewards.
 
 A selector that pools evidence by a column (``frontier`` with ``feature_keys = ["level"]``) steers its retention
-floor by each group's held-out accuracy when ``guard_metric = "eval_accuracy/{}"`` (``{}``: the group's value of
+floor by each group's held-out accuracy when ``guard_metric = "val_accuracy/{}"`` (``{}``: the group's value of
 its first feature key, named as the selector names its groups). ``flexkit run`` gets those values from its
 trainer's ``evaluate``; in verl, :class:`ValidationGroups` computes them from the validation verl runs anyway
 (``trainer.test_freq``): every validation response's reward (``rm_scores`` summed), pooled by its prompt's value
 in the column, which the validation rows carry (verl stores a row's fields with each of its trajectories). A
 prompt's accuracy is the mean reward of its responses (``actor_rollout_ref.rollout.val_kwargs.n`` of them); a
-group's is the mean over its prompts; ``eval_accuracy`` is the mean over all prompts.
+group's is the mean over its prompts; ``val_accuracy`` is the mean over all prompts.
 
 :func:`group_columns` says which columns to read and refuses, at construction, what no validation can feed:
 a per-group ``guard_metric`` other than :data:`GUARD_TEMPLATE` and one over quantile ``bins`` (a bin is named by
@@ -99,7 +99,7 @@ class ValidationGroups:
                     labels[column.name] = group_label(values[column.name][i])
 
     def metrics(self) -> dict[str, float]:
-        """:data:`ACCURACY` and ``eval_accuracy/<group>``: mean over prompts of each prompt's mean reward."""
+        """:data:`ACCURACY` and ``val_accuracy/<group>``: mean over prompts of each prompt's mean reward."""
         means = {prompt: sum(r) / len(r) for prompt, r in self._prompts.items()}
         if not means:
             return {}

@@ -15,7 +15,7 @@ TransferQueue. The classes here are verl's own buffers plus, for each training b
 For validation batches (``partition_id="val"``, sampled inside verl's ``_validate``) it adds each response's
 reward and its row's values in the pipeline's grouping columns to :attr:`FlexkitSampling.validation`
 (:class:`~flexkit_verl.groups.ValidationGroups`), from which
-:class:`~flexkit_verl.trainer_v1.FlexkitV1TrainerMixin` hands the pipeline ``eval_accuracy/<group>``.
+:class:`~flexkit_verl.trainer_v1.FlexkitV1TrainerMixin` hands the pipeline ``val_accuracy/<group>``.
 
 YAML::
 

@@ -3,8 +3,8 @@
 
 The sample stage's keep and weights reach verl's per-token loss as ``rollout_is_weights``; validation metrics reach
 the selectors (``trainer.test_freq`` > 0 with ``data.val_files``): verl's own and, on the v1 trainer,
-``eval_accuracy/<group>`` per value of the grouping column (:mod:`flexkit_verl.groups`), which a ``frontier``
-guard (``guard_metric = "eval_accuracy/{}"``) reads. Refills are refused: verl generates one batch per step here.
+``val_accuracy/<group>`` per value of the grouping column (:mod:`flexkit_verl.groups`), which a ``frontier``
+guard (``guard_metric = "val_accuracy/{}"``) reads. Refills are refused: verl generates one batch per step here.
 
 Rollout replay (``[replay]``, after DOTS, arXiv 2506.05316) is refused, because verl 0.9.1's v1 step offers no
 clean place for it: replaying a group means training on it with its stored advantages and its generating policy's

@@ -8,8 +8,8 @@ through flexkit's replay buffer (:mod:`flexkit_verl.replay_buffer`), which the m
 ``_load_checkpoint`` it restores the sampler from ``data.pt`` itself (:func:`~flexkit_verl.resume.restore_sampler`).
 Each validation's metrics reach the selectors (:meth:`~flexkit.Pipeline.evaluation`): verl's own
 (``val-core/<data_source>/acc/mean@1``, ...) and, computed by the replay buffer from the same validation's
-rewards, ``eval_accuracy`` and ``eval_accuracy/<group>`` per value of each selector's first ``feature_keys``
-column (:mod:`flexkit_verl.groups`), so a ``frontier`` guard with ``guard_metric = "eval_accuracy/{}"`` works as
+rewards, ``val_accuracy`` and ``val_accuracy/<group>`` per value of each selector's first ``feature_keys``
+column (:mod:`flexkit_verl.groups`), so a ``frontier`` guard with ``guard_metric = "val_accuracy/{}"`` works as
 under ``flexkit run``; they are in the returned metrics too, so verl logs them.
 
 Use :func:`flexkit_trainer_class` on the class ``trainer.v1.trainer_mode`` names (the task runner of
@@ -81,7 +81,7 @@ class FlexkitV1TrainerMixin:
         return result
 
     def _validate(self, *args: Any, **kwargs: Any) -> Any:
-        """verl's validation, plus ``eval_accuracy`` and ``eval_accuracy/<group>`` from its rewards (the replay
+        """verl's validation, plus ``val_accuracy`` and ``val_accuracy/<group>`` from its rewards (the replay
         buffer's :attr:`~flexkit_verl.replay_buffer.FlexkitSampling.validation`), all handed to the selectors
         (:meth:`~flexkit.Pipeline.evaluation`) and returned for verl to log."""
         groups: ValidationGroups = self.flexkit_buffer.validation

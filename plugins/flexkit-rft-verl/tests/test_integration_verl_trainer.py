@@ -212,13 +212,13 @@ def test_validation_metrics_reach_the_selectors(tmp_path: Path, monkeypatch: pyt
     assert seen == [metrics, metrics]
 
 
-def test_legacy_refuses_the_eval_accuracy_guard(tmp_path: Path) -> None:
+def test_legacy_refuses_the_val_accuracy_guard(tmp_path: Path) -> None:
     """The legacy trainer hands the selectors verl's own validation metrics only: a guard on
-    ``eval_accuracy/{}`` (which the v1 trainer feeds) is refused when verl builds the dataloader."""
+    ``val_accuracy/{}`` (which the v1 trainer feeds) is refused when verl builds the dataloader."""
     from flexkit import ConfigError, pipeline_from_dict
 
     make_pipeline(tmp_path)  # writes the JSONL tasksets
-    guard = {"type": "frontier", "feature_keys": ["f0"], "retain": 1.0, "guard_metric": "eval_accuracy/{}"}
+    guard = {"type": "frontier", "feature_keys": ["f0"], "retain": 1.0, "guard_metric": "val_accuracy/{}"}
     pipe = pipeline_from_dict({"run": {"batch_size": 4, "seed": 5, "total_epochs": 6}, "tasksets": [
         {"name": f"t{i}", "path": f"t{i}.jsonl", "selector": guard} for i in range(len(SIZES))]}, base_dir=tmp_path)
 
@@ -226,5 +226,5 @@ def test_legacy_refuses_the_eval_accuracy_guard(tmp_path: Path) -> None:
         pass
 
     dataset = IndexedDataset(Rows(sum(SIZES)))
-    with pytest.raises(ConfigError, match=r"tasksets\[0\]\.selector\.guard_metric: is 'eval_accuracy/\{\}'.*v1"):
+    with pytest.raises(ConfigError, match=r"tasksets\[0\]\.selector\.guard_metric: is 'val_accuracy/\{\}'.*v1"):
         legacy_trainer(Trainer, tmp_path, FlexkitSampler(pipe, dataset), dataset)

@@ -3,7 +3,7 @@ over a parquet with a ``level`` column, its replay buffer's ``sample`` of the ``
 ``_val_metrics_update``) on a ``PPOTrainerSync`` built without workers; the agent loop stores each validation
 trajectory with its row's fields, as verl's does (verl_v1_harness.ValidationAgentLoop), and TransferQueue's
 ``kv_*`` calls are served from memory. The quickstart's selector, copied into the verl pipeline, gets
-``eval_accuracy/<level>`` per level from verl's validation; what no validation can feed is refused at
+``val_accuracy/<level>`` per level from verl's validation; what no validation can feed is refused at
 construction.
 """
 
@@ -33,7 +33,7 @@ feature_keys = ["level"]
 discount = 0.99
 retain = 1.0
 retain_above = 0.9
-guard_metric = "eval_accuracy/{}"
+guard_metric = "val_accuracy/{}"
 guard_margin = 0.03
 guard_raise = 0.5
 guard_lower = 0.05
@@ -97,8 +97,8 @@ def test_verl_validation_feeds_the_quickstart_guard_per_level(tmp_path: Path, mo
     assert not selector.held_out.state_dict()["evaluated"].any()
     metrics = trainer._validate()  # verl's own v1 _validate, through the mixin
     assert len(loop.rows) == len(VAL_LEVELS) and sorted(int(r["level"]) for r in loop.rows) == VAL_LEVELS
-    assert metrics["eval_accuracy/1"] == 1.0 and metrics["eval_accuracy/2"] == 0.5 and metrics["eval_accuracy/3"] == 0.0
-    assert metrics["eval_accuracy"] == pytest.approx(0.5)
+    assert metrics["val_accuracy/1"] == 1.0 and metrics["val_accuracy/2"] == 0.5 and metrics["val_accuracy/3"] == 0.0
+    assert metrics["val_accuracy"] == pytest.approx(0.5)
     assert "val-core/toy_arithmetic/reward/mean@2" in metrics  # verl's own metrics are kept (and logged with ours)
     held = selector.held_out.state_dict()
     assert held["evaluated"].tolist() == [True, True, True]  # one group per level, each evaluated
@@ -122,7 +122,7 @@ def test_the_guard_state_rides_in_verl_checkpoint(tmp_path: Path, monkeypatch) -
 
 
 @pytest.mark.parametrize(("selector", "key"), [
-    (QUICKSTART_SELECTOR.replace('"eval_accuracy/{}"', '"val-core/{}/acc/mean@1"'), "guard_metric"),
+    (QUICKSTART_SELECTOR.replace('"val_accuracy/{}"', '"val-core/{}/acc/mean@1"'), "guard_metric"),
     (QUICKSTART_SELECTOR + "bins = 3\n", "bins"),
 ])
 def test_a_guard_no_validation_can_feed_is_refused(tmp_path: Path, monkeypatch, selector: str, key: str) -> None:
@@ -148,7 +148,7 @@ def test_a_pipeline_without_guard_reports_accuracy_without_refusing(tmp_path: Pa
                             selector='type = "frontier"\nfeature_keys = ["level"]\n', val_level=False)
     with_validation(trainer, lambda row, s: float(s == 0))
     metrics = trainer._validate()
-    assert metrics["eval_accuracy"] == 0.5 and not any(k.startswith("eval_accuracy/") for k in metrics)
+    assert metrics["val_accuracy"] == 0.5 and not any(k.startswith("val_accuracy/") for k in metrics)
 
 
 def test_group_pieces() -> None:
@@ -157,7 +157,7 @@ def test_group_pieces() -> None:
     assert final_outputs(["a_0_0", "a_0_1", "a_1_0", "b_0_0", "odd"]) == [1, 2, 3, 4]
     groups = ValidationGroups([])
     groups.add(["p", "p", "q"], [1.0, 0.0, float("nan")], {})
-    assert groups.metrics() == {"eval_accuracy": 0.5}
+    assert groups.metrics() == {"val_accuracy": 0.5}
     groups.reset()
     assert groups.metrics() == {}
 
