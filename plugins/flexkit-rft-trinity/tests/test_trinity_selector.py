@@ -150,3 +150,19 @@ def test_selector_type_resolves_through_trinitys_registry() -> None:
     from trinity.buffer.selector import SELECTORS
 
     assert SELECTORS.get(FLEXKIT) is FlexkitSelector
+
+
+def test_regression_a_guard_trinity_never_feeds_is_refused(tmp_path: Path, data: Path) -> None:
+    """A guarded frontier used to be accepted and never see an evaluation (Trinity-RFT hands a data selector
+    none): it is refused where the selector is built, naming the key and what to do."""
+    config = checked(config_yaml(tmp_path, [
+        taskset("math", data, feature_keys=["weak"], selector="frontier", bins=2, retain=1.0,
+                guard_metric="val_accuracy"),
+    ]))
+    with pytest.raises(ConfigError, match=r"data_selector\.guard_metric: the Trinity-RFT data selector .* does not "
+                                          r"honour this.*remove the key"):
+        run(config, range(1))
+    plain = checked(config_yaml(tmp_path, [taskset("math", data, feature_keys=["weak"], selector="frontier",
+                                                   bins=2)]))
+    batches, _ = run(plain, range(2))  # the same selector without the guard runs
+    assert all(len(b) == 4 for b in batches)
