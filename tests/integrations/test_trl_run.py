@@ -252,3 +252,43 @@ def test_columns_rows_without_eval_data_are_refused_before_training(tmp_path: Pa
     with pytest.raises(ConfigError, match="eval_data"):
         run_pipeline(pipe, run_dir=tmp_path / "run", progress=None)
     assert TRLRunTrainer.supports_replay and TRLRunConfig.__doc__
+
+
+GUARDED = """
+[tasksets.selector]
+type = "frontier"
+feature_keys = ["level"]
+retain = 1.0
+guard_metric = "val_accuracy/{}"
+"""
+
+
+def _guarded(steps: int = 3, trainer: str = "val_tasks_per_level = 6") -> str:
+    text = pipeline_text(steps=steps, trainer=trainer)
+    return text.replace('[tasksets.selector]\ntype = "learnability"\nfeature_keys = ["level"]\n', GUARDED)
+
+
+def test_the_validation_split_is_apart_from_the_test_set_and_is_what_the_guard_reads(tmp_path: Path) -> None:
+    from flexkit_trl.run_rows import arithmetic_eval_rows, arithmetic_val_rows
+
+    config = TRLRunConfig(model="m", eval_levels=(1, 2, 3), eval_tasks_per_level=50, val_tasks_per_level=40)
+    test = arithmetic_eval_rows(config)
+    val = arithmetic_val_rows(config, test)
+    pairs = [(r["a"], r["b"]) for r in val]
+    assert len(val) == 120 and len(set(pairs)) == len(pairs)
+    assert not set(pairs) & {(r["a"], r["b"]) for r in test}
+    pipe = load_pipeline(write(tmp_path, _guarded()))
+    run_pipeline(pipe, run_dir=tmp_path / "run", progress=None)
+    records = steps(tmp_path / "run")
+    assert any("flexkit/val/accuracy/1" in r for r in records) and any("flexkit/eval/accuracy/1" in r for r in records)
+    held_out = pipe.scheduler.state_dict()["selectors"][0]["held_out"]
+    assert list(held_out["evaluated"]) == [True, True]
+    last = [r for r in records if "flexkit/val/accuracy/1" in r][-1]
+    assert held_out["latest"][0] == pytest.approx(last["flexkit/val/accuracy/1"])  # validation, not test
+
+
+def test_a_guard_without_a_validation_split_is_refused_before_training(tmp_path: Path) -> None:
+    pipe = load_pipeline(write(tmp_path, _guarded(trainer="val_tasks_per_level = 0")))
+    with pytest.raises(ConfigError, match=r"tasksets\[0\]\.selector\.guard_metric: reads the validation split, and "
+                                          r"the trl trainer has none"):
+        run_pipeline(pipe, run_dir=tmp_path / "run", progress=None)

@@ -122,6 +122,17 @@ class TRLRunConfig:
         default=(1, 2, 3, 4), min_items=1, doc='rows = "arithmetic": the levels (digits of a) of the held-out set.',
     )
     eval_tasks_per_level: int = field(default=50, ge=1, doc='rows = "arithmetic": held-out problems per level.')
+    val_data: str | None = field(
+        default=None,
+        doc='rows = "columns": a JSON Lines file of validation rows (prompt and answer columns, and '
+            "eval_group_column), relative to the pipeline file: the split that steers (a guard reads "
+            "val_accuracy/<value>), no prompt of which may be in eval_data. Default: no validation split.",
+    )
+    val_tasks_per_level: int = field(
+        default=32, ge=0,
+        doc='rows = "arithmetic": validation problems per level of eval_levels (the split that steers: a guard '
+            "reads val_accuracy/<level>), none of them in the test set. 0: no validation split.",
+    )
     eval_batch_size: int = field(default=64, ge=1, doc="Prompts per generation batch of the evaluation.")
     use_cpu: bool = field(default=False, doc="Train on the CPU even when a GPU is present.")
     bf16: bool = field(default=False, doc="bfloat16 mixed precision (a GPU that has it).")

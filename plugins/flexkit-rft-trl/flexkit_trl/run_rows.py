@@ -19,10 +19,13 @@ import numpy as np
 from flexkit import ConfigError, ConfigIssue
 from flexkit_trl.run_config import TRLRunConfig
 
-__all__ = ["EVAL_SPAWN_KEY", "arithmetic_eval_rows", "arithmetic_prompt", "read_eval_rows", "trl_input"]
+__all__ = ["EVAL_SPAWN_KEY", "VAL_SPAWN_KEY", "arithmetic_eval_rows", "arithmetic_prompt", "arithmetic_val_rows",
+           "read_eval_rows", "trl_input"]
 
 #: Spawn key of the arithmetic held-out problems (with seed 0: the same for every pipeline seed).
 EVAL_SPAWN_KEY = (21,)
+#: The validation problems' stream (of ``arithmetic_val_rows``), apart from the test set's.
+VAL_SPAWN_KEY = (22,)
 #: The operator token of each operation.
 OPERATORS = {"add": "+", "mul": "*"}
 
@@ -84,13 +87,39 @@ def arithmetic_eval_rows(config: TRLRunConfig) -> list[dict[str, Any]]:
     return rows
 
 
-def read_eval_rows(path: Path) -> list[dict[str, Any]]:
+def arithmetic_val_rows(config: TRLRunConfig, test_rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Up to ``val_tasks_per_level`` distinct problems per level of ``eval_levels``, none of them in ``test_rows``
+    (the test set), from their own fixed stream; a level with fewer problems left gives what it has."""
+    rng = np.random.default_rng(np.random.SeedSequence(0, spawn_key=VAL_SPAWN_KEY))
+    taken = {(int(r["a"]), int(r["b"])) for r in test_rows}
+    rows: list[dict[str, Any]] = []
+    for level in config.eval_levels:
+        low, high = (0 if level == 1 else 10 ** (level - 1)), 10 ** level
+        b_low, b_high = (0, high) if config.operation == "add" else (2, 10)
+        left = (high - low) * (b_high - b_low) - sum(1 for a, _b in taken if low <= a < high)
+        want = min(config.val_tasks_per_level, max(left, 0))
+        chosen: list[tuple[int, int]] = []
+        seen = set(taken)
+        while len(chosen) < want:
+            pair = (int(rng.integers(low, high)), int(rng.integers(b_low, b_high)))
+            if pair not in seen:
+                seen.add(pair)
+                chosen.append(pair)
+        for x, y in chosen:
+            row: dict[str, Any] = {"a": x, "b": y, "level": level}
+            if config.operation != "add":
+                row["operation"] = config.operation
+            rows.append(row)
+    return rows
+
+
+def read_eval_rows(path: Path, key: str = "trainer.eval_data") -> list[dict[str, Any]]:
     """The rows of the JSON Lines file ``path`` (blank lines skipped); a :class:`~flexkit.ConfigError` naming the
     file and line of a row that is not a JSON object."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError([ConfigIssue("trainer.eval_data", f"cannot read {path}: {exc.strerror or exc}")]) from None
+        raise ConfigError([ConfigIssue(key, f"cannot read {path}: {exc.strerror or exc}")]) from None
     rows: list[dict[str, Any]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -98,12 +127,12 @@ def read_eval_rows(path: Path) -> list[dict[str, Any]]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ConfigError([ConfigIssue("trainer.eval_data", f"{path}:{number}: not JSON: {exc.msg}")]) from None
+            raise ConfigError([ConfigIssue(key, f"{path}:{number}: not JSON: {exc.msg}")]) from None
         if not isinstance(row, dict):
-            raise ConfigError([ConfigIssue("trainer.eval_data", f"{path}:{number}: a row must be a JSON object")])
+            raise ConfigError([ConfigIssue(key, f"{path}:{number}: a row must be a JSON object")])
         rows.append(row)
     if not rows:
-        raise ConfigError([ConfigIssue("trainer.eval_data", f"{path} holds no rows")])
+        raise ConfigError([ConfigIssue(key, f"{path} holds no rows")])
     return rows
 
 

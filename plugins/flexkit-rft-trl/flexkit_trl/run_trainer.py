@@ -48,10 +48,10 @@ import torch
 from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]
 
 from flexkit import ConfigError, ConfigIssue, FlexkitError, Rollout, RolloutBatch, Trainer
-from flexkit_trl.groups import group_label
+from flexkit.host import group_label, pipeline_needs
 from flexkit_trl.rewards import load_reward
 from flexkit_trl.run_config import TRLRunConfig
-from flexkit_trl.run_rows import arithmetic_eval_rows, read_eval_rows, trl_input, union_keys
+from flexkit_trl.run_rows import arithmetic_eval_rows, arithmetic_val_rows, read_eval_rows, trl_input, union_keys
 from flexkit_trl.sample import weighted_inputs
 
 __all__ = ["GRPOStepper", "TRLRunTrainer"]
@@ -159,6 +159,9 @@ class TRLRunTrainer(Trainer):
     Config = TRLRunConfig
     #: ``[replay]``'s rows are weighed against their generating policy in TRL's clipped ratio (module docstring).
     supports_replay = True
+    #: :meth:`validate` scores a validation split apart from the test set (``val_tasks_per_level`` or
+    #: ``val_data``); without one it returns nothing, and a selector that needs it is refused at :meth:`setup`.
+    supports_validation = True
 
     def __init__(self, config: TRLRunConfig, *, seed: int | np.random.SeedSequence = 0) -> None:
         super().__init__(config)
@@ -169,6 +172,7 @@ class TRLRunTrainer(Trainer):
         self._grpo: GRPOStepper | None = None
         self._workdir: tempfile.TemporaryDirectory[str] | None = None
         self._eval_rows: list[dict[str, Any]] = []
+        self._val_rows: list[dict[str, Any]] = []
         self._fixed_widths = False
         self._old_log_probs = False
 
@@ -235,6 +239,13 @@ class TRLRunTrainer(Trainer):
         self._fixed_widths = self._old_log_probs or refill  # rows of other steps or rounds join the batch
         if pipeline.config.run.eval_every > 0:
             self._eval_rows = self._held_out(base)
+            self._val_rows = self._validation(base)
+        needs = [n.key for n in pipeline_needs(pipeline) if n.part == "evaluation"]
+        if needs and not self._val_rows:
+            raise ConfigError([ConfigIssue(key, (
+                "reads the validation split, and the trl trainer has none: set trainer.val_tasks_per_level above 0 "
+                '(rows = "arithmetic") or trainer.val_data (rows = "columns"), or remove the key'))
+                for key in needs], pipeline.source)
         torch.manual_seed(self.torch_seed)  # the rollouts' stream (TRL's set_seed ran in its constructor)
 
     def _check_tasksets(self, pipeline: Any) -> None:
@@ -265,6 +276,25 @@ class TRLRunTrainer(Trainer):
         else:
             rows = read_eval_rows(base / cfg.eval_data)
         return [trl_input(row, cfg, where=f"held-out row {i}") for i, row in enumerate(rows)]
+
+    def _validation(self, base: Path) -> list[dict[str, Any]]:
+        """The validation split's TRL inputs: problems apart from the test set (arithmetic), or ``val_data``'s
+        rows, none of whose prompts is a test prompt (a ``ConfigError`` naming ``trainer.val_data`` otherwise)."""
+        cfg = self.config
+        if cfg.rows == "arithmetic":
+            test = arithmetic_eval_rows(cfg)
+            rows = arithmetic_val_rows(cfg, test) if cfg.val_tasks_per_level else []
+        elif cfg.val_data is None:
+            return []
+        else:
+            rows = read_eval_rows(base / cfg.val_data, key="trainer.val_data")
+        out = [trl_input(row, cfg, where=f"validation row {i}") for i, row in enumerate(rows)]
+        shared = {r["prompt"] for r in out} & {r["prompt"] for r in self._eval_rows}
+        if shared:
+            raise ConfigError([ConfigIssue("trainer.val_data", (
+                f"{len(shared)} validation prompt(s) are also in eval_data, the test set (e.g. {sorted(shared)[0]!r}): "
+                "the split that steers must be apart from the one that judges"))])
+        return out
 
     # -- the step -------------------------------------------------------------------------------------------
 
@@ -365,17 +395,25 @@ class TRLRunTrainer(Trainer):
     # -- evaluation ------------------------------------------------------------------------------------------
 
     def evaluate(self, *, step: int) -> Mapping[str, float]:
-        """Greedy completions of the held-out prompts, scored by the reward function: ``eval_accuracy`` (mean
-        reward) and ``eval_accuracy/<group>`` per value of ``eval_group_column``."""
-        cfg, grpo = self.config, self.grpo
+        """Greedy completions of the held-out prompts (the test split), scored by the reward function:
+        ``eval_accuracy`` (mean reward) and ``eval_accuracy/<group>`` per value of ``eval_group_column``."""
         if not self._eval_rows:
             raise ConfigError([ConfigIssue("trainer.eval_data", "the trl trainer evaluates only with [run] "
                                                                 "eval_every above 0")])
+        return self._score(self._eval_rows, "eval_accuracy")
+
+    def validate(self, *, step: int) -> Mapping[str, float]:
+        """The same on the validation split: ``val_accuracy`` and ``val_accuracy/<group>`` (nothing without one)."""
+        return self._score(self._val_rows, "val_accuracy") if self._val_rows else {}
+
+    def _score(self, held_out: list[dict[str, Any]], name: str) -> dict[str, float]:
+        """Mean reward of greedy completions of ``held_out``, overall (``name``) and per group (``name/<group>``)."""
+        cfg, grpo = self.config, self.grpo
         grpo.policy.eval()
         rewards: list[float] = []
         with grpo.greedy():
-            for start in range(0, len(self._eval_rows), cfg.eval_batch_size):
-                rows = self._eval_rows[start:start + cfg.eval_batch_size]
+            for start in range(0, len(held_out), cfg.eval_batch_size):
+                rows = held_out[start:start + cfg.eval_batch_size]
                 keys = union_keys(rows)
                 inputs = [{k: row.get(k) for k in keys} for row in rows]
                 prompts = [row["prompt"] for row in inputs]
@@ -386,13 +424,13 @@ class TRLRunTrainer(Trainer):
         grpo.take_metrics("eval")
         grpo.policy.train()
         values = np.asarray(rewards, dtype=np.float64)
-        out = {"eval_accuracy": float(values.mean())}
+        out = {name: float(values.mean())}
         groups: dict[str, list[float]] = {}
-        for row, value in zip(self._eval_rows, rewards, strict=True):
+        for row, value in zip(held_out, rewards, strict=True):
             if row.get(cfg.eval_group_column) is not None:
                 groups.setdefault(group_label(row[cfg.eval_group_column]), []).append(value)
         for label in sorted(groups, key=_group_order):
-            out[f"eval_accuracy/{label}"] = float(np.mean(groups[label]))
+            out[f"{name}/{label}"] = float(np.mean(groups[label]))
         return out
 
     # -- state ------------------------------------------------------------------------------------------------

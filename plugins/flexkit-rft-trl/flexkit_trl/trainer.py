@@ -250,8 +250,9 @@ class FlexkitGRPOTrainer(GRPOTrainer):
     def evaluation_loop(self, *args: Any, **kwargs: Any) -> Any:
         """TRL's evaluation, with each group's held-out accuracy added to its metrics: the mean reward of the
         evaluated completions whose prompts have that value in a selector's grouping column, as
-        ``eval_accuracy/<group>`` (and ``eval_accuracy`` over all of them; ``eval`` is the evaluation's ``metric_key_prefix``),
-        which the selectors receive as ``val_accuracy/<group>``: the validation split (``guard_metric = "val_accuracy/{}"``)."""
+        ``eval_accuracy/<group>`` (and ``eval_accuracy`` over all of them; ``eval`` is the evaluation's
+        ``metric_key_prefix``), which the selectors receive as ``val_accuracy/<group>``: ``eval_dataset`` is the
+        validation split (``guard_metric = "val_accuracy/{}"``)."""
         bound = inspect.signature(super().evaluation_loop).bind(*args, **kwargs)
         prefix = bound.arguments.get("metric_key_prefix", "eval")
         self.flexkit_eval_groups.reset()

@@ -1,5 +1,6 @@
 """Per-group held-out accuracy for the ``frontier`` guard under TRL: an evaluation's rewards, pooled by the
-evaluation rows' value in the selector's grouping column, reach the selector as ``val_accuracy/<group>`` (eval_dataset is the validation split)."""
+evaluation rows' value in the selector's grouping column, reach the selector as ``val_accuracy/<group>``
+(eval_dataset is the validation split)."""
 
 from __future__ import annotations
 
