@@ -37,6 +37,7 @@ GENERIC = frozenset({"BaseException", "Exception", "ValueError", "TypeError", "K
 
 #: ``"path::function: Builtin"`` -> why the builtin is right there (nothing a user or a plugin causes reaches it).
 INTERNAL_RAISES: dict[str, str] = {
+    "flexkit/selectors/members.py::flag: ValueError": "internal invariant: flexkit's own callers name a declared flag",
     "flexkit/scheduler/batch_plan.py::mix_counts: ValueError":
         "internal invariant: the scheduler refuses a batch_size above all tasks when it is built",
     "flexkit/compare/statistics.py::mean_interval: ValueError":
@@ -61,6 +62,8 @@ _NAMED = "a component's or plugin's own error, reported naming the component and
 
 #: ``"path::function: Builtins"`` -> why catching those builtins there relabels nothing.
 CAUGHT_BUILTINS: dict[str, str] = {
+    "plugins/flexkit-rft-trl/flexkit_trl/run_trainer.py::_group_order: ValueError":
+        "float() of a group label: a label that is no number sorts after the numbers",
     "flexkit/_files.py::open_regular: BaseException": _CLEANUP,
     "flexkit/annotate/command.py::_load_trainer_state: Exception": _NAMED + " (a CheckpointError: the trainer's state)",
     "flexkit/annotate/output.py::_unwritable: TypeError, ValueError": _DATA,

@@ -22,13 +22,17 @@ _ESTIMATE_METHODS = ("predicted_pass_rates", "estimates", "posterior_mean")
 
 
 def flag(selector: Any, name: str) -> bool:
-    """The class flag ``name`` (one of :class:`~flexkit.selectors.base.Selector`'s) of ``selector``; ``False`` for a
-    foreign selector that does not set it (``atomic_feedback`` too: its feedback is not trusted to be atomic)."""
+    """The flag ``name`` (one of :class:`~flexkit.selectors.base.Selector`'s) of ``selector``, read from the
+    object (``atomic_feedback`` from its class, which declares it for its own feedback code); ``False`` for a
+    foreign selector that does not set it (``atomic_feedback`` only when exactly ``True``: a foreign selector's
+    feedback is not trusted to be atomic). An exception a property raises (a plugin's own bug) surfaces as it is."""
     if name not in _FLAGS:
         raise ValueError(f"{name!r} is not a selector flag ({', '.join(_FLAGS)})")
+    owner = type(selector) if name == "atomic_feedback" else selector
     if isinstance(selector, Selector):
-        return bool(getattr(type(selector), name))  # a declared ClassVar of the base
-    return getattr(type(selector), name, False) is True
+        return bool(getattr(owner, name))  # declared on the base
+    value = getattr(owner, name, False)
+    return value is True if name == "atomic_feedback" else bool(value)
 
 
 def predicted_pass_rates(selector: Any) -> Any:

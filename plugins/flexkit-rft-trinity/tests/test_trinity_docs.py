@@ -35,9 +35,9 @@ def test_every_block_of_the_trinity_page_runs(tmp_path: Path, monkeypatch: pytes
             skipped.append(str(exc))
             continue
         ran.append(example.line)
-    # ran: the install block (checked, not run), the two yaml and two python blocks, and the skip marker; the
+    # ran: the install block (checked, not run), the three yaml and two python blocks, and the skip marker; the
     # example is skipped (test_trinity_example.py runs it)
-    assert len(ran) == 6
+    assert len(ran) == 7
     assert skipped == ["needs trinity-rft; plugins/flexkit-rft-trinity/tests/test_trinity_example.py runs it"]
     out = capsys.readouterr().out
     assert "FlexkitSelector difficulty_based 300" in out
