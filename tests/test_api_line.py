@@ -119,3 +119,45 @@ def test_import_flexkit_loads_neither_torch_nor_a_component_module() -> None:
     code = "import json, sys, flexkit.testing; print(json.dumps(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=ROOT)
     assert not {"torch", "pytest"} & set(json.loads(out.stdout))
+
+
+#: Dotted names in the plugins' text that are not flexkit modules: verl's Hydra keys (``+flexkit.pipeline=...``)
+#: and the entry-point group ``flexkit.hosts``.
+NOT_MODULES = ("flexkit.pipeline=", "flexkit.plugins=", "flexkit.base_dir", "flexkit.hosts", "flexkit.set")
+
+
+def past_the_line_in_text(text: str) -> list[str]:
+    """Dotted ``flexkit.x...`` names in ``text`` (docstrings, comments, messages) that reach past the API line:
+    ``flexkit.<name>`` must be exported by ``flexkit`` or be a public module (:data:`PUBLIC`), whose next name must
+    be one it exports."""
+    found = []
+    for match in re.finditer(r"(?<![\w.])flexkit(?:\.[A-Za-z_]\w*)+=?", text):
+        dotted = match.group(0)
+        if dotted.startswith(NOT_MODULES) or dotted.endswith(("=", ".py", ".toml", ".yaml", ".json")):
+            continue
+        parts = dotted.split(".")
+        if parts[1].startswith("__") or parts[1] in exported("flexkit"):
+            continue
+        module = next((m for m in sorted(PUBLIC, key=len, reverse=True) if dotted == m or
+                       dotted.startswith(m + ".")), None)
+        if module is None:
+            found.append(dotted)
+            continue
+        rest = dotted[len(module) + 1:].split(".")[0] if dotted != module else ""
+        if rest and rest not in exported(module) and f"{module}.{rest}" not in PUBLIC:
+            found.append(dotted)
+    return found
+
+
+@pytest.mark.parametrize("path", [p for p in plugin_files() if "tests" not in p.parts],
+                         ids=lambda p: str(p.relative_to(ROOT / "plugins")))
+def test_the_plugins_text_sends_users_only_to_the_api_line(path: Path) -> None:
+    """Docstrings, comments and error messages of the first-party plugins name only what users can import."""
+    found = past_the_line_in_text(path.read_text(encoding="utf-8"))
+    assert not found, f"{path.relative_to(ROOT)} names flexkit objects past the API line: {found}"
+
+
+def test_the_text_check_finds_an_internal_module() -> None:
+    found = past_the_line_in_text("see flexkit.run.dynamic_sampling.fill_batch")
+    assert found == ["flexkit.run.dynamic_sampling.fill_batch"]
+    assert past_the_line_in_text("flexkit.fill_batch, flexkit.host.check_support, +flexkit.pipeline=x.toml") == []

@@ -15,7 +15,7 @@ The run, as real RL fine-tuning does it:
 2. **GRPO** (Shao et al. 2024, arXiv 2402.03300): for each task, ``group_size`` sampled answers; exact-match
    reward; group-relative advantages ``(r − mean_g) / (std_g + ε)`` on every answer token; the PPO clipped loss
    of :func:`flexkit.policy_loss` with the sample stage's per-token weights, plus an entropy bonus
-   (aggregated over the kept tokens, see :mod:`flexkit.sample.weights`) that keeps the policy from collapsing onto one
+   (aggregated over the kept tokens, see :func:`flexkit.policy_loss`) that keeps the policy from collapsing onto one
    answer. Groups whose answers all got the same reward carry no gradient — the waste task selection avoids.
 3. **Held-out evaluations**: greedy answers to fixed sets of fresh problems per level, the same for every
    pipeline seed, so runs are comparable: a **test** split (:meth:`ToyRLTrainer.evaluate`, ``eval_accuracy``: what
@@ -130,7 +130,7 @@ class ToyRLTrainer(Trainer):
 
     def warm_start(self) -> None:
         """The supervised phase (once; a loaded checkpoint counts as warm), reported as progress phase
-        ``"warm start"`` (:meth:`~flexkit.plugins.trainer.Trainer.report_progress`). With ``pretrained`` and shipped
+        ``"warm start"`` (:meth:`~flexkit.Trainer.report_progress`). With ``pretrained`` and shipped
         weights for this configuration, those are loaded instead (:mod:`flexkit_toyrl.pretrained`)."""
         if self.warm:
             return
@@ -323,7 +323,7 @@ class ToyRLTrainer(Trainer):
 def _behaviour_log_probs(batch: Any, logp: torch.Tensor) -> torch.Tensor:
     """The importance ratio's denominator: the current policy's (detached) log-probabilities for the rows this
     step generated, and the generating policy's ``old_log_probs`` for the rows ``[replay]`` hands back
-    (``replay_age`` > 0, :mod:`flexkit.sample.replay`)."""
+    (``replay_age`` > 0, :class:`flexkit.host.ReplayBuffer`)."""
     old = logp.detach()
     age = batch.get("replay_age")
     if age is None:

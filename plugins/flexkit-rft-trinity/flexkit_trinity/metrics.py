@@ -5,7 +5,7 @@ Trinity-RFT's explorer logs each step's metrics through its monitor (``monitor.m
 payload out of the step's metrics and passes selectors only ``indices`` and ``values``. :class:`FlexkitMonitor`
 is a monitor that wraps the one Trinity would use (``monitor_args.flexkit_wraps``, default ``tensorboard``) and
 adds, once per step, the metrics of every live :class:`~flexkit_trinity.FlexkitSelector` of its process (the
-explorer's: where the scheduler and its selectors live), named as flexkit's :mod:`flexkit.integrations.host_metrics`
+explorer's: where the scheduler and its selectors live), named as flexkit's :func:`flexkit.pipeline_metrics`
 scheme:
 ``flexkit/selector/<taskset>/<key>`` (``predicted_pass_rate_mean`` for selectors that keep estimates, plus a
 plugin selector's own ``summary()``).
@@ -37,7 +37,7 @@ def register_live(selector: Any) -> None:
 
 def selector_metrics_of(selector: Any) -> dict[str, float]:
     """One adapter selector's metrics, ``flexkit/selector/<taskset>/<key>`` (via
-    :func:`flexkit.integrations.host_metrics.selector_metrics`)."""
+    :func:`flexkit.selector_metrics`)."""
     entry = SimpleNamespace(name=selector.taskset_name, selector=selector.selector, size=selector.size)
     return selector_metrics(SimpleNamespace(entries=[entry]))
 

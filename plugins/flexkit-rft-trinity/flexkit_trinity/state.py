@@ -3,7 +3,7 @@
 Trinity-RFT (0.6) saves each taskset reader's ``state_dict()`` with ``json.dump`` into
 ``<checkpoint_job_dir>/<explorer name>_meta.json`` (its ``StateManager.save_explorer``). A flexkit selector's state
 holds numpy arrays (posteriors, scores) and big RNG integers, so :func:`encode` turns it into JSON values with
-flexkit's own checkpoint encoding (:func:`flexkit.pipeline.checkpoint.split_arrays`): the tree keeps its shape, each
+flexkit's own checkpoint encoding (:func:`flexkit.split_arrays`): the tree keeps its shape, each
 array becomes ``{"__ndarray__": "a<k>"}`` and all arrays travel together as one
 compressed ``.npz`` written with ``allow_pickle=False`` and base64-encoded. :func:`decode` inverts it exactly
 (float64 bits, dtypes and shapes kept). No pickle anywhere.

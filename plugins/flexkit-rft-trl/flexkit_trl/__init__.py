@@ -1,7 +1,7 @@
 """flexkit inside TRL's ``GRPOTrainer``, and TRL inside ``flexkit run``.
 
 - :class:`FlexkitGRPOTrainer`: ``GRPOTrainer`` whose training sampler is a flexkit
-  :class:`~flexkit.integrations.torch.FlexkitSampler` with ``RepeatSampler``'s grouping, and whose rewards are
+  :class:`~flexkit.FlexkitSampler` with ``RepeatSampler``'s grouping, and whose rewards are
   fed back to the pipeline after each generation batch;
 - :func:`with_index_column`: the dataset with its row index in a column (how rewards find their tasks);
 - ``[trainer] type = "trl"`` (:mod:`flexkit_trl.plugin`, :class:`flexkit_trl.run_trainer.TRLRunTrainer`):

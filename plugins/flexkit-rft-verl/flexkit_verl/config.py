@@ -6,7 +6,7 @@ A verl run names its pipeline with Hydra keys (``+`` adds them to verl's config)
     '+flexkit.set=["run.seed=3","run.total_epochs=2"]'  # optional: flexkit's ``--set`` overrides
     +flexkit.plugins=[my_plugin]                       # optional: extra flexkit plugins (module names)
 
-``flexkit.pipeline`` may also be a mapping (the pipeline's tables inline in the YAML), built with
+``+flexkit.pipeline=`` may also be a mapping (the pipeline's tables inline in the YAML), built with
 :func:`flexkit.pipeline_from_dict`; relative storage paths then resolve against ``flexkit.base_dir``
 (default: the working directory). The former single key ``flexkit_pipeline=/abs/path.toml`` is still read.
 """

@@ -9,7 +9,7 @@ new epoch), elsewhere it is the state the loader restores too.
 
 The file is read with ``torch.load(weights_only=True)``: tensors and plain containers only, never an arbitrary
 pickle, so a crafted ``data.pt`` cannot run code here (the sampler's state holds its arrays as tensors for
-that; see :mod:`flexkit.integrations.torch`). A file that needs more is refused with a ``CheckpointError``.
+that; see :class:`flexkit.FlexkitSampler`). A file that needs more is refused with a ``CheckpointError``.
 """
 
 from __future__ import annotations
