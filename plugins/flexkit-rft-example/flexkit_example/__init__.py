@@ -1,9 +1,14 @@
 """An example flexkit plugin: the ``reverse`` selector serves tasks from the last index down, wrapping."""
 
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
 import attrs
 import numpy as np
 
-from flexkit import Selector, field, hookimpl
+from flexkit import Register, Selector, field, hookimpl
 
 
 @attrs.frozen(kw_only=True)
@@ -18,23 +23,23 @@ class ReverseSelector(Selector):
 
     Config = ReverseConfig
 
-    def _init_state(self):
+    def _init_state(self) -> None:
         self.position = self.config.skip
 
-    def _select(self, batch_size, return_extra_info):
+    def _select(self, batch_size: int, return_extra_info: bool) -> tuple[np.ndarray, dict[str, Any]]:
         steps = self.position + np.arange(batch_size)
         self.position += batch_size
         return (self.size - 1 - steps % self.size), {}
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "position": self.position}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         super().load_state_dict(state)
         self.position = int(state["position"])
 
 
 @hookimpl
-def flexkit_register_selectors(register):
+def flexkit_register_selectors(register: Register) -> None:
     """Register the example's components."""
     register("reverse", ReverseSelector, ReverseConfig)

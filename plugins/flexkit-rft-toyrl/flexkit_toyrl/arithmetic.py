@@ -144,7 +144,7 @@ def make_arithmetic_taskset(config: ArithmeticTasksConfig, *, name: str, **_cont
         answer = family.answers(a, b, width, config.base)
         extra["answer_digits"] = digit_counts(answer @ (config.base ** np.arange(width + 1)), config.base)
     columns.update({key: values.astype(np.float64) for key, values in extra.items()})
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"id": i, "level": int(levels[i]), "a": int(a[i]), "b": int(b[i]), "carries": int(n_carries[i]),
          "difficulty": float(columns["difficulty"][i]), "weak_pass_rate": float(weak[i]),
          "strong_pass_rate": float(strong[i])}

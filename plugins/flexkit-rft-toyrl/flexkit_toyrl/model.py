@@ -31,13 +31,14 @@ class Block(nn.Module):
         q, k, v = (z.view(shape).transpose(1, 2) for z in (q, k, v))
         causal = True
         if cache is not None:
-            if cache.k is not None:
+            if cache.k is not None and cache.v is not None:
                 k, v = torch.cat([cache.k, k], dim=2), torch.cat([cache.v, v], dim=2)
                 causal = t > 1
             cache.k, cache.v = k, v
         y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
         x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
-        return x + self.mlp(self.ln2(x))
+        out: torch.Tensor = x + self.mlp(self.ln2(x))
+        return out
 
 
 class KVCache:
@@ -81,7 +82,8 @@ class TinyTransformer(nn.Module):
         x = self.tok(tokens) + self.pos.weight[start:start + t]
         for i, block in enumerate(self.blocks):
             x = block(x, None if caches is None else caches[i])
-        return self.head(self.ln(x))
+        logits: torch.Tensor = self.head(self.ln(x))
+        return logits
 
 
 def answer_log_probs(model: TinyTransformer, sequences: torch.Tensor, answer_len: int,
@@ -113,7 +115,8 @@ def generate(model: TinyTransformer, prompts: torch.Tensor, answer_len: int, *, 
     for cache in caches:
         cache.repeat_interleave(samples)
     position = prompts.shape[1]
-    out, logps = [], []
+    out: list[torch.Tensor] = []
+    logps: list[torch.Tensor] = []
     for i in range(answer_len):
         if i:
             logits = model(out[-1][:, None], caches, start=position)[:, -1].float()

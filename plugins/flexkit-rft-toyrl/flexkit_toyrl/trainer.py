@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import torch
@@ -150,7 +150,7 @@ class ToyRLTrainer(Trainer):
             logp, _ = answer_log_probs(self.model, seq, self.answer_len, cfg.base)
             loss = -logp.mean()
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
             optimizer.step()
             schedule.step()
@@ -340,5 +340,5 @@ def _level(task: Any) -> int:
     return int(level) if isinstance(level, int) else 0
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)

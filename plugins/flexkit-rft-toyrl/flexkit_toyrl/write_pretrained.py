@@ -25,7 +25,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out-dir", type=Path, default=PRETRAINED_DIR, help="where to write (default: %(default)s)")
     args = parser.parse_args(argv)
     for source in args.pipelines:
-        config = load_pipeline(source).config.trainer.config
+        trainer_table = load_pipeline(source).config.trainer
+        config = None if trainer_table is None else trainer_table.config
         if not isinstance(config, ToyRLConfig):
             parser.error(f"{source}: [trainer] is not a toyrl table")
         trainer = ToyRLTrainer(attrs.evolve(config, pretrained=False))

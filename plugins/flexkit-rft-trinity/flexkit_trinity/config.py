@@ -147,7 +147,8 @@ def check_config(config: Any) -> None:
 def _validator_base() -> type:
     from trinity.common.config_validator import ConfigValidator
 
-    return ConfigValidator
+    base: type = ConfigValidator
+    return base
 
 
 class FlexkitConfigValidator(_validator_base()):  # type: ignore[misc]

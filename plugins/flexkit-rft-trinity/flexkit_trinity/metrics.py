@@ -39,7 +39,8 @@ def selector_metrics_of(selector: Any) -> dict[str, float]:
     """One adapter selector's metrics, ``flexkit/selector/<taskset>/<key>`` (via
     :func:`flexkit.selector_metrics`)."""
     entry = SimpleNamespace(name=selector.taskset_name, selector=selector.selector, size=selector.size)
-    return selector_metrics(SimpleNamespace(entries=[entry]))
+    metrics: dict[str, float] = selector_metrics(SimpleNamespace(entries=[entry]))
+    return metrics
 
 
 def flexkit_metrics() -> dict[str, float]:
@@ -64,7 +65,7 @@ class FlexkitMonitor(Monitor):
         self.inner = MONITOR.get(wrapped)(project=project, group=group, name=name, role=role, config=config)
         self._last_step: int | None = None
 
-    def log(self, data: dict, step: int, commit: bool = False) -> None:
+    def log(self, data: dict[str, Any], step: int, commit: bool = False) -> None:
         """Log ``data`` through the wrapped monitor, with flexkit's metrics on the step's first call."""
         if step != self._last_step:
             self._last_step = step
@@ -84,6 +85,6 @@ class FlexkitMonitor(Monitor):
             inner.close()
 
     @classmethod
-    def default_args(cls) -> dict:
+    def default_args(cls) -> dict[str, Any]:
         """``{"flexkit_wraps": "tensorboard"}``, Trinity-RFT's default monitor."""
         return {WRAPS_KEY: "tensorboard"}
