@@ -44,11 +44,9 @@ from flexkit.errors import (
 )
 from flexkit.pipeline.checkpoint import join_arrays, split_arrays
 from flexkit.pipeline.pipeline import Pipeline, load_pipeline, make_selector, pipeline_from_dict
-from flexkit.plugins.configurable import Configurable
+from flexkit.plugins.contract import Configurable, FeedbackOperator, Rollout, Trainer
 from flexkit.plugins.hookspecs import Register, hookimpl
 from flexkit.plugins.manager import PluginHost, get_plugins, plugin_host_for
-from flexkit.plugins.protocols import FeedbackOperator
-from flexkit.plugins.trainer import Rollout, Trainer
 from flexkit.run.dynamic_sampling import fill_batch
 from flexkit.sample import Actuator, Keep, Mix, RolloutBatch, SampleStage, Scorer, Weights
 from flexkit.sample.actuator import sample_weights_normalised

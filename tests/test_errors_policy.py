@@ -96,10 +96,10 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/config/loader.py::_first_failing_prefix.fails: Exception": "probing tomllib for the failing prefix",
     "flexkit/config/loader.py::parse_toml: ValueError": _DATA + " (tomllib's int() past the digit limit)",
     "flexkit/config/overrides.py::parse_seeds: ValueError": _DATA,
-    "flexkit/plugins/configurable.py::registered_name_of: Exception":
+    "flexkit/plugins/contract.py::registered_name_of: Exception":
         "a broken plugin must not replace the message being written",
-    "flexkit/plugins/contracts.py::check_selection: Exception": _NAMED + " (a ComponentError: its indices)",
-    "flexkit/plugins/contracts.py::component_bugs: Exception": _NAMED + " (a ComponentError)",
+    "flexkit/plugins/contract.py::check_selection: Exception": _NAMED + " (a ComponentError: its indices)",
+    "flexkit/plugins/contract.py::component_bugs: Exception": _NAMED + " (a ComponentError)",
     "flexkit/distributed/ledger.py::BatchLedger._check_id: TypeError": _DATA + " (operator.index)",
     "flexkit/distributed/torch_dist.py::DistributedPipeline.apply_sample_stage: Exception":
         "gathered from every rank (so no rank waits forever) and raised on all, with its repr",

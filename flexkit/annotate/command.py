@@ -36,7 +36,7 @@ from flexkit.pipeline.checkpoint import STATE_FILE, load_state
 from flexkit.pipeline.fingerprint import differences
 from flexkit.pipeline.pipeline import Pipeline
 from flexkit.pipeline.state import EXTRA_KEY, TRAINER_KEY
-from flexkit.plugins.protocols import TrainerLike
+from flexkit.plugins.contract import TrainerLike
 from flexkit.run.runner import CHECKPOINT_DIR, new_trainer
 from flexkit.scheduler.feedback import task_triples
 from flexkit.scheduler.scheduler import Task

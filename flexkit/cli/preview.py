@@ -170,10 +170,10 @@ def _refill_step(pipe: Any, step: int, epoch: int, feedback: str, rng: np.random
 
 
 def bernoulli_rollout(tasks: Sequence[Any], p: np.ndarray, group: int, rng: np.random.Generator) -> Any:
-    """A :class:`~flexkit.plugins.trainer.Rollout` of ``group`` Bernoulli(``p``) rewards per task (one token each)."""
+    """A :class:`~flexkit.plugins.contract.Rollout` of ``group`` Bernoulli(``p``) rewards per task (one token each)."""
     import torch
 
-    from flexkit.plugins.trainer import Rollout
+    from flexkit.plugins.contract import Rollout
     from flexkit.sample.batch import RolloutBatch
 
     rewards = (rng.random((len(tasks), group)) < np.clip(p, 0.0, 1.0)[:, None]).astype(np.float32).reshape(-1)

@@ -32,7 +32,7 @@ import structlog
 
 from flexkit.config.fields import FACTORY_CLASS, field_meta
 from flexkit.pipeline.view import PipelineView
-from flexkit.plugins.protocols import TasksetLike
+from flexkit.plugins.contract import TasksetLike
 
 log = structlog.get_logger("flexkit.checkpoint")
 

@@ -26,9 +26,8 @@ from flexkit.errors import (
 from flexkit.pipeline.checkpoint import load_state, save_state
 from flexkit.pipeline.fingerprint import compare_fingerprints, fingerprint_hints, pipeline_fingerprint
 from flexkit.pipeline.state import EXTRA_KEY, PIPELINE_KEY, checkpoint_problems, component_of, refusing_component
-from flexkit.plugins.contracts import component_bugs
+from flexkit.plugins.contract import FeedbackOperator, component_bugs
 from flexkit.plugins.manager import PluginHost, get_plugins
-from flexkit.plugins.protocols import FeedbackOperator
 from flexkit.sample.actuator import Mix
 from flexkit.sample.stage import SampleStage
 from flexkit.sample.stage_checks import check_refill_stage

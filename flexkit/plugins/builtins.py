@@ -6,7 +6,7 @@ registration hooks of :mod:`flexkit.plugins.hookspecs`. No other module register
 
 The tables of :mod:`flexkit.plugins.builtin_table` give each component's ``type`` name, its factory as
 ``"module:attribute"``, and optionally a description (default: the factory docstring's first line) and a config
-class (default: the factory's ``Config``, see :mod:`flexkit.plugins.configurable`). A component module is imported only
+class (default: the factory's ``Config``, see :mod:`flexkit.plugins.contract`). A component module is imported only
 when the hooks run, so importing this module, or the packages the components live in, loads none of them. A new
 component is one module plus one line in that table.
 """

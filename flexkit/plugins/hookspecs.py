@@ -20,13 +20,13 @@ hooks below. Registration hooks receive a ``register`` callback; calling it decl
 
 flexkit checks names, duplicates and config classes and reports problems with the plugin's name and
 distribution. What a factory returns must be a component of its stage (the methods the pipeline calls,
-:data:`flexkit.plugins.contracts.REQUIRED`), else building it raises :class:`~flexkit.errors.ComponentError`; a
+:data:`flexkit.plugins.contract.REQUIRED`), else building it raises :class:`~flexkit.errors.ComponentError`; a
 selector's, scorer's and actuator's output is checked where it enters flexkit. Hooks are always called with
 keyword arguments; later versions may add arguments, never remove them, so implementations may accept only the
 ones they use.
 
 flexkit's own components are registered the same way, all in one module: :mod:`flexkit.plugins.builtins`. A component
-class follows one pattern (:mod:`flexkit.plugins.configurable`): it names its config class as ``Config`` (built with its
+class follows one pattern (:mod:`flexkit.plugins.contract`): it names its config class as ``Config`` (built with its
 defaults when the factory gets ``None``) and never repeats its registered name, which the plugin host sets on
 what it builds (``registered_name``).
 """
@@ -107,7 +107,7 @@ def flexkit_register_actuators(register: Register) -> None:
 def flexkit_register_feedback(register: Register) -> None:
     """Feedback stage: register operators that turn experiences into selector feedback.
 
-    Factory context: none beyond the config. The operator (:class:`flexkit.plugins.protocols.FeedbackOperator`) has
+    Factory context: none beyond the config. The operator (:class:`flexkit.plugins.contract.FeedbackOperator`) has
     ``process(experiences)``, returning
     ``(experiences, {flexkit.SELECTOR_METRIC: {taskset_id: {"indices": [...], "values": [...]}}})``; it is
     rebuilt from the config on resume, so it keeps no state a run depends on.
@@ -129,7 +129,7 @@ def flexkit_register_trainers(register: Register) -> None:
     """Trainer backends that ``flexkit run`` drives (the ``[trainer]`` table's ``type``).
 
     Factory context: ``seed`` (a ``numpy.random.SeedSequence`` derived from the pipeline seed). The factory
-    returns a :class:`flexkit.plugins.trainer.Trainer`: ``setup(pipeline)``, ``rollout(tasks, step=...)``,
+    returns a :class:`flexkit.plugins.contract.Trainer`: ``setup(pipeline)``, ``rollout(tasks, step=...)``,
     ``compute_advantages(batch, step=...)``, ``update(batch, weights, step=...)``, ``evaluate(step=...)``,
     ``state_dict()`` and ``load_state_dict(state)``.
     """

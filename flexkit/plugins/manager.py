@@ -33,7 +33,7 @@ from flexkit.config.components import STAGES
 from flexkit.config.converter import did_you_mean
 from flexkit.errors import ConfigError, ConfigIssue, PluginError
 from flexkit.plugins import hookspecs
-from flexkit.plugins.configurable import set_name_resolver
+from flexkit.plugins.contract import set_name_resolver
 from flexkit.plugins.local_import import exit_is_import_error, load_local_module
 from flexkit.plugins.registrar import Component, NoParams, PluginFailure, PluginInfo, Registrar, describe_origin
 

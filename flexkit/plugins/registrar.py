@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from flexkit.errors import ComponentError, ComponentTypeError
-from flexkit.plugins.contracts import check_built
+from flexkit.plugins.contract import check_built
 
 __all__ = ["Component", "NoParams", "PluginFailure", "PluginInfo", "Registrar", "describe_origin"]
 
@@ -42,8 +42,8 @@ class Component:
         """Call the factory with a validated config (default: the config class's defaults) and context.
 
         The built object's ``registered_name``, ``registered_plugin`` and ``registered_distribution``, when it has
-        those attributes (see :mod:`flexkit.plugins.configurable`), are set to this component's, for messages. What the
-        factory returned must be a component of this stage (:func:`flexkit.plugins.contracts.check_built`), else a
+        those attributes (see :mod:`flexkit.plugins.contract`), are set to this component's, for messages. What the
+        factory returned must be a component of this stage (:func:`flexkit.plugins.contract.check_built`), else a
         :class:`~flexkit.errors.ComponentError` names the component, its plugin and its distribution.
         """
         if config is None:

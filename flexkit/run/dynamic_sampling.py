@@ -31,7 +31,7 @@ import attrs
 import numpy as np
 
 from flexkit.errors import ConfigError, SampleError
-from flexkit.plugins.trainer import Rollout
+from flexkit.plugins.contract import Rollout
 from flexkit.sample.batch import RolloutBatch
 from flexkit.sample.refill_count import RefillCount
 from flexkit.sample.stage_checks import check_refill_stage
@@ -141,7 +141,7 @@ def fill_batch(pipe: Pipeline, rollout: RolloutFn, *, step: int, surplus: str | 
         tasks = sched.read(beyond_end=True)
         result = rollout(tasks)
         if not isinstance(result, Rollout):
-            raise SampleError(f"the rollout function must return a flexkit.plugins.trainer.Rollout, got "
+            raise SampleError(f"the rollout function must return a flexkit.plugins.contract.Rollout, got "
                               f"{type(result).__name__}")
         batch = result.batch if isinstance(result.batch, RolloutBatch) else RolloutBatch.from_dict(result.batch)
         feedback = pipe.feedback(result.experiences if result.experiences is not None else batch.feedback_columns())

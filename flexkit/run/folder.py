@@ -32,7 +32,7 @@ from flexkit.metric_names import upgrade_record
 from flexkit.pipeline.checkpoint import STATE_FILE, remove_leftovers
 from flexkit.pipeline.pipeline import Pipeline
 from flexkit.pipeline.state import EXTRA_KEY, TRAINER_KEY
-from flexkit.plugins.protocols import TrainerLike
+from flexkit.plugins.contract import TrainerLike
 from flexkit.run.counters import RUNNER_KEY, RunCounters
 from flexkit.run.schema_line import copy_pipeline_file
 from flexkit.sample.replay import REPLAY_KEY, ReplayBuffer

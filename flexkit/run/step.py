@@ -22,7 +22,7 @@ from flexkit.metric_names import (
     TASKSET_MIX,
 )
 from flexkit.pipeline.pipeline import Pipeline
-from flexkit.plugins.protocols import TrainerLike
+from flexkit.plugins.contract import TrainerLike
 from flexkit.run.counters import RunCounters
 from flexkit.run.dynamic_sampling import fill_batch
 from flexkit.run.estimates import EstimateSnapshot, level_mix

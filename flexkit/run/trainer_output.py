@@ -26,8 +26,7 @@ from flexkit.metric_names import (
     TRAINER_VAL_ACCURACY,
     TRAINER_VAL_PREFIX,
 )
-from flexkit.plugins.contracts import describe_component
-from flexkit.plugins.protocols import TrainerLike
+from flexkit.plugins.contract import TrainerLike, describe_component
 from flexkit.state_problems import NOT_A_NUMBER, plain_number
 
 __all__ = ["RESERVED_KEYS", "RESERVED_PREFIXES", "trainer_metrics"]

@@ -22,7 +22,7 @@ import attrs
 import numpy as np
 
 from flexkit.errors import ComponentTypeError, SampleError
-from flexkit.plugins.configurable import Configurable, display_name, registered_name_of
+from flexkit.plugins.contract import Configurable, display_name, registered_name_of
 from flexkit.sample.batch import RolloutBatch
 from flexkit.sample.scorer import GRANULARITIES, MECHANISMS
 
@@ -110,7 +110,7 @@ class Actuator(Configurable, abc.ABC):
     """Base class of actuators: set :attr:`Config`, declare ``mechanism`` and ``accepts``, implement :meth:`act`.
 
     Built by its registered factory as ``factory(config)`` (``None``: ``Config()``, its defaults). Messages
-    name it by its registered name (:func:`flexkit.plugins.configurable.display_name`). Stateful actuators extend
+    name it by its registered name (:func:`flexkit.plugins.contract.display_name`). Stateful actuators extend
     :meth:`state_dict` / :meth:`load_state_dict` (plain data). Invalid declarations fail when the subclass is
     defined.
     """

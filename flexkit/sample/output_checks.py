@@ -18,8 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from flexkit.errors import SampleError
-from flexkit.plugins.contracts import describe_component
-from flexkit.plugins.protocols import ActuatorLike, ScorerLike
+from flexkit.plugins.contract import ActuatorLike, ScorerLike, describe_component
 from flexkit.sample.actuator import ACTION_OF, Action, Keep, Mix, Weights, check_finite
 from flexkit.sample.batch import RolloutBatch
 from flexkit.sample.scorer import check_scores

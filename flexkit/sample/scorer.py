@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from flexkit.config.converter import did_you_mean
 from flexkit.errors import ComponentError, ComponentTypeError, ConfigError, ConfigIssue, SampleError, join_path
 from flexkit.estimators import BUILTIN_GROUP_ESTIMATORS
-from flexkit.plugins.configurable import Configurable, display_name
+from flexkit.plugins.contract import Configurable, display_name
 from flexkit.sample.batch import RolloutBatch
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ class Scorer(Configurable, abc.ABC):
     """Base class of scorers: set :attr:`Config` and the class attributes below, implement :meth:`score`.
 
     Built by its registered factory as ``factory(config)`` (``None``: ``Config()``, its defaults). Messages
-    name it by its registered name (:func:`flexkit.plugins.configurable.display_name`). Stateful scorers extend
+    name it by its registered name (:func:`flexkit.plugins.contract.display_name`). Stateful scorers extend
     :meth:`state_dict` and :meth:`load_state_dict` (plain data only).
     """
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from flexkit.errors import KeyPath, SampleError
 from flexkit.metric_names import KEPT_FRACTION, MEAN_WEIGHT, proportion, sample_metric
-from flexkit.plugins.protocols import ActuatorLike, ScorerLike
+from flexkit.plugins.contract import ActuatorLike, ScorerLike
 from flexkit.sample.actuator import Action, Actuator, Keep, Mix, Weights
 from flexkit.sample.batch import BatchAdapter, RolloutBatch
 from flexkit.sample.output_checks import check_action_output, check_score_output
@@ -44,9 +44,9 @@ class SampleStage:
     """A scorer and an actuator checked against the trainer's advantage ``estimator`` and ``mechanism``.
 
     Args:
-        scorer: a scorer (:class:`~flexkit.plugins.protocols.ScorerLike`), usually a
+        scorer: a scorer (:class:`~flexkit.plugins.contract.ScorerLike`), usually a
             :class:`~flexkit.sample.scorer.Scorer` instance.
-        actuator: an actuator (:class:`~flexkit.plugins.protocols.ActuatorLike`), usually an
+        actuator: an actuator (:class:`~flexkit.plugins.contract.ActuatorLike`), usually an
             :class:`~flexkit.sample.actuator.Actuator` instance.
         mechanism: ``"select"``, ``"reweight"`` or ``"mix"`` (must be the actuator's).
         estimator: the trainer's advantage estimator (``"grpo"``, ``"gae"``, ...).

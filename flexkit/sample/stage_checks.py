@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from flexkit.errors import ConfigError, ConfigIssue
-from flexkit.plugins.configurable import display_name
-from flexkit.plugins.protocols import is_group_filter
+from flexkit.plugins.contract import display_name, is_group_filter
 from flexkit.sample.scorer import timing_index
 from flexkit.sample.stage import SampleStage
 

@@ -21,8 +21,8 @@ import attrs
 import numpy as np
 
 from flexkit.errors import FeedbackError
-from flexkit.plugins.configurable import Configurable
-from flexkit.plugins.protocols import (
+from flexkit.plugins.contract import Configurable
+from flexkit.plugins.contract import (
     FeedbackOperator as FeedbackOperator,  # its home; named here too, beside its built-in
 )
 

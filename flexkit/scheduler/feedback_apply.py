@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 import numpy as np
 
 from flexkit.errors import ComponentError, FeedbackError, FlexkitError
-from flexkit.plugins.contracts import describe_component
-from flexkit.plugins.protocols import SelectorLike
+from flexkit.plugins.contract import SelectorLike, describe_component
 from flexkit.selectors import members
 from flexkit.selectors.base import Selector
 

@@ -35,8 +35,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from flexkit.errors import ComponentError, ConfigError, FeedbackError, FlexkitError, StateMismatchError, TasksetError
-from flexkit.plugins.configurable import Configurable, display_name
-from flexkit.plugins.protocols import OutOfRange as OutOfRange  # "clip" or "error"; its home is the selector protocol's
+from flexkit.plugins.contract import Configurable, display_name
+from flexkit.plugins.contract import OutOfRange as OutOfRange  # "clip" or "error"; its home is the selector protocol's
 
 Seed = int | np.random.SeedSequence
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from flexkit._files import NotRegularFileError, open_regular
 from flexkit.errors import TasksetError
-from flexkit.plugins.protocols import TasksetLike
+from flexkit.plugins.contract import TasksetLike
 
 __all__ = ["LazyFeatures", "Taskset", "check_rows", "lazy_features"]
 

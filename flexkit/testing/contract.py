@@ -11,7 +11,7 @@ A component (a registered ``stage:name``) must
 5. be documented: its stage's hook has a docstring, and the component a description (:func:`check_documented`);
 6. refuse a bad table, an unknown key and a table where a scalar belongs, each at its key path
    (:func:`check_refuses_bad_table`);
-7. follow the component pattern (:mod:`flexkit.plugins.configurable`) when its class uses it
+7. follow the component pattern (:mod:`flexkit.plugins.contract`) when its class uses it
    (:func:`check_component_pattern`).
 
 :func:`check_component` runs every check that applies to a stage.
@@ -33,9 +33,8 @@ from flexkit.config.converter import make_converter, structure
 from flexkit.config.schema import pipeline_schema
 from flexkit.errors import ConfigError
 from flexkit.plugins import hookspecs
-from flexkit.plugins.configurable import Configurable
+from flexkit.plugins.contract import Configurable, FeedbackOperator
 from flexkit.plugins.manager import REGISTER_HOOKS, Component, PluginHost
-from flexkit.plugins.protocols import FeedbackOperator
 from flexkit.selectors import Selector
 from flexkit.testing.registry import build, checkpoint_round_trip, default_table, drive, host, plain, spec_class
 
@@ -182,7 +181,7 @@ def check_refuses_bad_table(component: Component, workdir: Path, *, plugins: Plu
 
 
 def check_component_pattern(component: Component, workdir: Path, *, plugins: PluginHost | None = None) -> None:
-    """Clause 7: a feedback operator is a ``FeedbackOperator``; a :class:`~flexkit.plugins.configurable.Configurable`'s
+    """Clause 7: a feedback operator is a ``FeedbackOperator``; a :class:`~flexkit.plugins.contract.Configurable`'s
     ``Config`` is the registered config class and it knows its registered name; a selector says it learns from
     feedback exactly when it overrides the learning hook."""
     built = build(component, workdir, plugins=plugins)

@@ -12,7 +12,7 @@ import pytest
 import flexkit.plugins.builtins
 import flexkit.sample
 import flexkit.selectors
-from flexkit.plugins.configurable import display_name, registered_name_of
+from flexkit.plugins.contract import display_name, registered_name_of
 from flexkit.plugins.manager import BUILTIN_PLUGINS, PluginHost, get_plugins
 from flexkit.sample import GroupSolveRateScorer, ThresholdBandFilter
 from flexkit.selectors import DifficultyBasedSelector, Selector

@@ -2,7 +2,7 @@
 
 It used to be accepted, and failed later with an ``AttributeError`` (``'dict' object has no attribute
 'get_indices'``) at the first read, feedback or step, without naming the plugin. ``Component.build`` now checks
-what the factory returned against :data:`flexkit.plugins.contracts.REQUIRED` and names the component, its plugin and its
+what the factory returned against :data:`flexkit.plugins.contract.REQUIRED` and names the component, its plugin and its
 distribution.
 """
 
@@ -17,7 +17,7 @@ import pytest
 
 from flexkit import ComponentError, hookimpl
 from flexkit.pipeline.pipeline import pipeline_from_dict
-from flexkit.plugins.contracts import REQUIRED
+from flexkit.plugins.contract import REQUIRED
 from flexkit.plugins.manager import REGISTER_HOOKS, PluginHost
 from flexkit.sample.scorers import RewardScorer
 

@@ -20,7 +20,7 @@ from flexkit.metric_names import (
     RUN_GENERATED_TOKENS,
     RUN_ROLLOUTS,
 )
-from flexkit.plugins.trainer import Rollout
+from flexkit.plugins.contract import Rollout
 from flexkit.run.dynamic_sampling import fill_batch
 from flexkit.run.runner import run_pipeline
 from flexkit.sample.batch import RolloutBatch

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from flexkit.errors import ConfigError, SampleError, StateMismatchError
-from flexkit.plugins.configurable import display_name
+from flexkit.plugins.contract import display_name
 from flexkit.sample.actuator import Actuator
 from flexkit.sample.batch import RolloutBatch
 
