@@ -12,6 +12,7 @@ README = ROOT / "README.md"
 
 def test_the_component_table_is_generated_from_the_registry() -> None:
     pytest.importorskip("flexkit_toyrl", reason="the table lists the embedded trainer's components")
+    pytest.importorskip("flexkit_trl", reason="the table lists the trl trainer (flexkit-rft-trl)")
     block = current_block(README.read_text(encoding="utf-8"))
     assert block == components_table(), "README.md's component table is out of date: python -m tests.docs.readme_lists"
 
