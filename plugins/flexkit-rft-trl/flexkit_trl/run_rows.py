@@ -69,21 +69,32 @@ def trl_input(row: Any, config: TRLRunConfig, *, where: str) -> dict[str, Any]:
     return {**data, "prompt": data[config.prompt_column]}
 
 
+def _operand_ranges(config: TRLRunConfig, level: int) -> tuple[int, int, int, int]:
+    """``(a_low, a_high, b_low, b_high)`` of a level's problems: a of ``level`` digits; b below ``10**level`` for
+    addition, one digit 2-9 for multiplication (high ends excluded)."""
+    low, high = (0 if level == 1 else 10 ** (level - 1)), 10 ** level
+    b_low, b_high = (0, high) if config.operation == "add" else (2, 10)
+    return low, high, b_low, b_high
+
+
+def _problem_row(config: TRLRunConfig, a: int, b: int, level: int) -> dict[str, Any]:
+    """One held-out problem as the arithmetic storage writes its rows."""
+    row: dict[str, Any] = {"a": a, "b": b, "level": level}
+    if config.operation != "add":
+        row["operation"] = config.operation
+    return row
+
+
 def arithmetic_eval_rows(config: TRLRunConfig) -> list[dict[str, Any]]:
-    """``eval_tasks_per_level`` problems per level of ``eval_levels`` (a of ``level`` digits; b below
-    ``10**level`` for addition, one digit 2-9 for multiplication), from a fixed seed."""
+    """``eval_tasks_per_level`` problems per level of ``eval_levels`` (:func:`_operand_ranges`), from a fixed
+    seed: the test set."""
     rng = np.random.default_rng(np.random.SeedSequence(0, spawn_key=EVAL_SPAWN_KEY))
     rows: list[dict[str, Any]] = []
     for level in config.eval_levels:
-        low, high = (0 if level == 1 else 10 ** (level - 1)), 10 ** level
+        low, high, b_low, b_high = _operand_ranges(config, level)
         a = rng.integers(low, high, size=config.eval_tasks_per_level)
-        b = (rng.integers(0, high, size=config.eval_tasks_per_level) if config.operation == "add"
-             else rng.integers(2, 10, size=config.eval_tasks_per_level))
-        for x, y in zip(a.tolist(), b.tolist(), strict=True):
-            row: dict[str, Any] = {"a": x, "b": y, "level": level}
-            if config.operation != "add":
-                row["operation"] = config.operation
-            rows.append(row)
+        b = rng.integers(b_low, b_high, size=config.eval_tasks_per_level)
+        rows.extend(_problem_row(config, x, y, level) for x, y in zip(a.tolist(), b.tolist(), strict=True))
     return rows
 
 
@@ -94,22 +105,15 @@ def arithmetic_val_rows(config: TRLRunConfig, test_rows: Sequence[Mapping[str, A
     taken = {(int(r["a"]), int(r["b"])) for r in test_rows}
     rows: list[dict[str, Any]] = []
     for level in config.eval_levels:
-        low, high = (0 if level == 1 else 10 ** (level - 1)), 10 ** level
-        b_low, b_high = (0, high) if config.operation == "add" else (2, 10)
+        low, high, b_low, b_high = _operand_ranges(config, level)
         left = (high - low) * (b_high - b_low) - sum(1 for a, _b in taken if low <= a < high)
         want = min(config.val_tasks_per_level, max(left, 0))
-        chosen: list[tuple[int, int]] = []
-        seen = set(taken)
-        while len(chosen) < want:
+        seen, before = set(taken), len(rows)
+        while len(rows) - before < want:
             pair = (int(rng.integers(low, high)), int(rng.integers(b_low, b_high)))
             if pair not in seen:
                 seen.add(pair)
-                chosen.append(pair)
-        for x, y in chosen:
-            row: dict[str, Any] = {"a": x, "b": y, "level": level}
-            if config.operation != "add":
-                row["operation"] = config.operation
-            rows.append(row)
+                rows.append(_problem_row(config, *pair, level))
     return rows
 
 

@@ -281,9 +281,8 @@ class TRLRunTrainer(Trainer):
         """The validation split's TRL inputs: problems apart from the test set (arithmetic), or ``val_data``'s
         rows, none of whose prompts is a test prompt (a ``ConfigError`` naming ``trainer.val_data`` otherwise)."""
         cfg = self.config
-        if cfg.rows == "arithmetic":
-            test = arithmetic_eval_rows(cfg)
-            rows = arithmetic_val_rows(cfg, test) if cfg.val_tasks_per_level else []
+        if cfg.rows == "arithmetic":  # apart from the test set, already read (self._eval_rows keep a and b)
+            rows = arithmetic_val_rows(cfg, self._eval_rows) if cfg.val_tasks_per_level else []
         elif cfg.val_data is None:
             return []
         else:

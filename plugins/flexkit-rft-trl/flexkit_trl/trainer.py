@@ -274,7 +274,9 @@ class FlexkitGRPOTrainer(GRPOTrainer):
             logs = {**logs, **pipeline_metrics(self.flexkit_pipeline, feedback=self._flexkit_feedback,
                                                rollouts=self._flexkit_rollouts)}
         super().log(logs, *args, **kwargs)
+        if training:
+            return
         validation = {VAL_PREFIX + key.removeprefix(EVAL_PREFIX): value for key, value in logs.items()
                       if key.startswith(EVAL_PREFIX)}
-        if not training and validation:  # eval_dataset is the validation split; a "test_" evaluation never steers
+        if validation:  # eval_dataset is the validation split; a "test_" evaluation never steers
             self.flexkit_pipeline.evaluation(validation)
