@@ -27,9 +27,7 @@ _ADVICE = {
 SUPPORT = HostSupport(name="FlexkitGRPOTrainer (TRL)", sample=True, evaluation=True, advice=_ADVICE)
 
 
-def trainer_support(args: Any, eval_dataset: Any) -> HostSupport:
-    """:data:`SUPPORT` for this trainer: evaluations only with an ``eval_dataset`` (``args``, the ``GRPOConfig``, is
-    kept for settings a later check reads; ``evaluate()`` may be called by hand, so ``eval_strategy = "no"`` is
-    not refused)."""
-    del args
+def trainer_support(eval_dataset: Any) -> HostSupport:
+    """:data:`SUPPORT` for a trainer given ``eval_dataset``: evaluations only with one (``evaluate()`` may be called
+    by hand, so ``eval_strategy = "no"`` is not refused)."""
     return HostSupport(name=SUPPORT.name, sample=True, evaluation=eval_dataset is not None, advice=_ADVICE)

@@ -100,6 +100,8 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         columns = group_columns(pipeline)
         if bound.arguments.get("eval_dataset") is not None:
             check_eval_columns(columns, bound.arguments["eval_dataset"])
+        if isinstance(pipeline, Pipeline):  # what this trainer does not honour, refused before the model is set up
+            check_support(pipeline, trainer_support(bound.arguments.get("eval_dataset")))
         bound.arguments["train_dataset"] = with_index_column(bound.arguments["train_dataset"])
         self.flexkit_pipeline = pipeline
         #: The evaluation's rewards per group of the selectors' grouping columns (``eval_accuracy/<group>``).
@@ -113,8 +115,6 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         #: Training generation batches scored so far (the sample stage's step).
         self._flexkit_generations = 0
         super().__init__(*bound.args[1:], **bound.kwargs)
-        if isinstance(pipeline, Pipeline):  # what this trainer does not honour, refused (flexkit_trl.support)
-            check_support(pipeline, trainer_support(self.args, bound.arguments.get("eval_dataset")))
         check_run_length(self.args, pipeline.scheduler if isinstance(pipeline, Pipeline) else pipeline)
         check_save_alignment(self.args, self._generate_every)
 
