@@ -1,7 +1,8 @@
 """The ``arithmetic`` storage: procedurally generated problems of one task family, with graded difficulty.
 
 ``operation = "add"`` (the default) generates additions (:mod:`flexkit_toyrl.addition`), ``"mul"`` multiplications
-by a one-digit number (:mod:`flexkit_toyrl.multiplication`); both are written as reversed digits in ``D`` digit
+by a one-digit number (:mod:`flexkit_toyrl.multiplication`), ``"sub"`` subtractions with borrows
+(:mod:`flexkit_toyrl.subtraction`); all are written as reversed digits in ``D`` digit
 slots, ``D`` the largest level. ``noisy_labels = true`` adds difficulty columns that are only partly right, for
 selectors that must pool evidence without a clean level: ``noisy_level`` and ``answer_digits``.
 
@@ -75,8 +76,9 @@ class ArithmeticTasksConfig:
 
     operation: Operation = field(
         default="add",
-        doc='Task family: "add" (a + b, b below base**level) or "mul" (a × b, b one digit in 2 .. base-1). The '
-            "toyrl trainer's operation must be the same.",
+        doc='Task family: "add" (a + b, b below base**level), "mul" (a × b, b one digit in 2 .. base-1) or "sub" '
+            "(a − b, b below base**level, a negative difference in the base's complement). The toyrl trainer's "
+            "operation must be the same.",
     )
     size: int = field(default=20000, ge=1, doc="Number of problems.")
     levels: tuple[int, ...] = field(
@@ -112,7 +114,8 @@ class ArithmeticTasksConfig:
 
 def make_arithmetic_taskset(config: ArithmeticTasksConfig, *, name: str, **_context: Any) -> InMemoryTaskset:
     """Generate the problems: ``id``, ``level``, ``a``, ``b``, ``carries``, ``difficulty`` and two reference pass
-    rates; ``"mul"`` rows add ``operation`` and ``multiplier``; ``noisy_labels`` adds ``noisy_level`` and
+    rates (``carries`` counts the borrows of ``"sub"``); ``"mul"`` rows add ``operation`` and ``multiplier``,
+    ``"sub"`` rows ``operation``; ``noisy_labels`` adds ``noisy_level`` and
     ``answer_digits``.
 
     ``weak_pass_rate`` / ``strong_pass_rate`` are the pass rates of two idealised reference learners
@@ -136,7 +139,7 @@ def make_arithmetic_taskset(config: ArithmeticTasksConfig, *, name: str, **_cont
         "strong_pass_rate": strong,
     }
     extra: dict[str, np.ndarray] = {}
-    if config.operation != "add":
+    if config.operation == "mul":
         extra["multiplier"] = b
     if config.noisy_labels:
         noise = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=NOISE_SPAWN_KEY))

@@ -17,8 +17,8 @@ class ToyRLConfig:
 
     operation: Operation = field(
         default="add",
-        doc='Task family of the warm start, the rollouts, the reward and the held-out evaluation: "add" or "mul"; '
-            "must match the arithmetic taskset's operation.",
+        doc='Task family of the warm start, the rollouts, the reward and the held-out evaluation: "add", "mul" or '
+            '"sub"; must match the arithmetic taskset\'s operation.',
     )
     max_digits: int = field(default=4, ge=1, le=9, doc="Digit slots per operand; the largest task level.")
     base: int = field(default=10, ge=2, le=10, doc="Number base; must match the taskset's.")

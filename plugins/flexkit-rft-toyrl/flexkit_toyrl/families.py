@@ -15,10 +15,10 @@ from typing import Literal
 import attrs
 import numpy as np
 
-from flexkit_toyrl import addition, multiplication
+from flexkit_toyrl import addition, multiplication, subtraction
 
 #: The ``operation`` values of the storage and the trainer.
-Operation = Literal["add", "mul"]
+Operation = Literal["add", "mul", "sub"]
 
 Operands = Callable[[np.ndarray, np.ndarray, int, int], np.ndarray]
 #: ``(level, base) -> ((a_low, a_high), (b_low, b_high))``: the operands a level's problems have.
@@ -69,4 +69,7 @@ FAMILIES: dict[str, TaskFamily] = {
                       multiplication.encode_mul_prompts, multiplication.encode_mul_answers,
                       multiplication.mul_carries, one_digit_b=True, min_base=multiplication.MIN_MULTIPLIER + 1,
                       ranges=multiplication.mul_problem_ranges),
+    "sub": TaskFamily("sub", subtraction.VOCAB_SIZE, subtraction.draw_sub_problems, subtraction.encode_sub_prompts,
+                      subtraction.encode_sub_answers, subtraction.sub_borrows, one_digit_b=False,
+                      ranges=subtraction.sub_problem_ranges),
 }

@@ -1,8 +1,8 @@
 """``toyrl``: GRPO fine-tuning of a tiny transformer on generated arithmetic problems, on a CPU in minutes.
 
-The task family is ``operation`` (:mod:`flexkit_toyrl.families`): addition by default, or multiplication by a
-one-digit number; every phase below uses it, and :meth:`ToyRLTrainer.setup` refuses an ``arithmetic`` taskset
-of another family.
+The task family is ``operation`` (:mod:`flexkit_toyrl.families`): addition by default, multiplication by a
+one-digit number, or subtraction with borrows; every phase below uses it, and :meth:`ToyRLTrainer.setup`
+refuses an ``arithmetic`` taskset of another family.
 
 The run, as real RL fine-tuning does it:
 

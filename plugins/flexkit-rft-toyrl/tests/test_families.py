@@ -1,4 +1,4 @@
-"""The task families (addition, multiplication by one digit), the noisy difficulty labels, and the trainer's
+"""The task families (addition, multiplication by one digit, subtraction with borrows), the noisy difficulty labels, and the trainer's
 refusal of a taskset of another family; the addition rows and a short addition run are pinned by hash."""
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from flexkit_toyrl.multiplication import (  # noqa: E402
     encode_mul_prompts,
     mul_carries,
 )
+from flexkit_toyrl.subtraction import MINUS, encode_sub_answers, encode_sub_prompts, sub_borrows  # noqa: E402
 from flexkit_toyrl.trainer import ToyRLTrainer  # noqa: E402
 
 from flexkit import ConfigError, load_pipeline, run_pipeline  # noqa: E402
@@ -73,6 +74,45 @@ def test_multiplication_answers_are_the_product_in_reversed_digits(case: tuple[i
 def test_addition_answers_are_the_sum_in_reversed_digits(a: int, b: int) -> None:
     family = FAMILIES["add"]
     assert _value(family.answers(np.array([a]), np.array([b]), 4, 10)[0], 10) == a + b
+
+
+@st.composite
+def differences(draw: st.DrawFn) -> tuple[int, int, int, int]:
+    base = draw(st.integers(2, 10))
+    width = draw(st.integers(1, 6))
+    return draw(st.integers(0, base ** width - 1)), draw(st.integers(0, base ** width - 1)), width, base
+
+
+@settings(max_examples=200, deadline=None)
+@given(differences())
+def test_subtraction_answers_are_the_difference_in_the_bases_complement(case: tuple[int, int, int, int]) -> None:
+    a, b, width, base = case
+    prompt = encode_sub_prompts(np.array([a]), np.array([b]), width, base)[0]
+    answer = encode_sub_answers(np.array([a]), np.array([b]), width, base)[0]
+    assert len(prompt) == FAMILIES["sub"].prompt_len(width) and len(answer) == width + 1
+    assert _value(prompt[:width], base) == a and prompt[width] == MINUS and _value(prompt[width + 1:-1], base) == b
+    assert _value(answer, base) == (a - b) % base ** (width + 1) and answer.max() < base
+    if a < b:  # the borrow out of the top operand digit runs through the answer's last digit
+        assert answer[-1] == base - 1
+    # the borrows: slots up to the longer operand's top digit that borrow from the next one
+    length = max(len(np.base_repr(a, base)) if a else 0, len(np.base_repr(b, base)) if b else 0)
+    borrow, expected = 0, 0
+    for slot in range(width):
+        borrow = int((a // base ** slot) % base - (b // base ** slot) % base - borrow < 0)
+        expected += borrow and slot < length
+    assert sub_borrows(np.array([a]), np.array([b]), width, base).tolist() == [expected]
+
+
+def test_subtraction_levels_are_graded_and_about_half_negative() -> None:
+    rows = make_arithmetic_taskset(ArithmeticTasksConfig(operation="sub", size=6000, levels=(1, 2, 3, 4, 5, 6)),
+                                   name="s").read(range(6000))
+    by_level = {level: [r for r in rows if r["level"] == level] for level in range(1, 7)}
+    for level, group in by_level.items():
+        assert all((len(str(r["a"])) == level or r["a"] == 0) and 0 <= r["b"] < 10 ** level for r in group)
+        assert all(r["operation"] == "sub" and "multiplier" not in r and 0 <= r["carries"] <= level for r in group)
+        assert 0.35 < np.mean([r["a"] < r["b"] for r in group]) < 0.55
+    mean_borrows = [np.mean([r["carries"] for r in by_level[level]]) for level in range(1, 7)]
+    assert all(x < y for x, y in itertools.pairwise(mean_borrows))
 
 
 def test_multiplication_levels_are_graded() -> None:

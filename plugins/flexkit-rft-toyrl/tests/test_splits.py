@@ -23,7 +23,7 @@ from flexkit.testing import read_metrics  # noqa: E402
 #: (operation, base, test problems per level, validation problems per level): base 10 with level 1 exhausted by the
 #: test draws (500 multiplications leave none of its 80), and a small base where several levels are.
 CASES = [("add", 10, 200, 200), ("add", 10, 500, 200), ("mul", 10, 500, 200), ("mul", 10, 10, 50),
-         ("add", 3, 200, 100), ("mul", 3, 500, 300), ("add", 2, 50, 500)]
+         ("add", 3, 200, 100), ("mul", 3, 500, 300), ("add", 2, 50, 500), ("sub", 10, 500, 200)]
 LEVELS = (1, 2, 3, 4, 5, 6)
 
 
