@@ -4,7 +4,8 @@ A host declares what it honours of a pipeline as a :class:`HostSupport` and call
 is built (or :func:`unmet_needs` with :func:`selector_needs` when it drives a single selector), so that no part of
 a pipeline is silently ignored; it publishes its static support under the ``flexkit.hosts`` entry points for
 ``flexkit validate --for NAME``. A host that trains on replayed rows keeps them in the core's :class:`ReplayBuffer`
-(the same ``[replay]`` config and checkpointed state as ``flexkit run``'s); one that feeds a ``frontier`` guard
+(the same ``[replay]`` config and checkpointed state as ``flexkit run``'s; :data:`PadSide` names how its own
+fields are padded); one that feeds a ``frontier`` guard
 reports each group's held-out accuracy under :data:`GUARD_TEMPLATE`, pooled by the columns :func:`guard_columns`
 names and labelled by :func:`group_label`.
 """
@@ -21,8 +22,9 @@ from flexkit.pipeline.support import (
     selector_needs,
     unmet_needs,
 )
+from flexkit.sample.batch import PadSide
 from flexkit.sample.replay import REPLAY_AGE, REPLAY_KEY, ReplayBuffer
 
 __all__ = ["ACCURACY", "GUARD_TEMPLATE", "PARTS", "REPLAY_AGE", "REPLAY_KEY", "GroupColumn", "HostSupport", "Need",
-           "ReplayBuffer", "check_support", "group_label", "guard_columns", "pipeline_needs", "selector_needs",
-           "unmet_needs"]
+           "PadSide", "ReplayBuffer", "check_support", "group_label", "guard_columns", "pipeline_needs",
+           "selector_needs", "unmet_needs"]

@@ -279,3 +279,23 @@ def test_a_batch_that_replay_cannot_read_is_a_sample_error() -> None:
     batch = RolloutBatch.from_dict({k: batch[k] for k in batch if k != "old_log_probs"})
     with pytest.raises(SampleError, match="old_log_probs"):
         buf.store(batch, 0)
+
+
+def test_a_padding_names_fields_whose_widths_change_and_their_side() -> None:
+    """A host's left-padded prompts of two widths are joined with their padding on the left (the prompt's last
+    token stays next to the completion); without a padding such a field is refused, naming it."""
+    import torch
+
+    def rows(width: int, uid: int) -> RolloutBatch:
+        ids = torch.arange(1, width + 1).repeat(2, 1)
+        return RolloutBatch.from_dict({"prompt_ids": ids, "uid": np.array([uid, uid])})
+
+    narrow, wide = rows(2, 0), rows(3, 1)
+    joined = RolloutBatch.concat_rows([narrow, wide], [np.arange(2), np.arange(2)], padding={"prompt_ids": "left"})
+    assert joined["prompt_ids"].tolist() == [[0, 1, 2], [0, 1, 2], [1, 2, 3], [1, 2, 3]]
+    right = RolloutBatch.concat_rows([narrow, wide], [np.arange(2), np.arange(2)], padding={"prompt_ids": "right"})
+    assert right["prompt_ids"][0].tolist() == [1, 2, 0]
+    with pytest.raises(SampleError, match="'prompt_ids' has different widths"):
+        RolloutBatch.concat_rows([narrow, wide], [np.arange(2), np.arange(2)])
+    buffer = ReplayBuffer(groups=2, max_age=2, padding={"prompt_ids": "left"})
+    assert buffer.padding == {"prompt_ids": "left"}

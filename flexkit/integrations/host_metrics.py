@@ -4,8 +4,8 @@ Every name starts with :data:`PREFIX` (``flexkit/``), so the metrics group toget
 tracker a host trainer feeds. The names are those of ``flexkit run``'s records, defined once in
 :mod:`flexkit.metric_names` and listed in docs/metrics.md: the scheduler's step, epoch and mix, the sample stage's
 metrics (``flexkit/sample/...``, with the step's refill count when the caller gives one), the fed-back pass
-rates (``flexkit/feedback/...``), the selectors' summaries (``flexkit/selector/<taskset>/<key>``) and the responses
-generated this step (``flexkit/rollouts``).
+rates (``flexkit/feedback/...``), the selectors' summaries (``flexkit/selector/<taskset>/<key>``), the responses
+generated this step (``flexkit/rollouts``) and what ``[replay]`` replayed (``flexkit/replay/...``).
 
 :func:`pipeline_metrics` computes them from a :class:`~flexkit.Pipeline` (or a bare scheduler); it reads only
 what is already there and changes nothing, so calling it is safe at any point between steps.
@@ -29,6 +29,8 @@ from flexkit.metric_names import (
     FEEDBACK_TASKS,
     FEEDBACK_ZERO_FRACTION,
     PREFIX,
+    REPLAY_GROUPS,
+    REPLAY_RESPONSES,
     ROLLOUTS,
     SCHEDULER_STEP,
     mix_share,
@@ -36,6 +38,7 @@ from flexkit.metric_names import (
 )
 from flexkit.run.estimates import predicted_pass_rates
 from flexkit.sample.refill_count import RefillCount
+from flexkit.sample.replay import ReplayBuffer
 from flexkit.scheduler.feedback import SELECTOR_METRIC
 from flexkit.selectors import members
 
@@ -46,7 +49,7 @@ ESTIMATE_MEAN_LIMIT = 1_000_000
 
 
 def pipeline_metrics(source: Any, *, feedback: Mapping[str, Any] | None = None, rollouts: int | None = None,
-                     refill: RefillCount | None = None) -> dict[str, float]:
+                     refill: RefillCount | None = None, replay: ReplayBuffer | None = None) -> dict[str, float]:
     """flexkit's metrics after a step, named ``flexkit/...`` (see the module docstring).
 
     Args:
@@ -57,6 +60,8 @@ def pipeline_metrics(source: Any, *, feedback: Mapping[str, Any] | None = None, 
         refill: the step's count when it ran :func:`~flexkit.fill_batch` (``filled.count``): its kept groups
             (after the surplus rule), rounds and kept fraction replace the sample stage's latest round's, as in
             ``flexkit run``'s records, and its responses are ``flexkit/rollouts`` unless ``rollouts`` is given.
+        replay: the host's ``[replay]`` buffer: the groups and responses its latest step replayed
+            (``flexkit/replay/groups``, ``flexkit/replay/responses``).
     """
     scheduler = getattr(source, "scheduler", source)
     out: dict[str, float] = {SCHEDULER_STEP: float(scheduler.step), EPOCH: float(scheduler.epoch)}
@@ -72,6 +77,8 @@ def pipeline_metrics(source: Any, *, feedback: Mapping[str, Any] | None = None, 
     out.update(selector_metrics(scheduler))
     if rollouts is not None:
         out[ROLLOUTS] = float(rollouts)
+    if replay is not None:
+        out[REPLAY_GROUPS], out[REPLAY_RESPONSES] = float(replay.last_groups), float(replay.last_responses)
     return out
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from flexkit.errors import SampleError, SampleTypeError
 
 if TYPE_CHECKING:
     import torch
+
+#: The side a field's padding goes on when rows of different widths are joined (:meth:`RolloutBatch.concat_rows`).
+PadSide = Literal["left", "right"]
 
 #: Token-level fields that must have exactly ``response_mask``'s shape (B, T) when both are present.
 TOKEN_FIELDS: tuple[str, ...] = (
@@ -247,13 +250,15 @@ class RolloutBatch:
         return result
 
     @classmethod
-    def concat_rows(cls, batches: Sequence[RolloutBatch], rows: Sequence[np.ndarray]) -> RolloutBatch:
+    def concat_rows(cls, batches: Sequence[RolloutBatch], rows: Sequence[np.ndarray], *,
+                    padding: Mapping[str, PadSide] | None = None) -> RolloutBatch:
         """The ``rows`` of each batch, concatenated into one batch.
 
         Every batch must have the same fields. ``uid`` is renumbered (int64, in order of appearance) so that groups
         of different batches never share an id. Token-level fields (:data:`TOKEN_FIELDS`) of different widths are
-        right-padded with zeros (a zero ``response_mask`` hides the padding); other fields must agree in shape
-        beyond the first dimension.
+        right-padded with zeros (a zero ``response_mask`` hides the padding), and so are the tensor fields
+        ``padding`` names, on the side it gives (``"left"`` for left-padded prompts); other fields must agree in
+        shape beyond the first dimension.
         """
         if len(batches) != len(rows):
             raise ValueError(f"{len(batches)} batches but {len(rows)} row selections")
@@ -267,7 +272,7 @@ class RolloutBatch:
         for name in names:
             parts = [b[name][np.asarray(r, dtype=np.int64)] if not _is_tensor(b[name])
                      else b[name][_torch_index(r)] for b, r in zip(batches, rows, strict=True)]
-            out[name] = _concat(name, parts)
+            out[name] = _concat(name, parts, (padding or {}).get(name))
         if "uid" in names:
             offset, uids = 0, []
             for b, r in zip(batches, rows, strict=True):
@@ -424,7 +429,9 @@ def _torch_index(rows: np.ndarray) -> Any:
     return torch.from_numpy(np.asarray(rows, dtype=np.int64))
 
 
-def _concat(name: str, parts: list[Any]) -> Any:
+def _concat(name: str, parts: list[Any], side: PadSide | None = None) -> Any:
+    """``parts`` of one field joined along the rows; tensors of different widths padded with zeros on ``side``
+    (token-level fields: the right)."""
     if not _is_tensor(parts[0]):
         return np.concatenate(parts)
     import torch
@@ -432,9 +439,11 @@ def _concat(name: str, parts: list[Any]) -> Any:
     if parts[0].ndim >= 2:
         widths = {p.shape[1] for p in parts}
         if len(widths) > 1:
-            if name not in TOKEN_FIELDS:
+            if side is None and name not in TOKEN_FIELDS:
                 raise SampleError(f"field {name!r} has different widths across rounds ({sorted(widths)}); only "
-                                  f"token-level fields ({', '.join(TOKEN_FIELDS)}) are padded")
+                                  f"token-level fields ({', '.join(TOKEN_FIELDS)}) and the fields a padding names "
+                                  "are padded")
             width = max(widths)
-            parts = [torch.nn.functional.pad(p, (0, width - p.shape[1])) for p in parts]
+            parts = [torch.nn.functional.pad(p, (width - p.shape[1], 0) if side == "left" else (0, width - p.shape[1]))
+                     for p in parts]
     return torch.cat(parts)

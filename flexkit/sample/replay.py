@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from flexkit.errors import CheckpointError, SampleError
-from flexkit.sample.batch import RolloutBatch
+from flexkit.sample.batch import PadSide, RolloutBatch
 
 __all__ = ["REPLAY_AGE", "REPLAY_KEY", "ReplayBuffer"]
 
@@ -108,9 +108,13 @@ def _on_devices_of(rows: RolloutBatch, like: RolloutBatch) -> RolloutBatch:
 class ReplayBuffer:
     """The groups a run may replay, with the step that generated each row (see the module docstring)."""
 
-    def __init__(self, groups: int, max_age: int) -> None:
+    def __init__(self, groups: int, max_age: int, *, padding: Mapping[str, PadSide] | None = None) -> None:
+        """Keep up to ``groups`` groups for ``max_age`` steps; ``padding`` names the tensor fields besides the
+        token-level ones whose widths may change from step to step, and the side their padding goes on
+        (:meth:`RolloutBatch.concat_rows`: a host's left-padded prompts, ``{"prompt_ids": "left", ...}``)."""
         self.groups = groups
         self.max_age = max_age
+        self.padding: dict[str, PadSide] = dict(padding or {})
         self._rows: RolloutBatch | None = None
         self._born = np.empty(0, dtype=np.int64)
         #: What the latest :meth:`extend` added: groups and responses.
@@ -140,12 +144,13 @@ class ReplayBuffer:
         if not eligible.size:
             return batch
         rows = _newest_groups(self._born, gid, eligible, self.groups)
-        replayed = _on_devices_of(RolloutBatch.concat_rows([self._rows], [rows]), batch)
+        replayed = _on_devices_of(RolloutBatch.concat_rows([self._rows], [rows], padding=self.padding), batch)
         replayed[REPLAY_AGE] = age[rows]
         self.last_groups, self.last_responses = len(np.unique(gid[rows])), len(rows)
         try:
             return RolloutBatch.concat_rows([batch, replayed],
-                                            [np.arange(batch.batch_size), np.arange(replayed.batch_size)])
+                                            [np.arange(batch.batch_size), np.arange(replayed.batch_size)],
+                                            padding=self.padding)
         except SampleError as exc:
             raise SampleError(f"[replay]: step {step}'s batch cannot be joined with the stored groups (replay "
                               f"needs the same fields, and the same widths outside the token fields, every "
@@ -185,7 +190,7 @@ class ReplayBuffer:
             self._rows, self._born = None, np.empty(0, dtype=np.int64)
             return
         try:
-            joined = RolloutBatch.concat_rows(parts, selections)
+            joined = RolloutBatch.concat_rows(parts, selections, padding=self.padding)
         except SampleError as exc:
             raise SampleError(f"[replay]: step {step}'s groups cannot be stored with the earlier ones (replay "
                               f"needs the same fields, and the same widths outside the token fields, every "
@@ -194,7 +199,7 @@ class ReplayBuffer:
         gid, _ = joined.group_index()
         keep = np.sort(_newest_groups(joined_born, gid, np.arange(len(joined_born)), self.groups))
         if keep.size < len(joined_born):
-            joined, joined_born = RolloutBatch.concat_rows([joined], [keep]), joined_born[keep]
+            joined, joined_born = RolloutBatch.concat_rows([joined], [keep], padding=self.padding), joined_born[keep]
         self._rows, self._born = joined, joined_born
 
     # -- checkpoint state ---------------------------------------------------------------------------------

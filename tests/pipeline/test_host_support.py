@@ -62,12 +62,20 @@ def test_regression_validate_refuses_a_guard_with_no_evaluations(tmp_path: Path)
     assert done.returncode == 1 and "guard_metric" in done.stderr and "eval_every = 0" in done.stderr
 
 
-@pytest.mark.parametrize(("host", "key"), [("trl", "replay"), ("verl", "replay")])
+@pytest.mark.parametrize(("host", "key"), [("verl", "replay")])
 def test_validate_for_an_adapter_refuses_what_it_does_not_honour(host: str, key: str) -> None:
     pytest.importorskip(f"flexkit_{host}")
     done = _validate(str(QUICKSTART), "--for", host)
     assert done.returncode == 1, done.stdout
     assert f"{key}: " in done.stderr and "does not honour this" in done.stderr
+
+
+def test_validate_for_trl_accepts_the_quickstart_with_its_replay_and_guard() -> None:
+    """Regression: TRL refused the quickstart's [replay]; FlexkitGRPOTrainer now trains on replayed groups."""
+    pytest.importorskip("flexkit_trl")
+    done = _validate(str(QUICKSTART), "--for", "trl")
+    assert done.returncode == 0, done.stderr
+    assert "valid for FlexkitGRPOTrainer (TRL)" in done.stdout
 
 
 def test_validate_for_run_says_the_host_when_valid() -> None:

@@ -1,5 +1,6 @@
-"""The task families (addition, multiplication by one digit, subtraction with borrows), the noisy difficulty labels, and the trainer's
-refusal of a taskset of another family; the addition rows and a short addition run are pinned by hash."""
+"""The task families (addition, multiplication by one digit, subtraction with borrows), the noisy difficulty
+labels, and the trainer's refusal of a taskset of another family; the addition rows and a short addition run are
+pinned by hash."""
 
 from __future__ import annotations
 

@@ -10,8 +10,9 @@ otherwise ignore or outrun silently.
   (:mod:`flexkit_trl.sample`), so its scorer must run at ``post_reward`` or ``post_advantage``. Dynamic sampling
   (``[sample.refill]``) is refused: TRL's generation batch is one loader batch that every process draws from the
   sampler in lockstep, so a step cannot roll out more prompts than the loader handed it.
-* **Rollout replay.** ``[replay]`` (DOTS, arXiv 2506.05316) is refused, not ignored (it used to be ignored
-  silently): see :mod:`flexkit_trl.support` for why TRL's buffered-generation layout does not take replayed groups.
+* **Rollout replay.** ``[replay]`` (DOTS, arXiv 2506.05316) runs in one process (:mod:`flexkit_trl.replay`); with
+  more, each process would keep a buffer of its own rows and hand TRL a different number of them, which is not
+  tested, so it is refused.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typing import Any
 
 from flexkit import ConfigError, ConfigIssue, Pipeline
 
-__all__ = ["STAGE_TIMINGS", "check_run_length", "check_sample_stage", "generation_batches_needed"]
+__all__ = ["STAGE_TIMINGS", "check_replay_processes", "check_run_length", "check_sample_stage",
+           "generation_batches_needed"]
 
 #: The sample stage timings FlexkitGRPOTrainer runs (both at the same point: after TRL's advantages).
 STAGE_TIMINGS = ("post_reward", "post_advantage")
@@ -70,3 +72,13 @@ def check_sample_stage(pipeline: Any) -> None:
             f"FlexkitGRPOTrainer runs the [sample] stage after TRL's rewards and advantages "
             f"({' and '.join(STAGE_TIMINGS)}), but the scorer {type(stage.scorer).__name__} runs at "
             f"{stage.timing!r}: use a scorer of one of those timings"))])
+
+
+def check_replay_processes(num_processes: int) -> None:
+    """Refuse ``[replay]`` on more than one process (see the module docstring)."""
+    if num_processes > 1:
+        raise ConfigError([ConfigIssue("replay", (
+            f"FlexkitGRPOTrainer runs [replay] in one process, and this run has {num_processes}: each process would "
+            "keep a buffer of its own completions and hand TRL a different number of rows, which is not tested. "
+            "Remove the [replay] table (the selector part of the recipe applies as it is), run on one process, or "
+            "run the recipe with flexkit run"))])

@@ -14,20 +14,17 @@ _ADVICE = {
                "step cannot roll out more prompts than the loader handed it. Remove [sample.refill] (the group "
                "filter then drops groups from the loss without refilling them), or call flexkit.fill_batch in your "
                "own loop (docs/integrations/dynamic-sampling.md)"),
-    "replay": ("TRL's GRPOTrainer cuts each generation batch into steps_per_generation equal slices per process "
-               "(rows beyond an even split are dropped), counts its loss normaliser from the fresh completions and "
-               "keeps no behaviour log-probabilities of earlier rounds, so replayed groups would be silently cut, "
-               "mis-weighted or treated as on-policy. Remove the [replay] table (the selector part of the recipe "
-               "applies as it is), or run the recipe with flexkit run"),
     "evaluation": ("give the trainer an eval_dataset (with the guard's grouping column) and evaluate (an "
                    "eval_strategy other than 'no'), or remove the key"),
 }
 
-#: The trainer with an evaluation configured: the sample stage (no refills) and evaluations for the guard.
-SUPPORT = HostSupport(name="FlexkitGRPOTrainer (TRL)", sample=True, evaluation=True, advice=_ADVICE)
+#: The trainer with an evaluation configured: the sample stage (no refills), rollout replay (one process:
+#: :mod:`flexkit_trl.checks`) and evaluations for the guard.
+SUPPORT = HostSupport(name="FlexkitGRPOTrainer (TRL)", sample=True, replay=True, evaluation=True, advice=_ADVICE)
 
 
 def trainer_support(eval_dataset: Any) -> HostSupport:
     """:data:`SUPPORT` for a trainer given ``eval_dataset``: evaluations only with one (``evaluate()`` may be called
     by hand, so ``eval_strategy = "no"`` is not refused)."""
-    return HostSupport(name=SUPPORT.name, sample=True, evaluation=eval_dataset is not None, advice=_ADVICE)
+    return HostSupport(name=SUPPORT.name, sample=True, replay=True, evaluation=eval_dataset is not None,
+                       advice=_ADVICE)

@@ -16,17 +16,18 @@ accelerate's loader fetches one loader batch ahead: with ``num_iterations × ste
 repeat of the current generation batch, so the next one is selected after this one's feedback; with 1, feedback
 reaches the batch after next.
 
-The pipeline's ``[sample]`` stage runs on each training generation batch and its keep / weights enter GRPO's
-loss (:mod:`flexkit_trl.sample`). Each evaluation's logs (``eval_reward``, ...) reach the selectors
-(:meth:`~flexkit.Pipeline.evaluation`), with each group's held-out accuracy ``eval_accuracy/<group>`` computed
-from the evaluation's rewards (:mod:`flexkit_trl.groups`) for a ``frontier`` guard; every process logs the same
-gathered values, so the copies stay identical. Every checkpoint holds the curriculum's state, and
-``resume_from_checkpoint`` continues it exactly (:mod:`flexkit_trl.resume`).
+The pipeline's ``[sample]`` stage runs on each training generation batch and its keep / weights enter GRPO's loss
+(:mod:`flexkit_trl.sample`); with ``[replay]`` each generation batch also trains on the informative groups of the
+last ``max_age`` ones, weighed against the policy that generated them (:mod:`flexkit_trl.replay`). Each evaluation's
+logs (``eval_reward``, ...) reach the selectors (:meth:`~flexkit.Pipeline.evaluation`), with each group's held-out
+accuracy ``eval_accuracy/<group>`` computed from the evaluation's rewards (:mod:`flexkit_trl.groups`) for a
+``frontier`` guard; every process logs the same gathered values, so the copies stay identical. Every checkpoint
+holds the curriculum's state, and ``resume_from_checkpoint`` continues it exactly (:mod:`flexkit_trl.resume`).
 
-At construction the ``GRPOConfig`` is checked against the pipeline (:mod:`flexkit_trl.checks`): a run longer
-than the pipeline's, ``save_steps`` between generations, ``[sample.refill]``, ``[replay]`` and a guard the
-evaluation cannot feed are refused. flexkit's metrics (:func:`flexkit.pipeline_metrics`, ``flexkit/...``) are added
-to every ``log`` call during training, so they reach the trackers in ``report_to``.
+At construction the ``GRPOConfig`` is checked against the pipeline (:mod:`flexkit_trl.checks`): a run longer than
+the pipeline's, ``save_steps`` between generations, ``[sample.refill]``, ``[replay]`` on more than one process and a
+guard the evaluation cannot feed are refused. flexkit's metrics (:func:`flexkit.pipeline_metrics`, ``flexkit/...``)
+are added to every ``log`` call during training, so they reach the trackers in ``report_to``.
 """
 
 from __future__ import annotations
@@ -40,12 +41,14 @@ import torch
 from accelerate.utils import gather_object  # type: ignore[import-untyped]
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer  # type: ignore[attr-defined]
+from trl.models.utils import disable_gradient_checkpointing
 
 from flexkit import FlexkitSampler, Mix, Pipeline, TasksetScheduler, pipeline_metrics
-from flexkit.host import check_support
-from flexkit_trl.checks import check_run_length, check_sample_stage
+from flexkit.host import REPLAY_KEY, check_support
+from flexkit_trl.checks import check_replay_processes, check_run_length, check_sample_stage
 from flexkit_trl.dataset import INDEX_COLUMN, with_index_column
 from flexkit_trl.groups import EvalGroups, check_eval_columns, group_columns
+from flexkit_trl.replay import OLD_LOGPS, GenerationReplay
 from flexkit_trl.resume import TrackedSampler, check_save_alignment, load_state, save_state
 from flexkit_trl.sample import stage_batch, weighted_inputs
 from flexkit_trl.support import trainer_support
@@ -87,8 +90,8 @@ class FlexkitGRPOTrainer(GRPOTrainer):
     argument; ``**kwargs`` absorbs it). The sampler is :attr:`flexkit_sampler`.
 
     Raises :class:`~flexkit.ConfigError` for a ``GRPOConfig`` that needs more generation batches than the
-    pipeline's run holds or saves between generations, for ``[sample.refill]`` and ``[replay]``, and for a
-    per-group ``guard_metric`` the evaluation cannot feed (see :mod:`flexkit_trl.checks`,
+    pipeline's run holds or saves between generations, for ``[sample.refill]``, for ``[replay]`` on more than one
+    process, and for a per-group ``guard_metric`` the evaluation cannot feed (see :mod:`flexkit_trl.checks`,
     :mod:`flexkit_trl.groups`, :mod:`flexkit_trl.resume`).
     """
 
@@ -112,11 +115,19 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         #: The latest training generation batch's rewards (weighted sums, NaN: unscored) and dataset indices, from
         #: every process.
         self._flexkit_scored: tuple[torch.Tensor, np.ndarray] | None = None
-        #: Training generation batches scored so far (the sample stage's step).
+        #: Training generation batches scored so far (the sample stage's and the replay buffer's step).
         self._flexkit_generations = 0
+        #: The ``[replay]`` buffer (:mod:`flexkit_trl.replay`), with a pipeline that has one.
+        self.flexkit_replay: GenerationReplay | None = None
         super().__init__(*bound.args[1:], **bound.kwargs)
         check_run_length(self.args, pipeline.scheduler if isinstance(pipeline, Pipeline) else pipeline)
         check_save_alignment(self.args, self._generate_every)
+        replay = pipeline.config.replay if isinstance(pipeline, Pipeline) else None
+        if replay is not None:
+            check_replay_processes(self.accelerator.num_processes)
+            self.flexkit_replay = GenerationReplay(replay.groups, replay.max_age,
+                                                   num_generations=cast(int, self.num_generations),
+                                                   steps_per_generation=int(self._grpo_args.steps_per_generation))
 
     @property
     def _grpo_args(self) -> Any:
@@ -149,12 +160,18 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         return super()._prepare_inputs(generation_batch)
 
     def _flexkit_extra_state(self) -> dict[str, Any]:
-        """Adapter state saved beside the pipeline's in every checkpoint: the generation batches scored so far."""
-        return {"generations": self._flexkit_generations}
+        """Adapter state saved beside the pipeline's in every checkpoint: the generation batches scored so far and
+        the ``[replay]`` buffer."""
+        extra: dict[str, Any] = {"generations": self._flexkit_generations}
+        if self.flexkit_replay is not None:
+            extra[REPLAY_KEY] = self.flexkit_replay.state_dict()
+        return extra
 
     def _load_flexkit_extra_state(self, extra: dict[str, Any]) -> None:
         """Restore :meth:`_flexkit_extra_state`'s output."""
         self._flexkit_generations = int(extra.get("generations", 0))
+        if self.flexkit_replay is not None:
+            self.flexkit_replay.load_state_dict(extra.get(REPLAY_KEY))
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         """TRL's checkpoint, then the curriculum's state in the same folder (:func:`flexkit_trl.resume.save_state`):
@@ -202,15 +219,35 @@ class FlexkitGRPOTrainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs: Any) -> dict[str, Any]:
         """TRL's generation and scoring; while training, then the pipeline's ``[sample]`` stage on the whole
-        generation batch, its weights multiplied into the loss (:mod:`flexkit_trl.sample`)."""
+        generation batch, its weights multiplied into the loss (:mod:`flexkit_trl.sample`), and ``[replay]``'s
+        stored groups appended (:mod:`flexkit_trl.replay`)."""
         output: dict[str, Any] = super()._generate_and_score_completions(inputs)
         training = self.model is not None and self.model.training
         if training and self._flexkit_scored is not None:
+            if self.flexkit_replay is not None:
+                self._add_behaviour_log_probs(output)
             if isinstance(self.flexkit_pipeline, Pipeline) and self.flexkit_pipeline.has_sample_stage:
                 self._apply_sample_stage(output, *self._flexkit_scored)
+            if self.flexkit_replay is not None:
+                output = self.flexkit_replay.train_inputs(output, step=self._flexkit_generations)
             self._flexkit_generations += 1
         self._flexkit_scored = None
         return output
+
+    def _add_behaviour_log_probs(self, output: dict[str, Any]) -> None:
+        """``old_per_token_logps`` of the generation batch, when TRL skipped them (generation and optimisation
+        aligned): the policy that generated the completions, computed as TRL computes them otherwise, with one
+        forward pass without gradient."""
+        if output.get(OLD_LOGPS) is not None:
+            return
+        ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        model: Any = self.model
+        with torch.no_grad(), disable_gradient_checkpointing(model, cast(Any, self.args).gradient_checkpointing_kwargs):
+            logps, _, _ = self._get_per_token_logps_and_entropies(
+                model, ids, mask, output["completion_ids"].size(1),
+                batch_size=self.args.per_device_train_batch_size)
+        output[OLD_LOGPS] = logps
 
     def _gathered(self, tensor: torch.Tensor) -> torch.Tensor:
         """``tensor`` (this process's rows) from every process, padded to the widest (completion widths differ)."""
@@ -271,8 +308,9 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         (``evaluate(test_dataset, metric_key_prefix="test")``) judges and never reaches them."""
         training = self.model is not None and self.model.training
         if training and self.flexkit_sampler is not None:
+            replay = self.flexkit_replay.buffer if self.flexkit_replay is not None else None
             logs = {**logs, **pipeline_metrics(self.flexkit_pipeline, feedback=self._flexkit_feedback,
-                                               rollouts=self._flexkit_rollouts)}
+                                               rollouts=self._flexkit_rollouts, replay=replay)}
         super().log(logs, *args, **kwargs)
         if training:
             return

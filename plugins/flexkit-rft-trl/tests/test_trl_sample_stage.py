@@ -119,14 +119,3 @@ def test_refills_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"sample.refill: FlexkitGRPOTrainer \(TRL\) does not honour this.*"
                                           r"Remove \[sample.refill\]"):
         _trainer(tmp_path, {**BAND, "refill": {}})
-
-
-def test_regression_replay_is_refused_not_ignored(tmp_path: Path) -> None:
-    """The quickstart's [replay] table used to be ignored silently under TRL; it is refused, saying why."""
-    pipe = pipeline(tmp_path, ROWS, {"type": "sequential"}, batch_size=4, total_steps=2,
-                    extra={"replay": {"groups": 32, "max_age": 2}})
-    model, tokenizer = tiny_model_and_tokenizer()
-    with pytest.raises(ConfigError, match=r"replay: FlexkitGRPOTrainer \(TRL\) does not honour this"
-                                          r".*Remove the \[replay\]"):
-        FlexkitGRPOTrainer(model=model, reward_funcs=_reward, train_dataset=Dataset.from_list(ROWS),
-                           processing_class=tokenizer, pipeline=pipe, args=grpo_args(tmp_path, max_steps=4))
