@@ -59,12 +59,28 @@ def test_the_core_sdist_leaves_the_plugin_distributions_out() -> None:
     assert "/plugins" in sdist["sdist"]["exclude"]
 
 
-def test_ci_runs_the_built_wheels_after_the_test_command() -> None:
-    run = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
-    command = run[-1]  # the README's test command, exactly: the suites, the built wheels, the other Pythons
-    assert command.startswith("python3 -m venv .venv && ") and "pytest" in command
-    assert command.endswith(" && .ci/wheels && .ci/pythons")
-    assert command in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+def _test_command(lines: list[str]) -> list[str]:
+    """The README's test command at the end of ``.ci/run``: from its first line to the last, each but the last
+    continued with a backslash."""
+    start = max(i for i, line in enumerate(lines) if line.startswith("python3 -m venv .venv && "))
+    command = lines[start:]
+    assert all(line.endswith(" \\") for line in command[:-1]) and not command[-1].endswith("\\"), command
+    assert all(len(line) <= 120 for line in command), "keep the README's test command readable: split long lines"
+    return command
+
+
+def test_ci_runs_the_readme_test_command_then_the_built_wheels() -> None:
+    command = _test_command((ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines())
+    joined = " ".join(line.removesuffix("\\").strip() for line in command)  # as bash reads it
+    assert joined.startswith("python3 -m venv .venv && ") and "pytest" in joined
+    assert joined.endswith(" && .ci/wheels && .ci/pythons")  # the suites, the built wheels, the other Pythons
+    assert "  " not in joined
+    readme = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    starts = [i for i, line in enumerate(readme) if line == command[0]]
+    assert any(readme[i:i + len(command)] == command for i in starts), "README.md lacks .ci/run's command, verbatim"
+
+
+def test_ci_runs_the_built_wheels() -> None:
     wheels = ROOT / ".ci" / "wheels"
     assert os.access(wheels, os.X_OK)
     script = wheels.read_text(encoding="utf-8")
