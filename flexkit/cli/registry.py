@@ -67,7 +67,7 @@ def _location(url: str) -> str:
 
 
 def origin_of(dist: importlib.metadata.Distribution) -> Origin:
-    """Where ``dist`` came from (PEP 610)."""
+    """Where ``dist`` came from (PEP 610); kind ``unknown`` for a ``direct_url.json`` that does not parse."""
     name, version = dist.metadata["Name"], dist.version
     text = dist.read_text("direct_url.json")
     if text is None:
@@ -75,15 +75,14 @@ def origin_of(dist: importlib.metadata.Distribution) -> Origin:
     try:
         direct = json.loads(text)
         url = str(direct["url"])
-    except (ValueError, KeyError, TypeError):
+        if "dir_info" in direct:
+            kind = "editable" if direct["dir_info"].get("editable", False) is True else "folder"
+            return Origin(name, version, kind, _location(url))
+        if "vcs_info" in direct:
+            vcs, commit = direct["vcs_info"].get("vcs", "vcs"), direct["vcs_info"].get("commit_id")
+            return Origin(name, version, "vcs", f"{vcs}+{url}" + (f"@{commit}" if commit else ""))
+    except (AttributeError, KeyError, TypeError, ValueError):
         return Origin(name, version, "unknown", "unreadable direct_url.json")
-    if "dir_info" in direct:
-        editable = bool(direct["dir_info"].get("editable", False))
-        return Origin(name, version, "editable" if editable else "folder", _location(url))
-    if "vcs_info" in direct:
-        vcs = direct["vcs_info"]
-        commit = vcs.get("commit_id")
-        return Origin(name, version, "vcs", f"{vcs.get('vcs', 'vcs')}+{url}" + (f"@{commit}" if commit else ""))
     return Origin(name, version, "archive", _location(url))
 
 

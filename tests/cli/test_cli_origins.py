@@ -46,6 +46,9 @@ def _dist_info(folder: Path, name: str, version: str, direct_url: dict[str, obje
      "flexkit-rft 0.1.0: installed from git+https://example.org/flexkit.git@abc123"),
     (None, "index", "flexkit-rft 0.1.0: installed by name (a package index or --find-links)"),
     ("{not json", "unknown", "flexkit-rft 0.1.0: installed (unreadable direct_url.json)"),
+    ({"url": "file:///src/flexkit", "dir_info": True}, "unknown",
+     "flexkit-rft 0.1.0: installed (unreadable direct_url.json)"),
+    ({"dir_info": {"editable": True}}, "unknown", "flexkit-rft 0.1.0: installed (unreadable direct_url.json)"),
 ])
 def test_the_origin_of_a_distribution(tmp_path: Path, direct_url: dict[str, object] | str | None, kind: str,
                                       described: str) -> None:
