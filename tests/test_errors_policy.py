@@ -84,6 +84,8 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/cli/main.py::_output_cut: AttributeError, ValueError":
         "a replaced or closed stream has no file descriptor",
     "flexkit/cli/compare.py::_number_list: ValueError": _DATA,
+    "flexkit/cli/registry.py::origin_of: AttributeError, KeyError, TypeError, ValueError":
+        "an installer's direct_url.json that json or its layout refuses: its origin is shown as unknown, nothing fails",
     "flexkit/cli/pipeline.py::_check_every_row: Exception":
         "flexkit validate reports every taskset's failure; a storage's own error is shown with its type",
     "flexkit/compare/execution.py::run_in_order: Exception": "any error of one run is that run's failure, reported",

@@ -3,6 +3,7 @@ links), and CI installs the built wheels, not the checkout (``.ci/wheels``)."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
 import subprocess
@@ -58,12 +59,28 @@ def test_the_core_sdist_leaves_the_plugin_distributions_out() -> None:
     assert "/plugins" in sdist["sdist"]["exclude"]
 
 
-def test_ci_runs_the_built_wheels_after_the_test_command() -> None:
-    run = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
-    command = run[-1]  # the README's test command, exactly: the suites, the built wheels, the other Pythons
-    assert command.startswith("python3 -m venv .venv && ") and "pytest" in command
-    assert command.endswith(" && .ci/wheels && .ci/pythons")
-    assert command in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+def _test_command(lines: list[str]) -> list[str]:
+    """The README's test command at the end of ``.ci/run``: from its first line to the last, each but the last
+    continued with a backslash."""
+    start = max(i for i, line in enumerate(lines) if line.startswith("python3 -m venv .venv && "))
+    command = lines[start:]
+    assert all(line.endswith(" \\") for line in command[:-1]) and not command[-1].endswith("\\"), command
+    assert all(len(line) <= 120 for line in command), "keep the README's test command readable: split long lines"
+    return command
+
+
+def test_ci_runs_the_readme_test_command_then_the_built_wheels() -> None:
+    command = _test_command((ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines())
+    joined = " ".join(line.removesuffix("\\").strip() for line in command)  # as bash reads it
+    assert joined.startswith("python3 -m venv .venv && ") and "pytest" in joined
+    assert joined.endswith(" && .ci/wheels && .ci/pythons")  # the suites, the built wheels, the other Pythons
+    assert "  " not in joined
+    readme = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    starts = [i for i, line in enumerate(readme) if line == command[0]]
+    assert any(readme[i:i + len(command)] == command for i in starts), "README.md lacks .ci/run's command, verbatim"
+
+
+def test_ci_runs_the_built_wheels() -> None:
     wheels = ROOT / ".ci" / "wheels"
     assert os.access(wheels, os.X_OK)
     script = wheels.read_text(encoding="utf-8")
@@ -75,6 +92,42 @@ def test_ci_runs_the_built_wheels_after_the_test_command() -> None:
     assert " -e " not in script and "--editable" not in script
     assert 'cd "$tmp/work"' in script  # not from the checkout
     assert re.search(r"flexkit\" plugins", script) and "flexkit\" run \"$root/examples/quickstart.toml\"" in script
+    # after the wheels' install, before anything runs: no CUDA package came with them, and --version names the wheel
+    no_cuda = script.index('"$tmp/venv/bin/python" "$root/.ci/no_cuda.py"')
+    assert script.index('"$tmp"/dist/flexkit_rft-*.whl') < no_cuda < script.index('cd "$tmp/work"')
+    assert re.search(r'flexkit" --version .*\n.*installed from the wheel', script)
+
+
+def _fake_distributions(site: Path, *names: str) -> None:
+    for name in names:
+        info = site / f"{name.replace('-', '_')}-1.0.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+
+
+def _no_cuda(site: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    return subprocess.run([sys.executable, str(ROOT / ".ci" / "no_cuda.py")], env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_the_wheels_cuda_check_names_each_cuda_package(tmp_path: Path) -> None:
+    _fake_distributions(tmp_path, "nvidia-cublas-cu12", "nvidia_cuda_runtime_cu12", "triton", "tritonclient",
+                        "nvidiax")
+    done = _no_cuda(tmp_path)
+    assert done.returncode == 1
+    assert "CUDA packages on top of torch's CPU build: nvidia-cublas-cu12, nvidia-cuda-runtime-cu12, triton " in (
+        done.stderr)
+
+
+def test_the_wheels_cuda_check_passes_a_cpu_environment(tmp_path: Path) -> None:
+    _fake_distributions(tmp_path, "tritonclient", "nvidiax")  # names that only look alike
+    installed = {d.metadata["Name"].lower() for d in importlib.metadata.distributions()}
+    if any(n.startswith(("nvidia-", "nvidia_")) or n == "triton" for n in installed):
+        pytest.skip("this environment has a CUDA build of torch")
+    done = _no_cuda(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "no CUDA package" in done.stdout
 
 
 @pytest.mark.parametrize(("plugin", "extras"), [("flexkit-rft-verl", ("verl", "test")),

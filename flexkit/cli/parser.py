@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
-from flexkit._version import __version__
 from flexkit.cli.compare import cmd_compare
 from flexkit.cli.pipeline import cmd_preview, cmd_validate
-from flexkit.cli.registry import DEFAULT_SCHEMA_PATH, cmd_plugins, cmd_schema
+from flexkit.cli.registry import DEFAULT_SCHEMA_PATH, cmd_plugins, cmd_schema, version_report
 from flexkit.cli.run import cmd_annotate, cmd_plot, cmd_run
 
 __all__ = ["build_parser"]
@@ -24,6 +24,18 @@ _OVERRIDES_HELP = """\
   Setting a component's type to another one (tasksets.0.selector.type=random) drops the old
   component's parameters from its table, except the keys the same setting gives; for
   storage_type, which shares the [[tasksets]] table, replace the whole taskset table."""
+
+
+class _Version(argparse.Action):
+    """``--version``: the version and where each distribution came from (read only when asked), then exit 0."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        sys.stdout.write(version_report() + "\n")
+        parser.exit()
 
 
 class _RefusePipelinePlugins(argparse.Action):
@@ -77,7 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Data-centric dynamic training for RL fine-tuning: task selection, curricula, "
         "taskset mixing, rollout filtering and reweighting, from TOML pipelines.",
     )
-    parser.add_argument("--version", action="version", version=f"flexkit {__version__}")
+    parser.add_argument("--version", action=_Version,
+                        help="show the version and where each flexkit distribution was installed from, and exit")
     parser.add_argument("--log-format", choices=["console", "json"], default="console",
                         help="format of log output and messages on stderr (default: console; also after the "
                         "command)")

@@ -1,25 +1,115 @@
 """``flexkit plugins`` and ``flexkit schema``: the commands that show the registry, its components and their
-plugins, and the pipeline JSON Schema generated from it."""
+plugins, and the pipeline JSON Schema generated from it; where each distribution came from (``flexkit plugins``,
+``flexkit --version``)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
-from flexkit._version import DISTRIBUTION
+from flexkit._version import DISTRIBUTION, __version__
 from flexkit.errors import ConfigError
 from flexkit.log import say
 
 if TYPE_CHECKING:
     from flexkit.plugins.manager import PluginHost
 
-__all__ = ["DEFAULT_SCHEMA_PATH", "cmd_plugins", "cmd_schema"]
+__all__ = ["DEFAULT_SCHEMA_PATH", "Origin", "cmd_plugins", "cmd_schema", "distribution_origin", "version_report"]
 
 DEFAULT_SCHEMA_PATH = Path("schemas") / "pipeline.schema.json"
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where an installed distribution came from, read from its PEP 610 ``direct_url.json``.
+
+    ``kind``: ``editable`` (``pip install -e`` of a source folder), ``folder`` (a source folder, not editable),
+    ``archive`` (a wheel or sdist file or URL), ``vcs`` (a ``git+`` URL), ``index`` (by name, from a package index
+    or ``--find-links``: no ``direct_url.json``), ``missing`` (no metadata: not installed), ``unknown`` (a
+    ``direct_url.json`` that does not parse).
+    """
+
+    distribution: str
+    version: str | None
+    kind: str
+    location: str | None = None
+
+    def describe(self) -> str:
+        """One line: the version and where it came from."""
+        where = {
+            "editable": f"editable checkout {self.location}",
+            "folder": f"installed from the source folder {self.location}",
+            "archive": f"installed from {'the wheel ' if str(self.location).endswith('.whl') else ''}"
+                       f"{self.location}",
+            "vcs": f"installed from {self.location}",
+            "index": "installed by name (a package index or --find-links)",
+            "missing": "not installed (no distribution metadata)",
+        }.get(self.kind, f"installed ({self.location or 'origin unknown'})")
+        return f"{self.distribution} {self.version or ''}".strip() + f": {where}"
+
+    def as_json(self) -> dict[str, Any]:
+        """``{"kind": ..., "location": ...}``."""
+        return {"kind": self.kind, "location": self.location}
+
+
+def _location(url: str) -> str:
+    """A ``file://`` URL as a local path; any other URL as it is."""
+    parts = urlsplit(url)
+    return url2pathname(parts.path) if parts.scheme == "file" else url
+
+
+def origin_of(dist: importlib.metadata.Distribution) -> Origin:
+    """Where ``dist`` came from (PEP 610); kind ``unknown`` for a ``direct_url.json`` that does not parse."""
+    name, version = dist.metadata["Name"], dist.version
+    text = dist.read_text("direct_url.json")
+    if text is None:
+        return Origin(name, version, "index")
+    try:
+        direct = json.loads(text)
+        url = str(direct["url"])
+        if "dir_info" in direct:
+            kind = "editable" if direct["dir_info"].get("editable", False) is True else "folder"
+            return Origin(name, version, kind, _location(url))
+        if "vcs_info" in direct:
+            vcs, commit = direct["vcs_info"].get("vcs", "vcs"), direct["vcs_info"].get("commit_id")
+            return Origin(name, version, "vcs", f"{vcs}+{url}" + (f"@{commit}" if commit else ""))
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return Origin(name, version, "unknown", "unreadable direct_url.json")
+    return Origin(name, version, "archive", _location(url))
+
+
+def distribution_origin(name: str) -> Origin:
+    """Where the installed distribution ``name`` came from; kind ``missing`` when it is not installed."""
+    try:
+        return origin_of(importlib.metadata.distribution(name))
+    except importlib.metadata.PackageNotFoundError:
+        return Origin(name, None, "missing")
+
+
+def version_report() -> str:
+    """``flexkit --version``: the version, where the core and every distribution with ``flexkit`` entry points
+    came from, and where this process imports flexkit from."""
+    import flexkit
+    from flexkit.plugins.manager import ENTRY_POINT_GROUP
+
+    origins = {DISTRIBUTION: distribution_origin(DISTRIBUTION)}
+    for group in (ENTRY_POINT_GROUP, f"{ENTRY_POINT_GROUP}.hosts"):
+        for ep in importlib.metadata.entry_points(group=group):
+            dist = getattr(ep, "dist", None)
+            if dist is not None and dist.metadata["Name"] not in origins:
+                origins[dist.metadata["Name"]] = origin_of(dist)
+    lines = [f"flexkit {__version__}"]
+    lines += [f"  {origins[name].describe()}" for name in sorted(origins)]
+    lines.append(f"  imports flexkit from {Path(flexkit.__file__).parent}")
+    return "\n".join(lines)
 
 
 def _plugin_host(specs: Sequence[str]) -> PluginHost:
@@ -40,10 +130,13 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     """``flexkit plugins``: components per stage with their plugin, distribution and version; exit status 1
     when a plugin failed to load."""
     host = _plugin_host(args.plugin)
+    components = host.all_components()
+    origins = {c.distribution: distribution_origin(c.distribution) for c in components if c.distribution}
     rows = [
         {"name": c.name, "stage": c.stage, "plugin": c.plugin, "distribution": c.distribution,
-         "version": c.version, "description": c.description}
-        for c in host.all_components()
+         "version": c.version, "origin": origins[c.distribution].as_json() if c.distribution else None,
+         "description": c.description}
+        for c in components
     ]
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -55,6 +148,10 @@ def cmd_plugins(args: argparse.Namespace) -> int:
                 print(f"{current}:")
             origin = f"{row['distribution'] or 'local'} {row['version'] or ''}".strip()
             print(f"  {row['name']:<22} {origin:<22} {row['description']}")
+        if origins:
+            print("distributions:")
+            for name in sorted(origins):
+                print(f"  {origins[name].describe()}")
     for failure in host.failures:
         say("plugin_problem", f"problem: {failure}", level="warning", plugin=failure.plugin,
             distribution=failure.distribution, phase=failure.phase, error=failure.error)

@@ -259,8 +259,8 @@ class PluginHost:
         try:
             importlib.metadata.distribution(dist)
         except importlib.metadata.PackageNotFoundError:
-            return (f" ({name!r} comes with the plugin distribution {dist}, which is not installed: pip install {dist}"
-                    f", or from a flexkit checkout: pip install -e plugins/{dist})")
+            return (f" ({name!r} comes with the plugin distribution {dist}, which is not installed: from a flexkit "
+                    f"checkout, pip install -e plugins/{dist}; pip install {dist} once flexkit is released)")
         allow = _env_allow_list()
         if allow is not None:
             return f" ({name!r} comes with {dist}, which {ENV_ALLOW}={','.join(sorted(allow))!r} does not load)"

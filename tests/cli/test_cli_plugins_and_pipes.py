@@ -102,8 +102,8 @@ def test_a_first_party_component_names_its_distribution(monkeypatch: pytest.Monk
         host.component("storage", "arithmetic")
     message = str(info.value)
     assert message.startswith("unknown storage 'arithmetic'; registered: file, simulated")
-    assert "flexkit-rft-toyrl, which is not installed: pip install flexkit-rft-toyrl," in message
-    assert "pip install -e plugins/flexkit-rft-toyrl" in message
+    assert ("flexkit-rft-toyrl, which is not installed: from a flexkit checkout, pip install -e "
+            "plugins/flexkit-rft-toyrl; pip install flexkit-rft-toyrl once flexkit is released" in message)
     with pytest.raises(ConfigError, match="pip install -e plugins/flexkit-rft-toyrl"):
         host.component("trainer", "toyrl")
     with pytest.raises(ConfigError) as info:

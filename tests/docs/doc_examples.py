@@ -9,7 +9,8 @@ Each page is one Sybil document; its blocks run in order, in a temporary folder 
 - ``yaml`` blocks are parsed (host configs such as Trinity-RFT's; a page's python blocks may load them further);
 - ``bash`` / ``sh`` blocks run in ``bash`` when every command is a quick one (:data:`RUNNABLE`: ``flexkit
   validate``, ``preview``, a short ``flexkit run``, ...). A block of ``pip install`` commands only is checked
-  instead of run (:func:`check_install`: every local path exists, every pinned version is the installed one).
+  instead of run (:func:`check_install`: every local path exists, every ``git+`` URL is this repository's and
+  names the project in its ``#subdirectory``, every pinned version is the installed one).
   Anything else (comparisons, long runs) must be marked ``<!-- skip: next "why" -->`` on the line before the
   block;
 - ``text`` and unlabelled blocks are output and diagrams: not run.
@@ -219,30 +220,59 @@ def _is_install(command: list[str]) -> bool:
     return len(command) > 1 and (command[0] == "pip" or command[0].endswith("/bin/pip")) and command[1] == "install"
 
 
+#: ``pip install`` options whose value is the next word (an index, a links folder, a file), not a requirement.
+PIP_OPTIONS_WITH_VALUE = frozenset({"-i", "--index-url", "--extra-index-url", "-f", "--find-links", "-c",
+                                    "--constraint", "-r", "--requirement"})
+
+
+def _check_url_requirement(word: str, where: str) -> None:
+    """``NAME @ git+URL[#subdirectory=FOLDER]``: URL is the core's ``[project.urls] Source`` and FOLDER (default: the
+    top) is the distribution of this repository named NAME."""
+    from tests.distribution_names import normalize, our_distributions, requirement_name
+    from tests.fixtures import ROOT
+
+    name = requirement_name(word)
+    assert name in our_distributions(), f"{where}: {word!r} does not name a distribution of this repository"
+    source = re.search(r'^Source = "([^"]+)"', (ROOT / "pyproject.toml").read_text(encoding="utf-8"), re.M)
+    assert source and f"@ git+{source.group(1)}" in word, f"{where}: {word!r} is not this repository's Source URL"
+    subdirectory = re.search(r"#subdirectory=([^&\s]+)", word)
+    pyproject = ROOT / (subdirectory.group(1) if subdirectory else "") / "pyproject.toml"
+    assert pyproject.is_file(), f"{where}: {word!r}: no distribution of this repository in that folder"
+    declared = re.search(r'^name = "([^"]+)"', pyproject.read_text(encoding="utf-8"), re.M)
+    assert declared and normalize(declared.group(1)) == name, f"{where}: {word!r}: that folder's project is another"
+
+
 def check_install(example: Example, commands: list[list[str]]) -> None:
     """Check a block of ``pip install`` commands without running it: each ``-e PATH`` (or local path) is a
-    folder of this repository with a ``pyproject.toml``, and each ``name==version`` pin is the version installed
-    here (pins of packages not installed are skipped)."""
+    folder of this repository with a ``pyproject.toml``, each ``NAME @ git+URL#subdirectory=FOLDER`` names the
+    project in that folder, and each ``name==version`` pin is the version installed here (pins of packages not
+    installed are skipped). Option values (``--index-url URL``) are no requirements."""
     from importlib import metadata
 
     from tests.distribution_names import check_requirement
     from tests.fixtures import ROOT
 
+    where = f"{example.path}:{example.line}"
     for command in commands:
-        editable = False
+        editable = option_value = False
         for word in command[2:]:
-            if word.startswith("-") or word.startswith("--"):
+            if option_value:
+                option_value = False
+                continue
+            if word.startswith("-"):
                 editable = word in ("-e", "--editable")
+                option_value = word in PIP_OPTIONS_WITH_VALUE
                 continue
             target = re.sub(r"\[.*\]$", "", word)
             if not editable:
-                check_requirement(word, f"{example.path}:{example.line}")
+                check_requirement(word, where)
             editable = False
-            if target.startswith((".", "plugins/")) or "/" in target:
+            if "://" in word:
+                _check_url_requirement(word, where)
+            elif target.startswith((".", "plugins/")) or "/" in target:
                 folder = ROOT / target
                 assert (folder / "pyproject.toml").is_file(), (
-                    f"{example.path}:{example.line}: 'pip install' names {word!r}, not a distribution of this "
-                    "repository")
+                    f"{where}: 'pip install' names {word!r}, not a distribution of this repository")
             elif "==" in target:
                 name, version = target.split("==", 1)
                 try:
@@ -251,8 +281,7 @@ def check_install(example: Example, commands: list[list[str]]) -> None:
                     continue
                 if "+" not in version:  # ==2.13.0 matches 2.13.0+cpu (PEP 440: the local label is ignored)
                     installed = installed.split("+", 1)[0]
-                assert installed == version, (
-                    f"{example.path}:{example.line}: the page pins {name}=={version}, tested here with {installed}")
+                assert installed == version, f"{where}: the page pins {name}=={version}, tested here with {installed}"
 
 
 def run_bash(example: Example) -> None:

@@ -110,3 +110,26 @@ def test_an_install_block_may_create_its_venv(tmp_path: Path, monkeypatch: pytes
     with pytest.raises(AssertionError, match="names the distribution 'flexkit'"):
         not_ours = "flexkit[x]"  # the index's unrelated project (named here, not in an install line of this file)
         _run(tmp_path, monkeypatch, f'{FENCE}bash\npython3 -m venv v && v/bin/pip install "{not_ours}"\n{FENCE}\n')
+
+
+def test_an_install_block_from_the_repository_by_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``NAME @ git+URL#subdirectory=FOLDER`` must be this repository's URL and the folder holding NAME; an option's
+    value (``--index-url URL``) is no requirement."""
+    url = "git+https://github.com/flexkit/flexkit"
+
+    def block(*lines: str) -> str:
+        return f"{FENCE}bash\n" + "\n".join(lines) + f"\n{FENCE}\n"
+
+    _run(tmp_path, monkeypatch, block(
+        "pip install torch --index-url https://download.pytorch.org/whl/cpu",
+        f'pip install "flexkit-rft @ {url}"',
+        f'pip install "flexkit-rft-trl @ {url}#subdirectory=plugins/flexkit-rft-trl"'))
+    with pytest.raises(AssertionError, match="that folder's project is another"):
+        ray = "plugins/flexkit-rft-ray"
+        _run(tmp_path, monkeypatch, block(f'pip install "flexkit-rft-trl @ {url}#subdirectory={ray}"'))
+    with pytest.raises(AssertionError, match="that folder's project is another"):
+        _run(tmp_path, monkeypatch, block(f'pip install "flexkit-rft-trl @ {url}"'))  # no subdirectory: the core
+    with pytest.raises(AssertionError, match="not this repository's Source URL"):
+        _run(tmp_path, monkeypatch, block('pip install "flexkit-rft @ git+https://example.org/flexkit"'))
+    with pytest.raises(AssertionError, match="no distribution of this repository in that folder"):
+        _run(tmp_path, monkeypatch, block(f'pip install "flexkit-rft @ {url}#subdirectory=plugins/nonesuch"'))
