@@ -31,7 +31,7 @@ from flexkit.metric_names import (
 from flexkit.plot.figures import _Run
 from flexkit.run.result import summary_lines
 from flexkit.run.runner import run_pipeline
-from tests.fixtures import crash_run, read_metrics, within_rounding
+from tests.fixtures import crash_run, read_metrics, within_rounding, without_clock
 
 OLD_METRICS = Path(__file__).parent / "data" / "metrics_before_0_names.jsonl"
 
@@ -66,8 +66,9 @@ def _old_folder(new_run: Path, tmp_path: Path) -> Path:
 
 
 def _without_validation(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The records without the validation split's ``flexkit/val/...`` keys, which postdate the old run folder."""
-    return [{k: v for k, v in r.items() if not k.startswith("flexkit/val/")} for r in records]
+    """The records without the keys that postdate the old run folder: the validation split's ``flexkit/val/...``
+    and the wall clock, ``flexkit/run/seconds``."""
+    return [{k: v for k, v in r.items() if not k.startswith("flexkit/val/")} for r in without_clock(records)]
 
 
 def test_the_old_records_are_the_new_ones_under_old_names(new_run: tuple[Path, Any]) -> None:
