@@ -26,10 +26,10 @@ __all__ = [
     "FEEDBACK_PASS_RATE_MIN", "FEEDBACK_PASS_RATE_STD", "FEEDBACK_TASKS", "FEEDBACK_ZERO_FRACTION", "FILTER_ROUNDS",
     "GROUPS_NEEDED", "KEPT_FRACTION", "KEPT_GROUPS", "LEGACY_NAMES", "LEVEL_MIX", "MEAN_WEIGHT", "METRICS",
     "PREDICTED_PASS_RATE", "PREFIX", "REPLAY_GROUPS", "REPLAY_RESPONSES", "REWARD_MEAN", "ROLLOUTS",
-    "RUN_GENERATED_TOKENS", "RUN_ROLLOUTS", "SCHEDULER_STEP", "STEP", "TASKSET_MIX", "TRAINER_EVAL_ACCURACY",
-    "TRAINER_VAL_ACCURACY", "TRAINER_VAL_PREFIX", "VAL_ACCURACY", "Metric", "eval_level", "evaluation_of", "mix_share",
-    "plain_evaluation", "proportion", "record_evaluation", "record_validation", "sample_metric", "selector_metric",
-    "upgrade_record", "val_level",
+    "RUN_GENERATED_TOKENS", "RUN_ROLLOUTS", "RUN_SECONDS", "SCHEDULER_STEP", "STEP", "TASKSET_MIX",
+    "TRAINER_EVAL_ACCURACY", "TRAINER_VAL_ACCURACY", "TRAINER_VAL_PREFIX", "VAL_ACCURACY", "Metric", "eval_level",
+    "evaluation_of", "mix_share", "plain_evaluation", "proportion", "record_evaluation", "record_validation",
+    "sample_metric", "selector_metric", "upgrade_record", "val_level",
 ]
 
 #: The prefix of every flexkit metric name.
@@ -43,6 +43,7 @@ EPOCH = PREFIX + "epoch"
 ROLLOUTS = PREFIX + "rollouts"
 RUN_ROLLOUTS = PREFIX + "run/rollouts"
 RUN_GENERATED_TOKENS = PREFIX + "run/generated_tokens"
+RUN_SECONDS = PREFIX + "run/seconds"
 REWARD_MEAN = PREFIX + "run/reward_mean"
 TASKSET_MIX = PREFIX + "taskset_mix"
 LEVEL_MIX = PREFIX + "level_mix"
@@ -135,6 +136,9 @@ METRICS: tuple[Metric, ...] = (
     Metric(ROLLOUTS, False, True, "responses generated this step, every round (when the adapter knows it)"),
     Metric(RUN_ROLLOUTS, True, False, "responses generated so far in the run, refills included"),
     Metric(RUN_GENERATED_TOKENS, True, False, "response tokens generated so far in the run (`response_mask` summed)"),
+    Metric(RUN_SECONDS, True, False,
+           "wall seconds of the run so far, when the record is written: from the start of its step loop (trainer "
+           "setup excluded; evaluations and checkpoints included); a resumed run goes on from its last kept record"),
     Metric(KEPT_GROUPS, True, True,
            "groups the update trains on this step: every round, after the `surplus` rule (all groups without a "
            "select stage)"),

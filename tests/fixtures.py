@@ -2,8 +2,9 @@
 
 A pytest plugin module: the hypothesis profile, an autouse fixture giving each test a clean plugin cache,
 ``fake_dist`` (fake installed distributions with flexkit entry points), and helpers tests import
-(:data:`ROOT`, :data:`EXAMPLES`; :class:`Crash`, :class:`CrashAt`, :func:`crash_run`, :func:`read_metrics` and
-:func:`jsonl_pipeline` come from :mod:`flexkit.testing`, where a plugin's own tests find them too).
+(:data:`ROOT`, :data:`EXAMPLES`; :class:`Crash`, :class:`CrashAt`, :func:`crash_run`, :func:`read_metrics`,
+:func:`without_clock`, :func:`without_clock_text` and :func:`jsonl_pipeline` come from :mod:`flexkit.testing`,
+where a plugin's own tests find them too).
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ import structlog
 from hypothesis import settings
 
 from flexkit.plugins.manager import clear_plugin_cache
-from flexkit.testing import Crash, CrashAt, crash_run, jsonl_pipeline, read_metrics
+from flexkit.testing import Crash, CrashAt, crash_run, jsonl_pipeline, read_metrics, without_clock, without_clock_text
 
 __all__ = ["EXAMPLES", "ROOT", "Crash", "CrashAt", "crash_run", "fake_dist", "jsonl_pipeline", "plain_feedback",
-           "read_metrics"]
+           "read_metrics", "without_clock", "without_clock_text"]
 
 # CI (CI=true) runs the property tests derandomized, so a submission's result does not depend on the draw;
 # local runs keep exploring new examples.

@@ -26,7 +26,9 @@ reports, per setting and over seeds, the mean and a 95% Student-t interval of:
 * rollouts to each target: the run's own count of responses generated (refills included) at that evaluation;
 * accuracy at each rollout budget (``--budget 200000,400000``): the last evaluation at or before it;
 * the cost per run: steps, optimizer steps, trained samples (responses that entered the loss), rollouts and
-  wall seconds, read from ``metrics.jsonl``.
+  wall seconds, read from ``metrics.jsonl``, and the trained samples per rollout;
+* the compute to each target: the rollouts, trained samples, optimizer steps and wall seconds
+  (``flexkit/run/seconds``) at the first evaluation reaching it.
 
 An interval is printed only from :data:`MIN_INTERVAL_VALUES` (3) values on; with fewer, the mean and ``n``
 (``results.json`` keeps every value and writes ``ci95: null``).
@@ -57,8 +59,15 @@ Modules, by reader: :mod:`~flexkit.config.overrides` (``--set``/``--seeds`` pars
 from __future__ import annotations
 
 from flexkit.compare.level_plot import write_level_plot
-from flexkit.compare.report import render_cost_table, render_markdown, render_table, summary_rows, write_plot
-from flexkit.compare.results import Comparison, ReportInfo, RunFailure, RunOutcome, SettingResult
+from flexkit.compare.report import (
+    render_compute_table,
+    render_cost_table,
+    render_markdown,
+    render_table,
+    summary_rows,
+    write_plot,
+)
+from flexkit.compare.results import Comparison, ReportInfo, RunFailure, RunOutcome, SettingResult, Spent
 from flexkit.compare.run import compare
 from flexkit.compare.statistics import (
     MIN_INTERVAL_VALUES,
@@ -91,6 +100,7 @@ __all__ = [
     "RunOutcome",
     "Setting",
     "SettingResult",
+    "Spent",
     "apply_overrides",
     "command_line",
     "compare",
@@ -100,6 +110,7 @@ __all__ = [
     "parse_seeds",
     "parse_setting",
     "parse_value",
+    "render_compute_table",
     "render_cost_table",
     "render_markdown",
     "render_table",

@@ -1,5 +1,6 @@
 """What ``flexkit compare`` reads from a finished run's ``metrics.jsonl``: its evaluation curves (overall and per
-level) and what it spent (steps, optimizer steps, trained samples, rollouts). Records are read under the current
+level) and what it spent (steps, optimizer steps, trained samples, rollouts; by each evaluation, with the wall
+seconds). Records are read under the current
 names (:mod:`flexkit.metric_names`), so a run folder written before them reads the same."""
 
 from __future__ import annotations
@@ -9,12 +10,14 @@ from typing import Any
 
 import attrs
 
+from flexkit.compare.results import Spent
 from flexkit.metric_names import (
     EVAL_ACCURACY,
     KEPT_FRACTION,
     LEVEL_MIX,
     REPLAY_RESPONSES,
     RUN_ROLLOUTS,
+    RUN_SECONDS,
     TRAINER_EVAL_ACCURACY,
     record_evaluation,
 )
@@ -35,6 +38,7 @@ class RunRecords:
     curve: list[tuple[int, float]] = attrs.field(factory=list)
     rollout_curve: list[tuple[int, float]] = attrs.field(factory=list)
     level_curves: dict[str, list[tuple[int, float]]] = attrs.field(factory=dict)
+    spent_curve: list[Spent] = attrs.field(factory=list)
     steps: int = 0
     optimizer_steps: int = 0
     trained_samples: int = 0
@@ -49,7 +53,9 @@ def read_run_records(run_dir: Path, first: dict[str, float], rollouts_per_step: 
     training (step 0). A run folder from before that record existed gets ``first`` (the runner's first
     evaluation, as the trainer returned it) as its step-0 point. Rollouts are the run's own cumulative count
     (``flexkit/run/rollouts``; ``steps × rollouts_per_step`` for records without one). Level curves are keyed
-    ``eval_accuracy/<level>``, as the final evaluation.
+    ``eval_accuracy/<level>``, as the final evaluation. ``spent_curve`` holds, per evaluation, the trained samples
+    and optimizer steps counted up to it (the evaluation record's own step included) and the record's wall
+    seconds (``flexkit/run/seconds``; ``None`` without one, and for the ``first`` point).
 
     Counts, from the training records (``step >= 0``): a step trains on ``flexkit/sample/kept_fraction`` × the
     responses it generated (all of them without one: no filter), rounded, plus the responses ``[replay]`` trained on
@@ -62,7 +68,7 @@ def read_run_records(run_dir: Path, first: dict[str, float], rollouts_per_step: 
     records = [record for _line, record in read_metrics(run_dir / METRICS_FILE)]
     out = RunRecords()
     if TRAINER_EVAL_ACCURACY in first and not any(r["step"] == INITIAL_STEP for r in records):
-        _add_eval(out, 0, 0, record_evaluation(first))
+        _add_eval(out, 0, 0, record_evaluation(first), Spent())
     previous = 0
     for record in records:
         step = int(record["step"])
@@ -76,7 +82,9 @@ def read_run_records(run_dir: Path, first: dict[str, float], rollouts_per_step: 
             previous = spent
             _add_draws(out.level_draws, record.get(LEVEL_MIX))
         if record.get(EVAL_ACCURACY) is not None:
-            _add_eval(out, step + 1, spent, record)
+            clock: Any = record.get(RUN_SECONDS)
+            _add_eval(out, step + 1, spent, record,
+                      Spent(out.trained_samples, out.optimizer_steps, float(clock) if is_number(clock) else None))
     return out
 
 
@@ -100,15 +108,16 @@ def _add_draws(draws: dict[str, int], mix: Any) -> None:
             draws[str(level)] = draws.get(str(level), 0) + int(count)
 
 
-def _add_eval(out: RunRecords, steps: int, rollouts: int, record: dict[str, Any]) -> None:
-    """Add one evaluation of a record (overall and per level) to the curves; values that are not finite numbers
-    (a trainer's ``None`` or NaN) are no points of them."""
+def _add_eval(out: RunRecords, steps: int, rollouts: int, record: dict[str, Any], spent: Spent) -> None:
+    """Add one evaluation of a record (overall and per level) and what the run had ``spent`` by it to the curves;
+    values that are not finite numbers (a trainer's ``None`` or NaN) are no points of them."""
     raw = record.get(EVAL_ACCURACY)
     if not is_number(raw):
         return
     acc = float(raw)  # type: ignore[arg-type]  # is_number: a finite int or float
     out.curve.append((steps, acc))
     out.rollout_curve.append((rollouts, acc))
+    out.spent_curve.append(spent)
     for key, value in record.items():
         if key.startswith(_RECORD_LEVEL_PREFIX) and is_number(value):
             level = LEVEL_PREFIX + key.removeprefix(_RECORD_LEVEL_PREFIX)

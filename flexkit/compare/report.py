@@ -1,5 +1,5 @@
-"""``flexkit compare`` reports: the results and cost tables, ``results.md``, ``results.json``, the accuracy plot
-and the progress lines (the per-level plot is :mod:`flexkit.compare.level_plot`)."""
+"""``flexkit compare`` reports: the results, cost and compute-to-target tables, ``results.md``, ``results.json``,
+the accuracy plot and the progress lines (the per-level plot is :mod:`flexkit.compare.level_plot`)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from flexkit.compare.statistics import (
     reported_interval,
 )
 
-__all__ = ["cost_rows", "level_shares", "render_cost_table", "render_markdown", "render_table", "say", "summary_rows",
-           "write_plot", "write_reports"]
+__all__ = ["compute_rows", "cost_rows", "level_shares", "render_compute_table", "render_cost_table", "render_markdown",
+           "render_table", "say", "summary_rows", "trained_per_rollout", "write_plot", "write_reports"]
 
 
 def _fmt(values: Sequence[float], digits: int = 3, thousands: bool = False, *, count: bool = True) -> str:
@@ -124,13 +124,64 @@ _COST_COLUMNS = (("steps", "steps"), ("optimizer steps", "optimizer_steps"), ("t
                  ("rollouts", "rollouts"), ("seconds", "seconds"))
 
 
+def trained_per_rollout(res: SettingResult) -> float | None:
+    """The setting's trained samples per rollout over the whole runs: all its runs' trained samples (replayed ones
+    included) over all their rollouts (``None`` without a rollout)."""
+    rollouts = sum(r.rollouts for r in res.runs)
+    return sum(r.trained_samples for r in res.runs) / rollouts if rollouts else None
+
+
 def cost_rows(results: Sequence[SettingResult]) -> tuple[list[str], list[list[str]]]:
     """The cost table: per setting, the mean per run of steps, optimizer steps, trained samples (samples that
-    entered the loss), rollouts generated and wall seconds."""
-    header = ["setting", *[name for name, _ in _COST_COLUMNS]]
-    rows = [[res.setting.name, *[_fmt([float(getattr(r, attr)) for r in res.runs], 0, thousands=True)
-                                 if res.runs else "–" for _, attr in _COST_COLUMNS]] for res in results]
+    entered the loss), rollouts generated and wall seconds, and the trained samples per rollout
+    (:func:`trained_per_rollout`)."""
+    header = ["setting", *[name for name, _ in _COST_COLUMNS], "trained samples per rollout"]
+    rows = []
+    for res in results:
+        ratio = trained_per_rollout(res)
+        rows.append([res.setting.name, *[_fmt([float(getattr(r, attr)) for r in res.runs], 0, thousands=True)
+                                         if res.runs else "–" for _, attr in _COST_COLUMNS],
+                     f"{ratio:.2f}" if ratio is not None else "–"])
     return header, rows
+
+
+#: The compute-to-target table's columns per target: header, the run attribute (a list per target), digits and
+#: whether thousands are separated.
+_COMPUTE_COLUMNS = (("rollouts", "rollouts_to_targets", 0, True),
+                    ("trained samples", "trained_samples_to_targets", 0, True),
+                    ("optimizer steps", "optimizer_steps_to_targets", 0, False),
+                    ("seconds", "seconds_to_targets", 1, False))
+
+
+def compute_rows(results: Sequence[SettingResult], targets: Sequence[float] = ()) -> tuple[list[str], list[list[str]]]:
+    """The compute-to-target table: per setting and target, the rollouts, trained samples, optimizer steps and
+    wall seconds at the first evaluation reaching it, over the runs that reached it (see :func:`_target_cell`).
+    With one target (or none given) the columns are "rollouts to target", ...; with several, "rollouts to 0.3",
+    ... for each target in turn."""
+    names = [f"to {t:g}" for t in targets] if len(targets) > 1 else ["to target"]
+    header = ["setting", *[f"{what} {name}" for name in names for what, *_ in _COMPUTE_COLUMNS]]
+    rows = [[res.setting.name, *[_target_cell(res, attr, i, digits, thousands)
+                                 for i in range(len(names)) for _, attr, digits, thousands in _COMPUTE_COLUMNS]]
+            for res in results]
+    return header, rows
+
+
+def _target_cell(res: SettingResult, attr: str, index: int, digits: int, thousands: bool) -> str:
+    """Item ``index`` of ``attr`` over the runs that reached target ``index`` (``rollouts_to_targets``), as
+    :func:`_cell` shows it ("k/n reached" when not all did); "not logged" when none of them holds a value (the
+    seconds of run folders from before ``flexkit/run/seconds``), "k logged" when only some do."""
+    if not res.runs:
+        return "–"
+    n = len(res.runs)
+    reached = [r for r in res.runs if _item(r.rollouts_to_targets, index) is not None]
+    if not reached:
+        return f"not reached (0/{n})"
+    values = [v for v in (_item(getattr(r, attr), index) for r in reached) if v is not None]
+    if not values:
+        return "not logged"
+    notes = [f"{len(reached)}/{n} reached"] if len(reached) < n else []
+    notes += [f"{len(values)} logged"] if len(values) < len(reached) else []
+    return _fmt(values, digits, thousands=thousands, count=not notes) + (f" ({', '.join(notes)})" if notes else "")
 
 
 def _markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -150,10 +201,15 @@ def render_cost_table(results: Sequence[SettingResult]) -> str:
     return _markdown_table(*cost_rows(results))
 
 
+def render_compute_table(results: Sequence[SettingResult], targets: Sequence[float] = ()) -> str:
+    """The compute to each target as a markdown table (see :func:`compute_rows`)."""
+    return _markdown_table(*compute_rows(results, targets))
+
+
 def render_markdown(results: Sequence[SettingResult], info: ReportInfo, *, plot: Path | None,
                     out_dir: Path | None = None, level_plot: Path | None = None) -> str:
-    """``results.md``: command, pipeline, seeds, targets, budgets, the results and cost tables, the settings'
-    overrides, failed runs, the plots and (with ``out_dir``, where the markdown goes) links to each run's
+    """``results.md``: command, pipeline, seeds, targets, budgets, the results, cost and compute-to-target tables,
+    the settings' overrides, failed runs, the plots and (with ``out_dir``, where the markdown goes) links to each run's
     ``plots/overview.png``."""
     n = len(info.seeds)
     targets, budgets = list(info.targets) or [info.target], list(info.budgets) or [info.budget]
@@ -178,8 +234,14 @@ def render_markdown(results: Sequence[SettingResult], info: ReportInfo, *, plot:
         "k of the n finished runs got there; seconds per run: wall clock", "",
         render_table(results, targets, budgets), "",
         "Cost per run (mean over the finished runs; trained samples: responses that entered the loss, after any "
-        "filter; optimizer steps: steps whose update trained on at least one sample):", "",
+        "filter, replayed ones included; optimizer steps: steps whose update trained on at least one sample; "
+        "trained samples per rollout: all the setting's trained samples over all its rollouts):", "",
         render_cost_table(results), "",
+        f"Compute to {'each target' if several else 'target'} (at the first evaluation at or above it, over the runs "
+        "that reached it: the rollouts generated, samples trained on and optimizer steps by then, and the run's wall "
+        "seconds then, `flexkit/run/seconds` in metrics.jsonl, from the start of its step loop; \"not logged\": a "
+        "run folder from before that record):", "",
+        render_compute_table(results, targets), "",
         *_forgetting_lines(results),
         *_draw_lines(results),
         "Settings:", "",
@@ -308,7 +370,9 @@ def _json_run(r: RunOutcome) -> dict[str, Any]:
             "accuracy_at_budget": r.accuracy_at_budget, "rollouts": r.rollouts, "steps": r.steps,
             "optimizer_steps": r.optimizer_steps, "trained_samples": r.trained_samples,
             "steps_to_targets": r.steps_to_targets, "rollouts_to_targets": r.rollouts_to_targets,
-            "accuracy_at_budgets": r.accuracy_at_budgets, "curve": r.curve, "rollout_curve": r.rollout_curve,
+            "accuracy_at_budgets": r.accuracy_at_budgets, "trained_samples_to_targets": r.trained_samples_to_targets,
+            "optimizer_steps_to_targets": r.optimizer_steps_to_targets, "seconds_to_targets": r.seconds_to_targets,
+            "curve": r.curve, "rollout_curve": r.rollout_curve,
             "level_curves": r.level_curves, "level_draws": r.level_draws,
             **{name: {key: measure(curve) for key, curve in r.level_curves.items()}
                for name, measure, _ in FORGETTING_MEASURES}}
@@ -339,6 +403,9 @@ def _json_results(results: Sequence[SettingResult], info: ReportInfo) -> dict[st
             "reached": f"{len(steps)}/{n}",
             "targets": [{"target": t, "steps": _summary(_values(res, "steps_to_targets", i)),
                          "rollouts": _summary(_values(res, "rollouts_to_targets", i)),
+                         "trained_samples": _summary(_values(res, "trained_samples_to_targets", i)),
+                         "optimizer_steps": _summary(_values(res, "optimizer_steps_to_targets", i)),
+                         "seconds": _summary(_values(res, "seconds_to_targets", i)),
                          "reached": f"{len(_values(res, 'rollouts_to_targets', i))}/{n}"}
                         for i, t in enumerate(targets)],
             "budgets": [{"budget": b, "accuracy": _summary(_values(res, "accuracy_at_budgets", i)),
@@ -346,6 +413,7 @@ def _json_results(results: Sequence[SettingResult], info: ReportInfo) -> dict[st
                         for i, b in enumerate(budgets)],
             **{attr: _summary([getattr(r, attr) for r in res.runs])
                for attr in ("steps", "optimizer_steps", "trained_samples", "rollouts")},
+            "trained_samples_per_rollout": trained_per_rollout(res),
             **{name: {key: max((measure(r.level_curves[key]) for r in res.runs if key in r.level_curves),
                                 default=None) for key in _levels([res])}
                for name, measure, _ in FORGETTING_MEASURES},

@@ -10,7 +10,18 @@ import attrs
 
 from flexkit.config.overrides import Setting
 
-__all__ = ["Comparison", "ReportInfo", "RunFailure", "RunOutcome", "SettingResult"]
+__all__ = ["Comparison", "ReportInfo", "RunFailure", "RunOutcome", "SettingResult", "Spent"]
+
+
+@attrs.frozen
+class Spent:
+    """What a run had spent by one of its evaluations, cumulated over its steps: the samples that entered the loss
+    (replayed ones included), the optimizer steps, and the wall seconds of the run so far (its record's
+    ``flexkit/run/seconds``; ``None`` for a record written before it existed)."""
+
+    trained_samples: int = 0
+    optimizer_steps: int = 0
+    seconds: float | None = None
 
 
 @attrs.define
@@ -22,9 +33,12 @@ class RunOutcome:
     (``eval_accuracy/<level>``) to its ``(rollouts, accuracy)`` pairs. ``steps`` counts training steps,
     ``optimizer_steps`` those whose update trained on at least one sample, and ``trained_samples`` the samples
     (responses) that entered the loss, summed over steps; ``level_draws`` the tasks drawn per level of their rows,
-    summed over steps (empty when the run logged no level mix). The ``*_to_targets`` and ``accuracy_at_budgets``
-    lists follow the comparison's targets and budgets; ``steps_to_target``, ``rollouts_to_target`` (the first
-    target) and ``accuracy_at_budget`` (the largest budget) are the single values of earlier versions.
+    summed over steps (empty when the run logged no level mix). ``spent_curve`` holds what the run had spent by
+    each evaluation of ``curve`` (:class:`Spent`, one per point, in order). The ``*_to_targets`` and
+    ``accuracy_at_budgets`` lists follow the comparison's targets and budgets: at the first evaluation reaching a
+    target, its steps, rollouts, trained samples, optimizer steps and seconds (``None``: not reached, or for
+    seconds not logged); ``steps_to_target``, ``rollouts_to_target`` (the first target) and ``accuracy_at_budget``
+    (the largest budget) are the single values of earlier versions.
     """
 
     seed: int
@@ -44,6 +58,10 @@ class RunOutcome:
     rollouts_to_targets: list[int | None] = attrs.field(factory=list)
     accuracy_at_budgets: list[float | None] = attrs.field(factory=list)
     level_draws: dict[str, int] = attrs.field(factory=dict)
+    spent_curve: list[Spent] = attrs.field(factory=list)
+    trained_samples_to_targets: list[int | None] = attrs.field(factory=list)
+    optimizer_steps_to_targets: list[int | None] = attrs.field(factory=list)
+    seconds_to_targets: list[float | None] = attrs.field(factory=list)
 
     @property
     def rollouts(self) -> int:

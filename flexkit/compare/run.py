@@ -21,8 +21,8 @@ from flexkit.compare.execution import Job, JobResult, run_in_order, run_in_proce
 from flexkit.compare.plot_parts import say
 from flexkit.compare.records import read_run_records
 from flexkit.compare.report import write_reports
-from flexkit.compare.results import Comparison, ReportInfo, RunFailure, RunOutcome, SettingResult
-from flexkit.compare.statistics import accuracy_at, default_budget, default_target, steps_to
+from flexkit.compare.results import Comparison, ReportInfo, RunFailure, RunOutcome, SettingResult, Spent
+from flexkit.compare.statistics import accuracy_at, default_budget, default_target, first_reaching, steps_to
 from flexkit.config.loader import read_toml_file
 from flexkit.config.overrides import Setting, apply_overrides, command_line, folder_name
 from flexkit.errors import ConfigError, ConfigIssue, FlexkitError
@@ -351,7 +351,7 @@ def _record(plan: _Plan, result: SettingResult, seed: int, finished: dict[str, A
     outcome = RunOutcome(seed, run_dir, records.curve, final, seconds, rollout_curve=records.rollout_curve,
                          level_curves=records.level_curves, steps=records.steps,
                          optimizer_steps=records.optimizer_steps, trained_samples=records.trained_samples,
-                         level_draws=records.level_draws)
+                         level_draws=records.level_draws, spent_curve=records.spent_curve)
     result.runs.append(outcome)
     return outcome
 
@@ -402,8 +402,9 @@ def _report(plan: _Plan, results: list[SettingResult], seeds: list[int], targets
 
 
 def _fix_targets(results: list[SettingResult], targets: list[float]) -> tuple[list[float], list[str]]:
-    """The target accuracies (given, or one :func:`default_target`) and their rules; sets each run's steps and
-    rollouts to each (the first also as ``steps_to_target`` / ``rollouts_to_target``)."""
+    """The target accuracies (given, or one :func:`default_target`) and their rules; sets each run's steps,
+    rollouts, trained samples, optimizer steps and seconds to each (the first steps and rollouts also as
+    ``steps_to_target`` / ``rollouts_to_target``)."""
     if targets:
         rules = [f"{t:.3f} (--target)" for t in targets]
     else:
@@ -414,7 +415,16 @@ def _fix_targets(results: list[SettingResult], targets: list[float]) -> tuple[li
             r.steps_to_targets = [steps_to(r.curve, t) for t in targets]
             r.rollouts_to_targets = [steps_to(r.rollout_curve, t) for t in targets]
             r.steps_to_target, r.rollouts_to_target = r.steps_to_targets[0], r.rollouts_to_targets[0]
+            spent = [_spent_at(r, first_reaching(r.curve, t)) for t in targets]
+            r.trained_samples_to_targets = [s.trained_samples if s is not None else None for s in spent]
+            r.optimizer_steps_to_targets = [s.optimizer_steps if s is not None else None for s in spent]
+            r.seconds_to_targets = [s.seconds if s is not None else None for s in spent]
     return targets, rules
+
+
+def _spent_at(run: RunOutcome, index: int | None) -> Spent | None:
+    """What ``run`` had spent by its evaluation ``index`` (``None``: no such evaluation, or none recorded)."""
+    return run.spent_curve[index] if index is not None and index < len(run.spent_curve) else None
 
 
 def _fix_budgets(results: list[SettingResult], budgets: list[int]) -> tuple[list[int], list[str]]:

@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from flexkit.compare.results import RunOutcome, SettingResult
 
 __all__ = ["FORGETTING_MARGIN", "FORGETTING_MEASURES", "MIN_INTERVAL_VALUES", "TARGET_FRACTION", "accuracy_at",
-           "below_best", "default_budget", "default_target", "final_drop", "interpolated_curve", "largest_drop",
-           "mean_curve", "mean_interval", "reported_interval", "steps_to", "t_quantile"]
+           "below_best", "default_budget", "default_target", "final_drop", "first_reaching", "interpolated_curve",
+           "largest_drop", "mean_curve", "mean_interval", "reported_interval", "steps_to", "t_quantile"]
 
 #: The fewest values (seeds) a reported 95% interval needs: with two, the Student-t half-width is
 #: 12.7 × the standard error, a band so wide that it says nothing, so reports show the values instead.
@@ -58,6 +58,12 @@ def reported_interval(values: Sequence[float]) -> tuple[float, float | None]:
 def steps_to(curve: list[tuple[int, float]], target: float) -> int | None:
     """The first x (step, or rollouts) of ``curve`` whose accuracy reaches ``target`` (``None``: never)."""
     return next((step for step, acc in curve if acc >= target), None)
+
+
+def first_reaching(curve: Sequence[tuple[int, float]], target: float) -> int | None:
+    """The index in ``curve`` of the first evaluation whose accuracy reaches ``target`` (``None``: never); the
+    point :func:`steps_to` reports."""
+    return next((i for i, (_x, acc) in enumerate(curve) if acc >= target), None)
 
 
 def accuracy_at(curve: list[tuple[int, float]], budget: int) -> float | None:

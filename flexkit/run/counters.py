@@ -6,7 +6,8 @@ train_step`), the metrics records and the ``[run] max_rollouts`` budget read it,
 ``extra.runner`` (:meth:`RunCounters.state_dict`; the scheduler's own ``step`` counts batches handed out, which
 refills make more than the steps trained). A resume checks it (:meth:`RunCounters.check_state`) and restores it
 (:meth:`RunCounters.from_state`, which also reads checkpoints written before the counters or ``last_eval`` were
-saved).
+saved). The run's wall seconds so far (``flexkit/run/seconds``) are not checkpointed: a resume reads them back from
+the last record it keeps.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from typing import Any
 import attrs
 
 from flexkit.errors import KeyPath
-from flexkit.metric_names import EVAL_ACCURACY, RUN_GENERATED_TOKENS, RUN_ROLLOUTS, evaluation_of
-from flexkit.state_problems import add_problem, is_count
+from flexkit.metric_names import EVAL_ACCURACY, RUN_GENERATED_TOKENS, RUN_ROLLOUTS, RUN_SECONDS, evaluation_of
+from flexkit.state_problems import add_problem, is_count, is_number
 
 __all__ = ["RUNNER_KEY", "RunCounters"]
 
@@ -39,13 +40,15 @@ def _is_eval(value: Any) -> bool:
 class RunCounters:
     """Where a run stands: ``step`` steps trained (the next step to train), ``rollouts`` responses and
     ``generated_tokens`` response tokens generated, and the evaluations: ``first_eval`` before training (None
-    without ``[run] eval_every``) and the latest, ``last_eval``."""
+    without ``[run] eval_every``) and the latest, ``last_eval``; ``seconds``, the wall seconds the run's step loop
+    has taken so far (its records' ``flexkit/run/seconds``; not in :meth:`state_dict`)."""
 
     step: int = 0
     rollouts: int = 0
     generated_tokens: int = 0
     first_eval: dict[str, float] | None = None
     last_eval: dict[str, float] = attrs.field(factory=dict)
+    seconds: float = 0.0
 
     def add(self, responses: int, tokens: int) -> None:
         """Count a step's generated responses and response tokens."""
@@ -89,7 +92,8 @@ class RunCounters:
         """The counters of a checked :meth:`state_dict`. ``records`` are the run's metrics records before its step
         (the evaluation before training has step -1): a checkpoint written before the counters were saved takes
         the last step record's totals, one written before ``last_eval`` was the last evaluation record's. The
-        records are under the current names (:func:`~flexkit.metric_names.upgrade_record`)."""
+        records are under the current names (:func:`~flexkit.metric_names.upgrade_record`). ``seconds`` is the last
+        record's ``flexkit/run/seconds`` (0 for records written before it existed)."""
         steps = [r for r in records if r["step"] >= 0]
         last_record = steps[-1] if steps else {}
         totals = {key: int(state.get(key, last_record.get(_RECORD_NAMES[key]) or 0) or 0) for key in _TOTALS}
@@ -97,8 +101,10 @@ class RunCounters:
         if last_eval is None:
             evals = [r for r in records if EVAL_ACCURACY in r]
             last_eval = evaluation_of(evals[-1]) if evals else first_eval
+        clock: Any = records[-1].get(RUN_SECONDS) if records else None
+        seconds = float(clock) if is_number(clock) and clock >= 0 else 0.0
         return cls(step=int(state["step"]), first_eval=dict(first_eval) if first_eval is not None else None,
-                   last_eval=dict(last_eval or {}), **totals)
+                   last_eval=dict(last_eval or {}), seconds=seconds, **totals)
 
     @staticmethod
     def step_of(state: Mapping[str, Any]) -> int:

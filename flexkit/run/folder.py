@@ -7,7 +7,7 @@ Every state a crash (even a SIGKILL) can leave a run folder in continues from th
   the next save);
 * a committed checkpoint: ``--resume`` continues from it; ``metrics.jsonl`` is cut back to the checkpoint's
   step (a line torn by the crash, or by a full disk, is dropped), so the run ends with exactly the metrics of
-  an uninterrupted one;
+  an uninterrupted one (but for its wall clock, ``flexkit/run/seconds``);
 * a finished run: ``--resume`` trains nothing and prints the same summary as the run did.
 
 The first record of ``metrics.jsonl`` (with ``[run] eval_every``) is the evaluation before any training, with

@@ -7,7 +7,8 @@ with a validation split, ``flexkit/val/accuracy``; with ``[run] eval_every`` the
 holds the evaluation before any training: :data:`INITIAL_STEP`) and
 ``checkpoint/`` (the latest checkpoint, written atomically every ``[run] checkpoint_every`` steps and at the
 end). ``--resume`` continues from the checkpoint and truncates the metrics
-to it, so a resumed run ends with exactly the metrics of an uninterrupted one. A run holds its folder's lock
+to it, so a resumed run ends with exactly the metrics of an uninterrupted one (but for its wall clock,
+``flexkit/run/seconds``). A run holds its folder's lock
 (:mod:`flexkit.run.lock`) from before its trainer is set up to its end: a second run on the folder is refused.
 
 At each evaluation the trainer's :meth:`~flexkit.plugins.contract.Trainer.evaluate` (the test split) is recorded
@@ -22,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from contextlib import nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,7 +34,7 @@ import structlog
 
 from flexkit.errors import CheckpointError, ConfigError, ConfigIssue, FlexkitError, TasksetError
 from flexkit.log import say
-from flexkit.metric_names import RUN_ROLLOUTS, STEP, record_evaluation, record_validation
+from flexkit.metric_names import RUN_ROLLOUTS, RUN_SECONDS, STEP, record_evaluation, record_validation
 from flexkit.pipeline.checkpoint import load_state
 from flexkit.pipeline.pipeline import Pipeline
 from flexkit.pipeline.state import EXTRA_KEY, TRAINER_KEY
@@ -291,18 +293,26 @@ def _loop(
 ) -> dict[str, Any]:
     """The step loop of :func:`run_pipeline` from step ``counters.step`` on; returns the last record, keeps the
     run's counters and evaluations in ``counters`` and the step of the last checkpoint it committed in
-    ``saved["step"]``."""
+    ``saved["step"]``. Each record ends with the run's wall seconds so far (``flexkit/run/seconds``, counted on
+    from ``counters.seconds``)."""
     cfg, sched = pipe.config, pipe.scheduler
     total = sched.total_steps
     eval_every, ckpt_every = cfg.run.eval_every, cfg.run.checkpoint_every
     last: dict[str, Any] = {}
     stage = pipe.sample_stage if pipe.has_sample_stage else None
+    started = time.monotonic() - counters.seconds  # a resumed run goes on from its last record's seconds
+
+    def clock() -> dict[str, float]:
+        counters.seconds = round(time.monotonic() - started, 3)
+        return {RUN_SECONDS: counters.seconds}
+
     with metrics_path.open("a", encoding="utf-8") as out:
         if counters.step == 0 and eval_every:
             counters.first_eval, validation = evaluate_splits(pipe, trainer, 0)
             counters.last_eval = dict(counters.first_eval)
             out.write(json.dumps({STEP: INITIAL_STEP, **counters.record_totals(),
-                                  **record_evaluation(counters.first_eval), **record_validation(validation)}) + "\n")
+                                  **record_evaluation(counters.first_eval), **record_validation(validation),
+                                  **clock()}) + "\n")
             out.flush()
             if trackers is not None:
                 trackers.log_eval(counters.first_eval, step=0, validation=validation)
@@ -318,6 +328,7 @@ def _loop(
                 counters.last_eval, validation = evaluate_splits(pipe, trainer, step + 1)
                 record.update(record_evaluation(counters.last_eval))
                 record.update(record_validation(validation))
+            record.update(clock())
             out.write(json.dumps(record) + "\n")
             out.flush()
             last = record

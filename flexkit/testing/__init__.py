@@ -45,7 +45,16 @@ from flexkit.testing.registry import (
     synthetic_batch,
     synthetic_features,
 )
-from flexkit.testing.runs import Crash, CrashAt, crash_run, jsonl_pipeline, read_metrics, write_jsonl_taskset
+from flexkit.testing.runs import (
+    Crash,
+    CrashAt,
+    crash_run,
+    jsonl_pipeline,
+    read_metrics,
+    without_clock,
+    without_clock_text,
+    write_jsonl_taskset,
+)
 
 __all__ = [
     "CHECKPOINTED",
@@ -81,6 +90,8 @@ __all__ = [
     "registered",
     "synthetic_batch",
     "synthetic_features",
+    "without_clock",
+    "without_clock_text",
     "write_jsonl_taskset",
 ]
 

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from flexkit.metric_names import RUN_SECONDS
 from flexkit.plugins.hookspecs import hookimpl
 
-__all__ = ["Crash", "CrashAt", "crash_run", "jsonl_pipeline", "read_metrics", "write_jsonl_taskset"]
+__all__ = ["Crash", "CrashAt", "crash_run", "jsonl_pipeline", "read_metrics", "without_clock", "without_clock_text",
+           "write_jsonl_taskset"]
+
+#: ``flexkit/run/seconds`` as ``json.dumps`` writes it into a record, with its value.
+_CLOCK = re.compile(r', "' + re.escape(RUN_SECONDS) + r'": [-+.0-9eE]+')
 
 
 def write_jsonl_taskset(path: str | Path, n: int, seed: int = 0) -> Path:
@@ -50,6 +56,18 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     """The records of ``run_dir/metrics.jsonl`` (``flexkit run``'s output), in order (the first, ``"step": -1``,
     is the evaluation before training)."""
     return [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
+
+
+def without_clock(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``records`` without their wall clock (``flexkit/run/seconds``): the one value in which the records of two
+    identical runs (an uninterrupted one and a resumed one, say) differ."""
+    return [{key: value for key, value in record.items() if key != RUN_SECONDS} for record in records]
+
+
+def without_clock_text(text: str) -> str:
+    """A ``metrics.jsonl`` text without its records' ``flexkit/run/seconds`` (see :func:`without_clock`), every
+    other byte as written."""
+    return _CLOCK.sub("", text)
 
 
 class Crash(BaseException):

@@ -20,15 +20,16 @@ from flexkit.metric_names import upgrade_record
 from flexkit.pipeline.checkpoint import load_state, save_state
 from flexkit.pipeline.pipeline import load_pipeline
 from tests.checkpoint.test_kill_checkpoint import canonical
-from tests.fixtures import within_rounding
+from tests.fixtures import within_rounding, without_clock
 
 DATA = Path(__file__).parent / "data"
 RUN = DATA / "main_mix_run"
 def _records(path: Path) -> list[dict]:
     """The metrics records of a file, under today's names (old lines are renamed as every reader renames them),
-    without the validation split's ``flexkit/val/...`` (the simulator validates since; nothing else changed)."""
-    return [{k: v for k, v in upgrade_record(json.loads(line)).items() if not k.startswith("flexkit/val/")}
-            for line in path.read_text().splitlines()]
+    without the validation split's ``flexkit/val/...`` and the wall clock, ``flexkit/run/seconds`` (both recorded
+    since; nothing else changed)."""
+    records = without_clock(upgrade_record(json.loads(line)) for line in path.read_text().splitlines())
+    return [{k: v for k, v in record.items() if not k.startswith("flexkit/val/")} for record in records]
 
 
 UNINTERRUPTED_RECORDS = _records(DATA / "main_mix_uninterrupted.jsonl")  # on another CPU: within_rounding

@@ -19,7 +19,7 @@ import attrs
 import pytest
 
 from flexkit import pipeline_from_dict
-from flexkit.compare.records import read_run_records
+from flexkit.compare.records import RunRecords, read_run_records
 from flexkit.metric_names import (
     EVAL_ACCURACY,
     FILTER_ROUNDS,
@@ -31,7 +31,7 @@ from flexkit.metric_names import (
 from flexkit.plot.figures import _Run
 from flexkit.run.result import summary_lines
 from flexkit.run.runner import run_pipeline
-from tests.fixtures import crash_run, read_metrics, within_rounding
+from tests.fixtures import crash_run, read_metrics, within_rounding, without_clock
 
 OLD_METRICS = Path(__file__).parent / "data" / "metrics_before_0_names.jsonl"
 
@@ -66,8 +66,15 @@ def _old_folder(new_run: Path, tmp_path: Path) -> Path:
 
 
 def _without_validation(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The records without the validation split's ``flexkit/val/...`` keys, which postdate the old run folder."""
-    return [{k: v for k, v in r.items() if not k.startswith("flexkit/val/")} for r in records]
+    """The records without the keys that postdate the old run folder: the validation split's ``flexkit/val/...``
+    and the wall clock, ``flexkit/run/seconds``."""
+    return [{k: v for k, v in r.items() if not k.startswith("flexkit/val/")} for r in without_clock(records)]
+
+
+def _without_seconds(records: RunRecords) -> RunRecords:
+    """``records`` without the wall seconds of their evaluations (``flexkit/run/seconds``, which postdates the old
+    run folder and differs between runs)."""
+    return attrs.evolve(records, spent_curve=[attrs.evolve(s, seconds=None) for s in records.spent_curve])
 
 
 def test_the_old_records_are_the_new_ones_under_old_names(new_run: tuple[Path, Any]) -> None:
@@ -89,7 +96,8 @@ def test_compare_reads_an_old_run_folder_as_a_new_one(new_run: tuple[Path, Any],
     old = _old_folder(run_dir, tmp_path)
     for first in (result.first_eval, {}):  # with the runner's first evaluation, and without
         before, after = read_run_records(old, first, 32), read_run_records(run_dir, first, 32)
-        assert within_rounding(attrs.asdict(before), attrs.asdict(after))  # the old ones: another CPU's
+        assert {s.seconds for s in before.spent_curve} == {None}  # no clock in the old records
+        assert within_rounding(attrs.asdict(before), attrs.asdict(_without_seconds(after)))  # another CPU's
     records = read_run_records(old, result.first_eval, 32)
     assert len(records.curve) == 4 and set(records.level_curves) == {f"eval_accuracy/{n}" for n in (1, 2, 3, 4)}
     assert records.trained_samples == 4 * sum(r["kept_groups"] for r in _old_records()[1:])  # the step's groups
@@ -133,7 +141,8 @@ def test_resume_continues_an_old_run_folder(new_run: tuple[Path, Any], tmp_path:
     assert lines[:4] == old_lines[:4]  # cut back to the checkpoint's step 3, kept as written
     assert all(RUN_ROLLOUTS in json.loads(line) for line in lines[4:])
     assert _without_validation(read_metrics_upgraded(broken)) == _without_validation(read_metrics_upgraded(run_dir))
-    assert read_run_records(broken, result.first_eval, 32) == read_run_records(run_dir, result.first_eval, 32)
+    assert _without_seconds(read_run_records(broken, result.first_eval, 32)) == _without_seconds(
+        read_run_records(run_dir, result.first_eval, 32))
     assert summary_lines(resumed)[1:] == summary_lines(result)[1:]
 
 

@@ -21,7 +21,7 @@ from flexkit.pipeline.pipeline import load_pipeline
 from flexkit.run.runner import run_pipeline
 from tests.checkpoint.test_kill_checkpoint import crash_before, stale_files
 from tests.cli.test_runner import PIPELINE, read_metrics, step_records, write
-from tests.fixtures import ROOT, Crash, CrashAt
+from tests.fixtures import ROOT, Crash, CrashAt, without_clock_text
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +36,11 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     finally:
         sys.stdout = sys_stdout
     return root / "run", out.getvalue()
+
+
+def _metrics(run_dir: Path) -> str:
+    """The run's ``metrics.jsonl`` as written, but for its wall clock (``flexkit/run/seconds``)."""
+    return without_clock_text((run_dir / "metrics.jsonl").read_text())
 
 
 def _summary(text: str) -> list[str]:
@@ -70,7 +75,7 @@ def test_regression_a_crash_inside_the_first_save_leaves_a_folder_the_command_li
     assert main(["run", str(path), "--resume", str(run_dir), "--quiet"]) == 1
     assert "no checkpoint yet" in capsys.readouterr().err
     assert main(["run", str(path), "--out", str(run_dir), "--quiet"]) == 0
-    assert (run_dir / "metrics.jsonl").read_bytes() == (reference[0] / "metrics.jsonl").read_bytes()
+    assert _metrics(run_dir) == _metrics(reference[0])
     assert _summary(capsys.readouterr().out) == _summary(reference[1])
     assert not stale_files(run_dir / "checkpoint")
 
@@ -96,7 +101,7 @@ def test_regression_a_torn_last_metrics_line_does_not_stop_resume(tmp_path: Path
     with (run_dir / "metrics.jsonl").open("a") as f:
         f.write('{"step": 45, "reward_me')
     assert main(["run", str(path), "--resume", str(run_dir), "--quiet"]) == 0
-    assert (run_dir / "metrics.jsonl").read_bytes() == (reference[0] / "metrics.jsonl").read_bytes()
+    assert _metrics(run_dir) == _metrics(reference[0])
 
 
 def test_a_damaged_metrics_line_before_the_end_is_a_clear_error(tmp_path: Path,
@@ -211,7 +216,7 @@ def test_regression_a_full_disk_during_a_checkpoint_keeps_the_old_one(
     assert load_state(run_dir / "checkpoint")[0]["extra"]["runner"]["step"] == 20
     monkeypatch.undo()
     assert main(["run", str(path), "--resume", str(run_dir), "--quiet"]) == 0
-    assert (run_dir / "metrics.jsonl").read_bytes() == (reference[0] / "metrics.jsonl").read_bytes()
+    assert _metrics(run_dir) == _metrics(reference[0])
 
 
 def test_regression_a_read_only_disk_is_a_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -264,7 +269,7 @@ def test_a_file_size_limit_mid_run_is_a_message_and_the_run_resumes_exactly(tmp_
     assert "File too large" in result.stderr and "--resume" in result.stderr
     assert load_state(run_dir / "checkpoint")[0]["extra"]["runner"]["step"] == 20
     assert main(["run", str(path), "--resume", str(run_dir), "--quiet"]) == 0
-    assert (run_dir / "metrics.jsonl").read_bytes() == (reference[0] / "metrics.jsonl").read_bytes()
+    assert _metrics(run_dir) == _metrics(reference[0])
     assert json.loads(lines[-1])["step"] == 59
 
 

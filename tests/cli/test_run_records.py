@@ -1,5 +1,5 @@
 """What ``flexkit run`` records and shows beyond the step metrics: the evaluation before training, the level mix,
-the selectors' predicted pass rates, and a trainer's progress during a long phase."""
+the selectors' predicted pass rates, the run's wall clock, and a trainer's progress during a long phase."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from flexkit.run.estimates import PASS_RATE_BINS, EstimateSnapshot, level_mix, p
 from flexkit.run.runner import _Progress, run_pipeline
 from flexkit.scheduler.scheduler import Task
 from tests.cli.test_runner import PIPELINE, write
-from tests.fixtures import crash_run, read_metrics
+from tests.fixtures import crash_run, read_metrics, without_clock_text
 
 SLOW_SETUP = """\
 from flexkit import hookimpl
@@ -41,10 +41,31 @@ def test_the_first_record_is_the_evaluation_before_training(tmp_path: Path) -> N
     first, *steps = read_metrics(tmp_path / "run")
     test = {k: v for k, v in first.items() if not k.startswith("flexkit/val/")}
     assert test == {"step": -1, "flexkit/run/rollouts": 0, "flexkit/run/generated_tokens": 0,
-                    **{f"flexkit/eval/{k.removeprefix('eval_')}": v for k, v in result.first_eval.items()}}
+                    **{f"flexkit/eval/{k.removeprefix('eval_')}": v for k, v in result.first_eval.items()},
+                    "flexkit/run/seconds": first["flexkit/run/seconds"]}
     assert {k for k in first if k.startswith("flexkit/val/")} == {  # the validation split, recorded beside it
         f"flexkit/val/{k.removeprefix('eval_')}" for k in result.first_eval}
     assert [m["step"] for m in steps] == list(range(60))
+
+
+def test_every_record_ends_with_the_wall_seconds_so_far_and_a_resume_goes_on_from_them(tmp_path: Path) -> None:
+    path = write(tmp_path)
+    run_pipeline(load_pipeline(path), run_dir=tmp_path / "run", progress=None)
+    records = read_metrics(tmp_path / "run")
+    seconds = [r["flexkit/run/seconds"] for r in records]
+    assert all(list(r)[-1] == "flexkit/run/seconds" for r in records)  # the step -1 record's too
+    assert all(isinstance(s, int | float) for s in seconds) and seconds[0] >= 0 and seconds == sorted(seconds)
+    # killed after step 32 (checkpoint at step 20): the resumed steps count on from the last record kept
+    crash_run(load_pipeline(path), tmp_path / "broken", 33)
+    lines = (tmp_path / "broken" / "metrics.jsonl").read_text().splitlines()
+    kept = next(i for i, line in enumerate(lines) if json.loads(line)["step"] == 19)
+    lines[kept] = json.dumps({**json.loads(lines[kept]), "flexkit/run/seconds": 1000.0})
+    (tmp_path / "broken" / "metrics.jsonl").write_text("".join(line + "\n" for line in lines))
+    run_pipeline(load_pipeline(path), run_dir=tmp_path / "broken", resume=True, progress=None)
+    resumed = read_metrics(tmp_path / "broken")
+    assert [r["step"] for r in resumed] == list(range(-1, 60)) and resumed[kept]["flexkit/run/seconds"] == 1000.0
+    assert all(1000.0 <= r["flexkit/run/seconds"] < 1000.0 + 3600 for r in resumed[kept + 1:])
+    assert resumed[kept - 1]["flexkit/run/seconds"] < 1000.0
 
 
 def test_no_initial_record_without_evaluations(tmp_path: Path) -> None:
@@ -138,7 +159,8 @@ def test_resume_keeps_the_new_records_byte_identical(tmp_path: Path, every: int)
     run_pipeline(load_pipeline(path), run_dir=tmp_path / "full", progress=None)
     crash_run(load_pipeline(path), tmp_path / "broken", 33)
     assert main(["run", str(path), "--resume", str(tmp_path / "broken"), "--quiet"]) == 0
-    assert (tmp_path / "broken" / "metrics.jsonl").read_bytes() == (tmp_path / "full" / "metrics.jsonl").read_bytes()
+    resumed, uninterrupted = ((tmp_path / run / "metrics.jsonl").read_text() for run in ("broken", "full"))
+    assert without_clock_text(resumed) == without_clock_text(uninterrupted)  # byte for byte, but the clock
 
 
 def test_predicted_pass_rates_are_copied_from_the_selector() -> None:

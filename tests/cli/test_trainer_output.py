@@ -17,7 +17,7 @@ from flexkit.pipeline.pipeline import load_pipeline
 from flexkit.run.runner import run_pipeline
 from flexkit.run.trainer_output import RESERVED_KEYS, trainer_metrics
 from tests.cli.test_runner import PIPELINE, write
-from tests.fixtures import read_metrics
+from tests.fixtures import read_metrics, without_clock
 
 PLUGIN = """\
 import attrs
@@ -146,7 +146,7 @@ def test_regression_feedback_reads_the_rewards_not_the_advantages(tmp_path: Path
     run_pipeline(load_pipeline(centring), run_dir=tmp_path / "centring_run", progress=None)
 
     def records(run: str) -> list[dict]:
-        return [{k: v for k, v in r.items() if "time" not in k} for r in read_metrics(tmp_path / run)]
+        return [{k: v for k, v in r.items() if "time" not in k} for r in without_clock(read_metrics(tmp_path / run))]
 
     assert records("centring_run") == records("plain_run")
     assert all(0.0 <= r["flexkit/feedback/pass_rate_mean"] <= 1.0 for r in records("centring_run")[1:])

@@ -125,8 +125,35 @@ def test_cost_per_run_is_read_from_the_records(several: Comparison) -> None:
             assert run_json["trained_samples"] == run.trained_samples
             assert run_json["optimizer_steps"] == run.optimizer_steps
     md = several.markdown
-    assert "| setting | steps | optimizer steps | trained samples | rollouts | seconds |" in md
+    assert ("| setting | steps | optimizer steps | trained samples | rollouts | seconds "
+            "| trained samples per rollout |") in md
     assert "| plain | 30 ± 0 | 30 ± 0 | 960 ± 0 | 960 ± 0 |" in md
+    plain_row = next(line for line in md.splitlines() if line.startswith("| plain | 30 ± 0 | 30 ± 0 | 960 ± 0 |"))
+    assert plain_row.endswith(" | 1.00 |")  # no filter: every rollout trains once
+    assert data["settings"][0]["trained_samples_per_rollout"] == 1.0
+    assert data["settings"][1]["trained_samples_per_rollout"] == pytest.approx(
+        sum(r.trained_samples for r in dapo.runs) / sum(r.rollouts for r in dapo.runs))
+
+
+def test_compute_to_each_target_is_read_at_the_crossing_record(several: Comparison) -> None:
+    plain, dapo = several.results
+    for res in several.results:
+        for run in res.runs:
+            records = read_metrics(run.run_dir)
+            for i, steps in enumerate(run.steps_to_targets):
+                if steps is None:  # 0.99: never reached, none of the four
+                    assert (run.trained_samples_to_targets[i], run.optimizer_steps_to_targets[i],
+                            run.seconds_to_targets[i]) == (None, None, None)
+                    continue
+                crossing = next(r for r in records if r["step"] == steps - 1)  # the evaluation after `steps` steps
+                assert run.seconds_to_targets[i] == crossing["flexkit/run/seconds"] > 0
+                assert run.optimizer_steps_to_targets[i] <= steps
+                if res is plain:  # no filter: every response generated enters the loss
+                    assert run.trained_samples_to_targets[i] == run.rollouts_to_targets[i] == steps * 32
+                else:
+                    kept = [r["flexkit/sample/kept_groups"] for r in records if 0 <= r["step"] < steps]
+                    assert run.trained_samples_to_targets[i] == 4 * sum(kept)  # G = 4
+    assert any(r.trained_samples_to_targets[0] < r.rollouts_to_targets[0] for r in dapo.runs)
 
 
 def test_draws_per_level_are_summed_from_the_records(several: Comparison) -> None:

@@ -24,7 +24,7 @@ from flexkit_trl.run_trainer import TRLRunTrainer  # noqa: E402
 from flexkit import ConfigError, load_pipeline, run_pipeline  # noqa: E402
 from flexkit.compare import compare, parse_setting  # noqa: E402
 from flexkit.run.runner import new_trainer  # noqa: E402
-from flexkit.testing import crash_run, read_metrics  # noqa: E402
+from flexkit.testing import crash_run, read_metrics, without_clock  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trl_run"
 TOKENIZER = EXAMPLE / "tokenizer"
@@ -78,8 +78,8 @@ def write(tmp_path: Path, text: str, name: str = "pipeline.toml") -> Path:
 
 
 def steps(run_dir: Path) -> list[dict[str, Any]]:
-    """The run's step records (the initial evaluation left out)."""
-    return read_metrics(run_dir)[1:]
+    """The run's step records (the initial evaluation left out), without their wall clock."""
+    return without_clock(read_metrics(run_dir)[1:])
 
 
 def test_a_run_trains_evaluates_per_level_checkpoints_and_resumes_exactly(tmp_path: Path) -> None:

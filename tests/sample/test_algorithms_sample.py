@@ -32,7 +32,7 @@ from flexkit.sample import (
     ZeroVarianceFilterConfig,
 )
 from flexkit.sample.actuators.exp3 import exploration
-from tests.fixtures import EXAMPLES, crash_run
+from tests.fixtures import EXAMPLES, crash_run, without_clock_text
 
 
 def _groups(rewards: list[list[float]], taskset_ids: list[int] | None = None) -> RolloutBatch:
@@ -185,11 +185,13 @@ def test_exp3_importance_weighted_update_and_policy() -> None:
 
 
 def crash_and_resume(data: dict, tmp_path: Path) -> tuple[str, str]:
-    """Metrics of an uninterrupted run and of one that crashed at step 4 and resumed from its checkpoint."""
+    """Metrics of an uninterrupted run and of one that crashed at step 4 and resumed from its checkpoint, as
+    written but for their wall clock (``flexkit/run/seconds``)."""
     run_pipeline(pipeline_from_dict(data), run_dir=tmp_path / "full", progress=None)
     crash_run(pipeline_from_dict(data), tmp_path / "broken", 4)
     run_pipeline(pipeline_from_dict(data), run_dir=tmp_path / "broken", resume=True, progress=None)
-    return ((tmp_path / "full" / "metrics.jsonl").read_text(), (tmp_path / "broken" / "metrics.jsonl").read_text())
+    return (without_clock_text((tmp_path / "full" / "metrics.jsonl").read_text()),
+            without_clock_text((tmp_path / "broken" / "metrics.jsonl").read_text()))
 
 
 def _simulated(tmp_path: Path, selector: dict, sample: dict | None = None, tasksets: int = 1) -> dict:

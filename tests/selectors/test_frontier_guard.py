@@ -19,7 +19,7 @@ from flexkit.pipeline.checkpoint import load_state
 from flexkit.pipeline.pipeline import load_pipeline
 from flexkit.run.runner import run_pipeline
 from flexkit.selectors._held_out import HeldOutWatch, metric_names
-from tests.fixtures import crash_run, read_metrics
+from tests.fixtures import crash_run, read_metrics, without_clock
 from tests.selectors.test_frontier import LEVELS, SUBGROUP, _simulate
 from tests.selectors.test_selector_resume import json_round_trip
 
@@ -441,8 +441,8 @@ def test_a_run_with_the_guard_resumes_exactly_after_a_crash(tmp_path: Path) -> N
     run_pipeline(_load(path), run_dir=tmp_path / "whole", progress=None)
     crash_run(_load(path), tmp_path / "crashed", 35)  # checkpoint after step 30, where level 1 slides
     run_pipeline(_load(path), run_dir=tmp_path / "crashed", resume=True, progress=io.StringIO())
-    whole = [json.dumps(m, sort_keys=True) for m in read_metrics(tmp_path / "whole")]
-    resumed = [json.dumps(m, sort_keys=True) for m in read_metrics(tmp_path / "crashed")]
+    whole = [json.dumps(m, sort_keys=True) for m in without_clock(read_metrics(tmp_path / "whole"))]
+    resumed = [json.dumps(m, sort_keys=True) for m in without_clock(read_metrics(tmp_path / "crashed"))]
     assert resumed == whole
 
 

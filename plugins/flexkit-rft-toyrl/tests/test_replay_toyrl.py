@@ -15,7 +15,7 @@ from flexkit_toyrl.model import answer_log_probs  # noqa: E402
 from flexkit_toyrl.trainer import ToyRLTrainer  # noqa: E402
 
 from flexkit import load_pipeline, run_pipeline  # noqa: E402
-from flexkit.testing import crash_run, read_metrics  # noqa: E402
+from flexkit.testing import crash_run, read_metrics, without_clock  # noqa: E402
 
 #: The field ``[replay]`` gives every row of the update's batch (docs/plugins/trainer.md).
 REPLAY_AGE = "replay_age"
@@ -106,7 +106,8 @@ def test_replayed_rows_are_weighed_against_the_policy_that_generated_them() -> N
 
 
 def _steps(run_dir: Path) -> list[dict]:
-    return read_metrics(run_dir)[1:]
+    """The step records, without their wall clock (``flexkit/run/seconds``)."""
+    return without_clock(read_metrics(run_dir)[1:])
 
 
 def test_a_replay_run_counts_fresh_answers_and_resumes_exactly(tmp_path: Path) -> None:

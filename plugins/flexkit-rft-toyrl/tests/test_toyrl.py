@@ -25,7 +25,7 @@ from flexkit_toyrl.model import TinyTransformer, generate  # noqa: E402
 from flexkit_toyrl.trainer import ToyRLTrainer  # noqa: E402
 
 from flexkit import load_pipeline, run_pipeline  # noqa: E402
-from flexkit.testing import crash_run, read_metrics  # noqa: E402
+from flexkit.testing import crash_run, read_metrics, without_clock  # noqa: E402
 
 TINY = """
 [run]
@@ -208,10 +208,11 @@ def test_trainer_needs_operands_that_fit(tmp_path: Path) -> None:
 
 
 def _metrics(run_dir: Path) -> list[dict]:
-    """The step records (the first record, ``"step": -1``, is the evaluation before training)."""
+    """The step records (the first record, ``"step": -1``, is the evaluation before training), without their wall
+    clock (``flexkit/run/seconds``)."""
     records = read_metrics(run_dir)
     assert records[0]["step"] == -1 and "flexkit/eval/accuracy/3" in records[0]
-    return records[1:]
+    return without_clock(records[1:])
 
 
 def test_resume_after_a_crash_reproduces_the_uninterrupted_run(tmp_path: Path) -> None:
