@@ -1,6 +1,10 @@
 """Construction-time checks of a TRL ``GRPOConfig`` against a flexkit pipeline: settings the trainer would
 otherwise ignore or outrun silently.
 
+* **Batch size.** One scheduler batch is one generation batch: the pipeline's ``batch_size`` must be
+  ``generation_batch_size // num_generations`` (the prompts of a generation batch), and ``num_generations`` must
+  divide ``generation_batch_size``; :func:`flexkit_trl.repeat_sampler` refuses it too, but only once
+  ``trainer.train()`` builds the sampler.
 * **Run length.** TRL runs ``max_steps`` optimizer steps (or ``num_train_epochs`` passes over the sampler). One
   scheduler batch is one generation batch, used for ``num_iterations × steps_per_generation`` micro-steps, that
   is ``num_iterations × steps_per_generation / gradient_accumulation_steps`` optimizer steps. When the trainer
@@ -22,7 +26,7 @@ from typing import Any
 
 from flexkit import ConfigError, ConfigIssue, Pipeline
 
-__all__ = ["STAGE_TIMINGS", "check_replay_processes", "check_run_length", "check_sample_stage",
+__all__ = ["STAGE_TIMINGS", "check_batch_size", "check_replay_processes", "check_run_length", "check_sample_stage",
            "generation_batches_needed"]
 
 #: The sample stage timings FlexkitGRPOTrainer runs (both at the same point: after TRL's advantages).
@@ -82,3 +86,19 @@ def check_replay_processes(num_processes: int) -> None:
             "keep a buffer of its own completions and hand TRL a different number of rows, which is not tested. "
             "Remove the [replay] table (the selector part of the recipe applies as it is), run on one process, or "
             "run the recipe with flexkit run"))])
+
+
+def check_batch_size(args: Any, num_generations: int, scheduler: Any) -> None:
+    """Refuse a pipeline ``batch_size`` that is not the prompts per generation batch, with the settings that fit."""
+    generation = int(args.generation_batch_size)
+    prompts = generation // num_generations
+    if prompts * num_generations == generation and scheduler.batch_size == prompts:
+        return
+    if prompts * num_generations != generation:
+        fix = f"make generation_batch_size a multiple of num_generations ({num_generations})"
+    else:
+        fix = (f"set [run] batch_size = {prompts}, or generation_batch_size = {scheduler.batch_size * num_generations} "
+               f"(per_device_train_batch_size × processes × steps_per_generation)")
+    raise ConfigError([ConfigIssue("run.batch_size", (
+        f"the pipeline's batch_size ({scheduler.batch_size}) must be the prompts per generation batch: "
+        f"generation_batch_size ({generation}) // num_generations ({num_generations}) = {prompts}; {fix}"))])

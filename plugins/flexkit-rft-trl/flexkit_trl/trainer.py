@@ -25,9 +25,10 @@ accuracy ``eval_accuracy/<group>`` computed from the evaluation's rewards (:mod:
 holds the curriculum's state, and ``resume_from_checkpoint`` continues it exactly (:mod:`flexkit_trl.resume`).
 
 At construction the ``GRPOConfig`` is checked against the pipeline (:mod:`flexkit_trl.checks`): a run longer than
-the pipeline's, ``save_steps`` between generations, ``[sample.refill]``, ``[replay]`` on more than one process and a
-guard the evaluation cannot feed are refused. flexkit's metrics (:func:`flexkit.pipeline_metrics`, ``flexkit/...``)
-are added to every ``log`` call during training, so they reach the trackers in ``report_to``.
+the pipeline's, a ``batch_size`` other than the prompts per generation batch, ``save_steps`` between generations,
+``[sample.refill]``, ``[replay]`` on more than one process and a guard the evaluation cannot feed are refused.
+flexkit's metrics (:func:`flexkit.pipeline_metrics`, ``flexkit/...``) are added to every ``log`` call during
+training, so they reach the trackers in ``report_to``.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from trl.models.utils import disable_gradient_checkpointing
 
 from flexkit import FlexkitSampler, Mix, Pipeline, TasksetScheduler, pipeline_metrics
 from flexkit.host import REPLAY_KEY, check_support
-from flexkit_trl.checks import check_replay_processes, check_run_length, check_sample_stage
+from flexkit_trl.checks import check_batch_size, check_replay_processes, check_run_length, check_sample_stage
 from flexkit_trl.dataset import INDEX_COLUMN, with_index_column
 from flexkit_trl.groups import EvalGroups, check_eval_columns, group_columns
 from flexkit_trl.replay import OLD_LOGPS, GenerationReplay
@@ -89,10 +90,11 @@ class FlexkitGRPOTrainer(GRPOTrainer):
     ``train_dataset`` gets an :data:`~flexkit_trl.INDEX_COLUMN` column (reward functions receive it as a keyword
     argument; ``**kwargs`` absorbs it). The sampler is :attr:`flexkit_sampler`.
 
-    Raises :class:`~flexkit.ConfigError` for a ``GRPOConfig`` that needs more generation batches than the
-    pipeline's run holds or saves between generations, for ``[sample.refill]``, for ``[replay]`` on more than one
-    process, and for a per-group ``guard_metric`` the evaluation cannot feed (see :mod:`flexkit_trl.checks`,
-    :mod:`flexkit_trl.groups`, :mod:`flexkit_trl.resume`).
+    Raises :class:`~flexkit.ConfigError` for a pipeline ``batch_size`` other than the prompts per generation batch,
+    for a ``GRPOConfig`` that needs more generation batches than the pipeline's run holds or saves between
+    generations, for ``[sample.refill]``, for ``[replay]`` on more than one process, and for a per-group
+    ``guard_metric`` the evaluation cannot feed (see :mod:`flexkit_trl.checks`, :mod:`flexkit_trl.groups`,
+    :mod:`flexkit_trl.resume`).
     """
 
     def __init__(self, *args: Any, pipeline: Pipeline | TasksetScheduler, **kwargs: Any) -> None:
@@ -120,7 +122,9 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         #: The ``[replay]`` buffer (:mod:`flexkit_trl.replay`), with a pipeline that has one.
         self.flexkit_replay: GenerationReplay | None = None
         super().__init__(*bound.args[1:], **bound.kwargs)
-        check_run_length(self.args, pipeline.scheduler if isinstance(pipeline, Pipeline) else pipeline)
+        scheduler = pipeline.scheduler if isinstance(pipeline, Pipeline) else pipeline
+        check_batch_size(self._grpo_args, cast(int, self.num_generations), scheduler)
+        check_run_length(self.args, scheduler)
         check_save_alignment(self.args, self._generate_every)
         replay = pipeline.config.replay if isinstance(pipeline, Pipeline) else None
         if replay is not None:

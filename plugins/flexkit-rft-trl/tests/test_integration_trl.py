@@ -238,3 +238,17 @@ def test_an_evaluation_reaches_the_selectors(tmp_path: Path, monkeypatch: pytest
     assert str(pipe.scheduler.state_dict()["selectors"]) == fed  # held-out rewards are not feedback
     assert len(seen) == 1
     assert seen[0]["val_reward"] == pytest.approx(0.25) and "val_runtime" in seen[0]  # eval_dataset: validation
+
+
+def test_regression_a_batch_size_that_is_not_a_generation_batch_is_refused_at_construction(tmp_path: Path) -> None:
+    """Used to surface only inside trainer.train(), as a ValueError from the sampler; now the trainer refuses it
+    when built, naming the key and both fixes."""
+    pipe = make_pipeline(tmp_path, selector=DIFFICULTY, sizes=(8, 4), batch_size=3, epochs=3)
+    model, tokenizer = tiny_model_and_tokenizer()
+    dataset = Dataset.from_dict({"prompt": [f"what is {i} =" for i in range(12)]})
+    with pytest.raises(ConfigError, match=r"run.batch_size: the pipeline's batch_size \(3\) must be the prompts per "
+                                          r"generation batch: generation_batch_size \(8\) // num_generations \(2\) = "
+                                          r"4; set \[run\] batch_size = 4, or generation_batch_size = 6"):
+        FlexkitGRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                           args=_grpo_args(tmp_path, max_steps=1), train_dataset=dataset,
+                           processing_class=tokenizer, pipeline=pipe)
