@@ -250,8 +250,9 @@ def test_quickstart_learns_on_the_frontier_and_counts_its_rollouts(tmp_path: Pat
     result = run_pipeline(load_pipeline(quickstart), run_dir=tmp_path / "run", progress=None)
     first, last = result.first_eval, result.last_eval
     assert first["eval_accuracy/1"] > 0.9 and first["eval_accuracy/3"] < 0.1  # the warm start's spread
-    assert last["eval_accuracy"] - first["eval_accuracy"] >= 0.04
-    assert last["eval_accuracy/2"] - first["eval_accuracy/2"] >= 0.2  # the frontier level learns most
+    assert first["eval_accuracy"] == pytest.approx(0.192, abs=0.0005)  # the shipped warm start, on every machine
+    assert 0.30 <= last["eval_accuracy"] <= 0.38  # the range the README states for any machine
+    assert 0.70 <= last["eval_accuracy/2"] <= 0.95  # the frontier level learns most
     assert last["eval_accuracy/3"] - first["eval_accuracy/3"] >= 0.02  # and the selector moves on to the next
     assert last["eval_accuracy/1"] > 0.9  # and the solved level is kept
     assert result.last_metrics["flexkit/replay/groups"] > 0  # the recipe replays informative groups
