@@ -260,7 +260,7 @@ class PluginHost:
             importlib.metadata.distribution(dist)
         except importlib.metadata.PackageNotFoundError:
             return (f" ({name!r} comes with the plugin distribution {dist}, which is not installed: from a flexkit "
-                    f"checkout, pip install -e plugins/{dist}; pip install {dist} once flexkit is released)")
+                    f"checkout, pip install -e plugins/{dist}; after the 0.1.0 release, pip install {dist})")
         allow = _env_allow_list()
         if allow is not None:
             return f" ({name!r} comes with {dist}, which {ENV_ALLOW}={','.join(sorted(allow))!r} does not load)"

@@ -76,6 +76,8 @@ def open_file_taskset(
     raw = os.fspath(config.path)
     if not raw:
         raise TasksetError("path is empty", taskset=name)
+    if "\x00" in raw:  # the OS refuses it with a bare ValueError, far from the key
+        raise TasksetError(f"path {raw!r} contains a NUL character, which no file name can hold", taskset=name)
     expanded = os.path.expanduser(raw)
     relative = not os.path.isabs(expanded)
     base = os.fspath(base_dir) if base_dir is not None else os.getcwd()

@@ -103,7 +103,7 @@ def test_a_first_party_component_names_its_distribution(monkeypatch: pytest.Monk
     message = str(info.value)
     assert message.startswith("unknown storage 'arithmetic'; registered: file, simulated")
     assert ("flexkit-rft-toyrl, which is not installed: from a flexkit checkout, pip install -e "
-            "plugins/flexkit-rft-toyrl; pip install flexkit-rft-toyrl once flexkit is released" in message)
+            "plugins/flexkit-rft-toyrl; after the 0.1.0 release, pip install flexkit-rft-toyrl" in message)
     with pytest.raises(ConfigError, match="pip install -e plugins/flexkit-rft-toyrl"):
         host.component("trainer", "toyrl")
     with pytest.raises(ConfigError) as info:

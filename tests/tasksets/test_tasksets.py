@@ -282,6 +282,13 @@ def test_config_validation() -> None:
         open_file_taskset(FileStorageConfig(path=""), name="m", base_dir=".")
 
 
+def test_regression_a_path_with_a_nul_character_is_a_taskset_error() -> None:
+    """Found by the config fuzz test: the OS's bare ValueError ("embedded null byte") became a ComponentError
+    blaming the file storage, not an error on the taskset's path."""
+    with pytest.raises(TasksetError, match=r"taskset 'm'.*contains a NUL character"):
+        open_file_taskset(FileStorageConfig(path="data/a.jsonl\x00.txt"), name="m", base_dir=".")
+
+
 def test_plugin_registers_the_file_storage() -> None:
     registered: list[tuple[Any, ...]] = []
     flexkit_register_storages(register=lambda *args, **kwargs: registered.append(args))
