@@ -8,6 +8,7 @@ file's folder.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Literal
 
@@ -133,6 +134,23 @@ class TRLRunConfig:
         doc='rows = "arithmetic": validation problems per level of eval_levels (the split that steers: a guard '
             "reads val_accuracy/<level>), none of them in the test set. 0: no validation split.",
     )
+    warmup_steps: int = field(
+        default=0, ge=0,
+        doc='rows = "arithmetic": supervised steps on generated problems before the RL phase (flexkit_trl.warm_start), '
+            "so that a model built from model_config starts, as a pretrained one would, solving the easy levels and "
+            "little of the hard ones (0: none).",
+    )
+    warmup_batch_size: int = field(default=64, ge=1, doc="Problems per warm-start step.")
+    warmup_learning_rate: float = field(default=3e-3, gt=0, doc="AdamW learning rate of the warm start.")
+    warmup_level_weights: tuple[float, ...] = field(
+        default=(0.9, 0.06, 0.03, 0.01), min_items=1,
+        doc="Share of warm-start problems per level 1, 2, ...; mostly easy ones, so harder levels stay weak.",
+    )
+    warmup_seed: int = field(
+        default=0, ge=0,
+        doc="Seed of the warm start's problems and dropout, independent of the pipeline seed, so every run of a "
+            "comparison starts from the same warm-started policy.",
+    )
     eval_batch_size: int = field(default=64, ge=1, doc="Prompts per generation batch of the evaluation.")
     use_cpu: bool = field(default=False, doc="Train on the CPU even when a GPU is present.")
     bf16: bool = field(default=False, doc="bfloat16 mixed precision (a GPU that has it).")
@@ -151,6 +169,14 @@ class TRLRunConfig:
         if reserved:
             raise ValueError(f"grpo_args may not set {', '.join(reserved)}: the trainer sets them (this table's keys, "
                              "or one generation and one optimizer step per flexkit step)")
+        if self.warmup_steps and self.rows != "arithmetic":
+            raise ValueError('warmup_steps needs rows = "arithmetic" (the warm start trains on generated arithmetic '
+                             "problems): set warmup_steps = 0, or start from a pretrained model")
+        weights = self.warmup_level_weights
+        if any(w < 0 or not math.isfinite(w) for w in weights) or not 0 < sum(weights) < math.inf:
+            raise ValueError("warmup_level_weights must be finite, >= 0, with a positive sum")
+        if len(weights) > 9:
+            raise ValueError(f"warmup_level_weights has {len(weights)} entries; levels go up to 9 digits")
         bad = [level for level in self.eval_levels if not 1 <= level <= 9]
         if bad:
             raise ValueError(f"eval_levels must be between 1 and 9, got {bad}")

@@ -20,7 +20,7 @@ from flexkit import ConfigError, ConfigIssue
 from flexkit_trl.run_config import TRLRunConfig
 
 __all__ = ["EVAL_SPAWN_KEY", "VAL_SPAWN_KEY", "arithmetic_eval_rows", "arithmetic_prompt", "arithmetic_val_rows",
-           "read_eval_rows", "trl_input"]
+           "operand_ranges", "read_eval_rows", "trl_input"]
 
 #: Spawn key of the arithmetic held-out problems (with seed 0: the same for every pipeline seed).
 EVAL_SPAWN_KEY = (21,)
@@ -69,7 +69,7 @@ def trl_input(row: Any, config: TRLRunConfig, *, where: str) -> dict[str, Any]:
     return {**data, "prompt": data[config.prompt_column]}
 
 
-def _operand_ranges(config: TRLRunConfig, level: int) -> tuple[int, int, int, int]:
+def operand_ranges(config: TRLRunConfig, level: int) -> tuple[int, int, int, int]:
     """``(a_low, a_high, b_low, b_high)`` of a level's problems: a of ``level`` digits; b below ``10**level`` for
     addition, one digit 2-9 for multiplication (high ends excluded)."""
     low, high = (0 if level == 1 else 10 ** (level - 1)), 10 ** level
@@ -86,12 +86,12 @@ def _problem_row(config: TRLRunConfig, a: int, b: int, level: int) -> dict[str, 
 
 
 def arithmetic_eval_rows(config: TRLRunConfig) -> list[dict[str, Any]]:
-    """``eval_tasks_per_level`` problems per level of ``eval_levels`` (:func:`_operand_ranges`), from a fixed
+    """``eval_tasks_per_level`` problems per level of ``eval_levels`` (:func:`operand_ranges`), from a fixed
     seed: the test set."""
     rng = np.random.default_rng(np.random.SeedSequence(0, spawn_key=EVAL_SPAWN_KEY))
     rows: list[dict[str, Any]] = []
     for level in config.eval_levels:
-        low, high, b_low, b_high = _operand_ranges(config, level)
+        low, high, b_low, b_high = operand_ranges(config, level)
         a = rng.integers(low, high, size=config.eval_tasks_per_level)
         b = rng.integers(b_low, b_high, size=config.eval_tasks_per_level)
         rows.extend(_problem_row(config, x, y, level) for x, y in zip(a.tolist(), b.tolist(), strict=True))
@@ -105,7 +105,7 @@ def arithmetic_val_rows(config: TRLRunConfig, test_rows: Sequence[Mapping[str, A
     taken = {(int(r["a"]), int(r["b"])) for r in test_rows}
     rows: list[dict[str, Any]] = []
     for level in config.eval_levels:
-        low, high, b_low, b_high = _operand_ranges(config, level)
+        low, high, b_low, b_high = operand_ranges(config, level)
         left = (high - low) * (b_high - b_low) - sum(1 for a, _b in taken if low <= a < high)
         want = min(config.val_tasks_per_level, max(left, 0))
         seen, before = set(taken), len(rows)

@@ -25,6 +25,9 @@ that generated it and clipped at ``epsilon`` (a fresh row's ratio is 1: the poli
 rollout). Under ``[sample.refill]`` (dynamic sampling) the widths are fixed the same way, so that the kept groups
 of every round form one batch for the one update.
 
+With ``warmup_steps``, :meth:`~TRLRunTrainer.setup` first warm-starts a model built from ``model_config`` with
+supervised steps on generated problems (:mod:`flexkit_trl.warm_start`), as the embedded trainer does.
+
 :meth:`~TRLRunTrainer.evaluate` decodes greedily the held-out prompts (``eval_data``, or fresh arithmetic problems
 per level) with TRL's generation and scores them with the same reward function: ``eval_accuracy`` is the mean
 reward, ``eval_accuracy/<group>`` the mean per value of ``eval_group_column`` (``level`` for arithmetic).
@@ -53,6 +56,7 @@ from flexkit_trl.rewards import load_reward
 from flexkit_trl.run_config import TRLRunConfig
 from flexkit_trl.run_rows import arithmetic_eval_rows, arithmetic_val_rows, read_eval_rows, trl_input, union_keys
 from flexkit_trl.sample import weighted_inputs
+from flexkit_trl.warm_start import warm_start
 
 __all__ = ["GRPOStepper", "TRLRunTrainer"]
 
@@ -175,6 +179,8 @@ class TRLRunTrainer(Trainer):
         self._val_rows: list[dict[str, Any]] = []
         self._fixed_widths = False
         self._old_log_probs = False
+        #: The warm start's last loss (nan: none ran).
+        self.warmup_loss = float("nan")
 
     # -- setup --------------------------------------------------------------------------------------------
 
@@ -217,6 +223,10 @@ class TRLRunTrainer(Trainer):
             else:
                 model = AutoModelForCausalLM.from_pretrained(_path_or_name(base, cfg.model))
         self.report_progress("load model", 1, 1)
+        if cfg.warmup_steps:
+            self.report_progress("warm start", 0, 1)
+            self.warmup_loss = warm_start(model, tokenizer, cfg)
+            self.report_progress("warm start", 1, 1)
         reward = load_reward(cfg.reward, cfg.answer_column, base)
         self._workdir = tempfile.TemporaryDirectory(prefix="flexkit-trl-")
         batch = pipeline.scheduler.batch_size * cfg.group_size
