@@ -233,7 +233,9 @@ runs the failed or missing ones again from the start. Ctrl-C writes the reports 
 
     p = sub.add_parser("preview", help="show what a pipeline would draw, step by step",
                        description="Run a pipeline's scheduler without a trainer and print each step's taskset "
-                       "mix, its level mix (rows with a level) or bins of the --feedback FIELD, and the indices, "
+                       "mix, its level mix (rows with a level), each taskset's mix over its selector's grouping "
+                       "column (a label, or the selector's bins of a number; else the first categorical column), "
+                       "bins of the --feedback FIELD, and the indices, "
                        "optionally feeding simulated rewards back to the selectors, to debug a curriculum. With "
                        "[sample.refill] and --feedback, each task's group is drawn from its simulated reward, the "
                        "pipeline's filter drops groups and the refill rounds are shown.")
