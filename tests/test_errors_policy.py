@@ -133,7 +133,10 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/pipeline/pipeline.py::Pipeline.load_checkpoint: Exception": _NAMED + " (a CheckpointError)",
     "flexkit/pipeline/pipeline.py::Pipeline.load_state_dict: BaseException": _CLEANUP,
     "flexkit/plot/figures.py::_natural: ValueError": _DATA,
-    "flexkit/plot/figures.py::_targets: KeyError, TypeError, ValueError": "best effort: a plot without target lines",
+    "flexkit/plot/figures.py::_resolved: ValueError": "best effort: a plot without target lines, the sample stage "
+                                                      "read from the records",
+    "flexkit/plot/figures.py::_targets: KeyError, TypeError": "best effort: a plot without target lines",
+    "flexkit/cli/preview.py::_natural: ValueError": _DATA,
     "flexkit/plugins/registrar.py::Component.build: AttributeError, TypeError":
         "a frozen or slotted component keeps its class's name",
     "flexkit/plugins/local_import.py::exit_is_import_error: BaseException": "sys.exit() while importing a plugin",

@@ -214,15 +214,16 @@ runs the failed or missing ones again from the start. Ctrl-C writes the reports 
     _add_plugin_option(p)
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("plot", help="draw a run's metrics: accuracy per level, task mix, pass rates, filtering",
+    p = sub.add_parser("plot", help="draw a run's metrics: accuracy per level, task mix, pass rates, filtering, replay",
                        description="Write PNG plots of a flexkit run folder's metrics.jsonl into RUN_DIR/plots/ "
-                       "(or --out): overview.png, accuracy.png (held-out accuracy per level against steps and "
-                       "rollouts), mix.png (taskset and level mix of the drawn tasks), pass_rates.png (the "
-                       "selectors' predicted pass rates of the drawn tasks against the pool's) and filtering.png "
-                       "(kept fraction, filter rounds). Given compare results instead (results.json files or "
-                       "compare folders, one or more), draw all their settings together: accuracy.png and "
-                       "levels.png, as compare draws one comparison's, into plots/ beside the first (or --out). "
-                       "Needs matplotlib: pip install \"flexkit-rft[plot]\".")
+                       "(or --out), each when the run has data for it: overview.png, accuracy.png (test and "
+                       "validation accuracy per level against steps and rollouts), mix.png (taskset and level mix "
+                       "of the drawn tasks), pass_rates.png (the selectors' predicted pass rates of the drawn "
+                       "tasks against the pool's), filtering.png (kept fraction, filter rounds; with a [sample] "
+                       "stage) and replay.png (groups [replay] trained on again). Given compare results instead "
+                       "(results.json files or compare folders, one or more), draw all their settings together: "
+                       "accuracy.png and levels.png, as compare draws one comparison's, into plots/ beside the "
+                       "first (or --out). Needs matplotlib: pip install \"flexkit-rft[plot]\".")
     p.add_argument("run_dir", metavar="RUN_DIR", nargs="+",
                    help="a run folder written by flexkit run (or by compare); or compare results: results.json "
                         "files or compare folders")
@@ -232,7 +233,9 @@ runs the failed or missing ones again from the start. Ctrl-C writes the reports 
 
     p = sub.add_parser("preview", help="show what a pipeline would draw, step by step",
                        description="Run a pipeline's scheduler without a trainer and print each step's taskset "
-                       "mix, its level mix (rows with a level) or bins of the --feedback FIELD, and the indices, "
+                       "mix, its level mix (rows with a level), each taskset's mix over its selector's grouping "
+                       "column (a label, or the selector's bins of a number; else the first categorical column), "
+                       "bins of the --feedback FIELD, and the indices, "
                        "optionally feeding simulated rewards back to the selectors, to debug a curriculum. With "
                        "[sample.refill] and --feedback, each task's group is drawn from its simulated reward, the "
                        "pipeline's filter drops groups and the refill rounds are shown.")

@@ -1,23 +1,27 @@
 """``flexkit plot RUN_DIR``: pictures of one run from its ``metrics.jsonl`` (needs matplotlib: ``pip install
 "flexkit-rft[plot]"``).
 
-Written into ``RUN_DIR/plots/`` (or ``--out``):
+Written into ``RUN_DIR/plots/`` (or ``--out``), each only when the run has something for it:
 
 * ``overview.png`` — one panel of each below, for a first look;
-* ``accuracy.png`` — held-out accuracy, overall and per level, against steps and against rollouts (responses
-  generated), from the evaluation records (the ``"step": -1`` record is the evaluation before training);
-* ``mix.png`` — the share of each taskset and of each level among the drawn tasks over time
+* ``accuracy.png`` — held-out test accuracy, overall and per level, against steps and against rollouts
+  (responses generated), from the evaluation records (the ``"step": -1`` record is the evaluation before
+  training), with the validation accuracy dashed beside it when the trainer has a validation split;
+* ``mix.png`` — the share of each taskset (several tasksets) and of each level among the drawn tasks over time
   (``flexkit/taskset_mix``, ``flexkit/level_mix``; a moving average over a few steps);
 * ``pass_rates.png`` — the distribution of the selectors' predicted pass rates of the drawn tasks against the
   whole pool's, early, midway and late in the run (``flexkit/predicted_pass_rate``; the selector's
-  ``target_reward`` as a dashed line when it has one). Selectors that keep no estimate (``random``, ``shuffle``)
-  get a note;
+  ``target_reward`` as a dashed line when it has one); not drawn for selectors that keep no estimate;
 * ``filtering.png`` — the fraction of responses kept by the sample stage and the filter rounds per step
-  (``flexkit/sample/kept_fraction``, ``flexkit/sample/filter_rounds``).
+  (``flexkit/sample/kept_fraction``, ``flexkit/sample/filter_rounds``); not drawn without a ``[sample]`` stage;
+* ``replay.png`` — the groups and responses ``[replay]`` trained on again per step (``flexkit/replay/groups``,
+  ``flexkit/replay/responses``).
 
-The records are read under the current names (:mod:`flexkit.metric_names`; older run folders included). Values a
-plot cannot draw (a string where a number belongs, a malformed count table or histogram) are left out, with a
-note naming the key (:func:`flexkit.plot.records.drawable_records`); the rest is drawn.
+A panel without data is left out (a figure with none is not written, and ``on_skip`` says why). Each level has
+the same colour in every panel. The records are read under the current names (:mod:`flexkit.metric_names`; older
+run folders included). Values a plot cannot draw (a string where a number belongs, a malformed count table or
+histogram) are left out, with a note naming the key (:func:`flexkit.plot.records.drawable_records`); the rest is
+drawn.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 import structlog
 
@@ -39,18 +44,22 @@ from flexkit.metric_names import (
     KEPT_FRACTION,
     LEVEL_MIX,
     PREDICTED_PASS_RATE,
+    REPLAY_GROUPS,
+    REPLAY_RESPONSES,
     RUN_ROLLOUTS,
     TASKSET_MIX,
+    VAL_ACCURACY,
 )
 from flexkit.plot.records import drawable_records
 from flexkit.run.folder import METRICS_FILE, read_metrics
 
 log = structlog.get_logger("flexkit.plot")
 
-__all__ = ["PLOT_FILES", "plot_run"]
+__all__ = ["PLOT_FILES", "compact_count", "plot_run"]
 
-#: The files :func:`plot_run` writes, in order.
-PLOT_FILES: tuple[str, ...] = ("overview.png", "accuracy.png", "mix.png", "pass_rates.png", "filtering.png")
+#: The files :func:`plot_run` may write, in order.
+PLOT_FILES: tuple[str, ...] = ("overview.png", "accuracy.png", "mix.png", "pass_rates.png", "filtering.png",
+                               "replay.png")
 
 _INSTALL = 'pip install "flexkit-rft[plot]"'
 
@@ -58,12 +67,12 @@ _INSTALL = 'pip install "flexkit-rft[plot]"'
 def plot_run(run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *,
              dpi: int = 100, files: Sequence[str] = PLOT_FILES,
              on_skip: Callable[[str], None] | None = None) -> list[Path]:
-    """Write ``files`` (some of :data:`PLOT_FILES`, default all) for the run in ``run_dir`` into ``out_dir``
-    (default ``run_dir/plots``); return their paths. Raises :class:`~flexkit.FlexkitError` without matplotlib or
-    without metrics.
+    """Write those of ``files`` (some of :data:`PLOT_FILES`, default all) the run in ``run_dir`` has data for into
+    ``out_dir`` (default ``run_dir/plots``); return their paths. Raises :class:`~flexkit.FlexkitError` without
+    matplotlib or without metrics.
 
-    Values the plots cannot draw are left out; ``on_skip`` is called with a note naming each such key (default:
-    a logged warning)."""
+    Values the plots cannot draw, and figures without data (``filtering.png: the run has no [sample] stage``), are
+    left out; ``on_skip`` is called with a note naming each (default: a logged warning)."""
     unknown = sorted(set(files) - set(PLOT_FILES))
     if unknown:
         raise ConfigError(f"unknown plot file(s) {unknown}; known: {', '.join(PLOT_FILES)}")
@@ -76,32 +85,47 @@ def plot_run(run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | 
     if not records:
         raise FlexkitError(f"{run_dir / METRICS_FILE}: no metrics to plot (is {run_dir} a flexkit run folder?)")
     records, notes = drawable_records(records)
-    for note in notes:
+
+    def skip(note: str) -> None:
         if on_skip is not None:
             on_skip(note)
         else:
             log.warning("left out of the plots", what=note, path=str(run_dir / METRICS_FILE))
+
+    for note in notes:
+        skip(note)
     run = _Run(run_dir, records)
     out = Path(out_dir) if out_dir is not None else run_dir / "plots"
-    out.mkdir(parents=True, exist_ok=True)
-    layouts: dict[str, tuple[tuple[int, int], list[Any]]] = {
-        "overview.png": ((2, 3), [_accuracy_by_step, _accuracy_by_rollouts, _taskset_mix, _level_mix,
-                                  _pass_rates_late, _kept_fraction]),
-        "accuracy.png": ((1, 2), [_accuracy_by_step, _accuracy_by_rollouts]),
-        "mix.png": ((1, 2), [_taskset_mix, _level_mix]),
-        "pass_rates.png": ((1, 3), [_pass_rates_early, _pass_rates_middle, _pass_rates_late]),
-        "filtering.png": ((1, 2), [_kept_fraction, _filter_rounds]),
-    }
     written = []
     for name in [f for f in PLOT_FILES if f in files]:
-        (rows, cols), panels = layouts[name]
+        panels = _FIGURES[name]
+        drawn = [panel for panel in panels if panel.missing(run) is None]
+        if not drawn:
+            reasons = dict.fromkeys(str(panel.missing(run)) for panel in panels)
+            skip(f"{name}: " + "; ".join(reasons))
+            continue
+        cols = len(drawn) if len(drawn) <= 3 else 2 if len(drawn) == 4 else 3
+        rows = math.ceil(len(drawn) / cols)
         fig = Figure(figsize=(4.2 * cols, 3.3 * rows), layout="constrained")
-        for ax, panel in zip(fig.subplots(rows, cols, squeeze=False).flat, panels, strict=True):
-            panel(ax, run)
+        axes = list(fig.subplots(rows, cols, squeeze=False).flat)
+        for ax, panel in zip(axes, drawn, strict=False):
+            panel.draw(ax, run)
+        for ax in axes[len(drawn):]:
+            ax.remove()
         fig.suptitle(f"{run_dir.name}: {run.steps} steps, {run.rollouts:,} rollouts", fontsize=11)
+        out.mkdir(parents=True, exist_ok=True)
         fig.savefig(out / name, dpi=dpi)
         written.append(out / name)
     return written
+
+
+def compact_count(value: float) -> str:
+    """A count as a short tick label: ``0``, ``950``, ``1.5k``, ``100k``, ``1.2M``, ``3G``."""
+    rounded = float(f"{value:.3g}")  # 999,999 is 1M, not 1e+03k
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(rounded) >= scale:
+            return f"{rounded / scale:g}{suffix}"
+    return f"{rounded:g}"
 
 
 class _Run:
@@ -112,7 +136,18 @@ class _Run:
         self.evals = [r for r in records if isinstance(r.get(EVAL_ACCURACY), (int, float))]
         self.steps = len(self.steps_records)
         self.rollouts = int(self.steps_records[-1].get(RUN_ROLLOUTS) or 0) if self.steps_records else 0
-        self.targets = _targets(run_dir)
+        resolved = _resolved(run_dir)
+        self.targets = _targets(resolved)
+        self.has_sample_stage = _has_sample_stage(resolved, self.steps_records)
+        prefixes = (EVAL_ACCURACY + "/", VAL_ACCURACY + "/")
+        levels = {k.removeprefix(p) for r in records for k in r for p in prefixes if k.startswith(p)}
+        levels |= {str(n) for r in self.steps_records if isinstance(r.get(LEVEL_MIX), dict) for n in r[LEVEL_MIX]}
+        #: Every level the run names (evaluations and drawn tasks), in order: each keeps its colour everywhere.
+        self.levels = sorted(levels, key=_natural)
+
+    def level_color(self, level: str) -> Any:
+        """The colour of ``level`` in every panel."""
+        return _palette(len(self.levels))[self.levels.index(level)]
 
     def series(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         """Steps done (``step + 1``) and values of the step records that have ``key``."""
@@ -138,6 +173,14 @@ class _Run:
         return selected, pool, f"steps {rows[0]['step'] + 1}–{rows[-1]['step'] + 1}"
 
 
+@attrs.frozen
+class _Panel:
+    """One panel: how to draw it, and why a run has nothing for it (None: it has)."""
+
+    draw: Callable[[Any, _Run], None]
+    missing: Callable[[_Run], str | None]
+
+
 def _natural(name: str) -> tuple[int, float, str]:
     try:
         return (0, float(name), name)
@@ -145,23 +188,45 @@ def _natural(name: str) -> tuple[int, float, str]:
         return (1, 0.0, name)
 
 
-def _targets(run_dir: Path) -> list[float]:
-    """The ``target_reward`` of every selector in the run's ``resolved.json`` (none when unreadable)."""
+def _resolved(run_dir: Path) -> dict[str, Any] | None:
+    """The run's ``resolved.json`` (None when unreadable)."""
     try:
         resolved = json.loads((run_dir / "resolved.json").read_text(encoding="utf-8"))
-        configs = [ts["selector"]["config"] for ts in resolved["tasksets"]]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError):
+        return None
+    return resolved if isinstance(resolved, dict) else None
+
+
+def _targets(resolved: dict[str, Any] | None) -> list[float]:
+    """The ``target_reward`` of every selector in the run's ``resolved.json`` (none when unreadable)."""
+    try:
+        configs = [ts["selector"]["config"] for ts in (resolved or {})["tasksets"]]
+    except (KeyError, TypeError):
         return []
     return sorted({float(c["target_reward"]) for c in configs
                    if isinstance(c, dict) and isinstance(c.get("target_reward"), (int, float))
                    and not isinstance(c["target_reward"], bool) and math.isfinite(c["target_reward"])})
 
 
-def _note(ax: Any, title: str, text: str) -> None:
-    ax.set_title(title, fontsize=10)
-    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, fontsize=9, color="0.35", transform=ax.transAxes)
-    ax.set_xticks([])
-    ax.set_yticks([])
+def _has_sample_stage(resolved: dict[str, Any] | None, records: Sequence[dict[str, Any]]) -> bool:
+    """Whether the run had a ``[sample]`` stage: its ``resolved.json`` says so, or (without one) its records hold a
+    kept fraction or more than one filter round."""
+    if resolved is not None and "sample" in resolved:
+        return resolved["sample"] is not None
+    return any(KEPT_FRACTION in r or (r.get(FILTER_ROUNDS) or 0) > 1 for r in records)
+
+
+def _palette(n: int, name: str = "tab10") -> list[Any]:
+    """``n`` colours told apart by hue (the qualitative map ``name``; tab20 beyond its colours, then a spaced
+    sequential map)."""
+    from matplotlib import colormaps
+
+    if n <= colormaps[name].N:
+        return [colormaps[name](i) for i in range(n)]
+    if n <= 20:
+        return [colormaps["tab20"](i) for i in range(n)]
+    cmap = colormaps["turbo"]
+    return [cmap(0.05 + 0.9 * i / (n - 1)) for i in range(n)]
 
 
 def _smooth(values: np.ndarray, window: int) -> np.ndarray:
@@ -175,51 +240,67 @@ def _smooth(values: np.ndarray, window: int) -> np.ndarray:
     return out / counts
 
 
-def _accuracy(ax: Any, run: _Run, x_key: str, xlabel: str) -> None:
-    title = f"held-out accuracy vs {xlabel.split(' ')[0]}"
-    points = [r for r in run.evals if x_key == "steps" or isinstance(r.get(RUN_ROLLOUTS), (int, float))]
-    if not points:
-        _note(ax, title, "no evaluations: set [run] eval_every > 0")
-        return
-    xs = np.array([r["step"] + 1 if x_key == "steps" else r[RUN_ROLLOUTS] for r in points], dtype=float)
-    prefix = EVAL_ACCURACY + "/"
-    levels = sorted({k.removeprefix(prefix) for r in points for k in r if k.startswith(prefix)}, key=_natural)
-    colors = _colors(len(levels))
-    for level, color in zip(levels, colors, strict=True):
-        ys = [r.get(prefix + level, np.nan) for r in points]
-        ax.plot(xs, ys, marker=".", color=color, linewidth=1.3, label=f"level {level}")
-    ax.plot(xs, [r[EVAL_ACCURACY] for r in points], color="black", linewidth=2.2, label="all")
+def _count_axis(axis: Any) -> None:
+    """Compact labels (``100k``, ``1.2M``) and at most five ticks on a count axis."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(nbins=5, integer=True))
+    axis.set_major_formatter(FuncFormatter(lambda value, _pos: compact_count(value)))
+
+
+def _no_evaluations(run: _Run) -> str | None:
+    return None if run.evals else "no evaluations: set [run] eval_every > 0"
+
+
+def _accuracy(ax: Any, run: _Run, by_rollouts: bool) -> None:
+    title = f"held-out accuracy vs {'rollouts' if by_rollouts else 'steps'}"
+    points = [r for r in run.evals if not by_rollouts or isinstance(r.get(RUN_ROLLOUTS), (int, float))]
+    xs = np.array([r[RUN_ROLLOUTS] if by_rollouts else r["step"] + 1 for r in points], dtype=float)
+    validated = any(isinstance(r.get(VAL_ACCURACY), (int, float)) for r in points)
+    for level in run.levels:
+        color = run.level_color(level)
+        for key, style, label in ((f"{EVAL_ACCURACY}/{level}", "-", f"level {level}"),
+                                  (f"{VAL_ACCURACY}/{level}", "--", None)):
+            ys = [r.get(key, np.nan) for r in points]
+            if not all(np.isnan(ys)):
+                ax.plot(xs, ys, linestyle=style, marker="." if style == "-" else None, color=color,
+                        linewidth=1.3 if style == "-" else 1.0, label=label)
+    ax.plot(xs, [r[EVAL_ACCURACY] for r in points], color="black", linewidth=2.2, label="all (test)")
+    if validated:
+        ax.plot(xs, [r.get(VAL_ACCURACY, np.nan) for r in points], color="black", linestyle="--", linewidth=1.2,
+                label="dashed: validation")
     ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel(xlabel)
+    if by_rollouts:
+        ax.set_xlabel("rollouts (responses generated)")
+        _count_axis(ax.xaxis)
+    else:
+        ax.set_xlabel("steps")
     ax.set_ylabel("accuracy")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    if not by_rollouts:  # the same colours in the panel beside it
+        ax.legend(fontsize=7, loc="best", ncols=2, framealpha=0.7)
 
 
 def _accuracy_by_step(ax: Any, run: _Run) -> None:
-    _accuracy(ax, run, "steps", "steps")
+    _accuracy(ax, run, by_rollouts=False)
 
 
 def _accuracy_by_rollouts(ax: Any, run: _Run) -> None:
-    _accuracy(ax, run, "rollouts", "rollouts (responses generated)")
+    _accuracy(ax, run, by_rollouts=True)
 
 
-def _colors(n: int) -> list[Any]:
-    from matplotlib import colormaps
+def _no_rollout_counts(run: _Run) -> str | None:
+    if not run.evals:
+        return _no_evaluations(run)
+    has = any(isinstance(r.get(RUN_ROLLOUTS), (int, float)) for r in run.evals)
+    return None if has else f"no {RUN_ROLLOUTS} in the evaluation records"
 
-    cmap = colormaps["viridis"]
-    return [cmap(0.9 * i / max(1, n - 1)) for i in range(n)]
 
-
-def _stacked_mix(ax: Any, run: _Run, key: str, title: str, label: str, missing: str) -> None:
+def _stacked_mix(ax: Any, run: _Run, key: str, title: str, label: str, colors: list[Any]) -> None:
     xs, names, shares = run.mix(key)
-    if len(names) < 2:
-        _note(ax, title, f"every drawn task: {label}{names[0]}" if names else missing)
-        return
     window = max(1, len(xs) // 20)
-    ax.stackplot(xs, _smooth(shares, window), labels=[f"{label}{n}" for n in names], colors=_colors(len(names)),
-                 alpha=0.85)
+    ax.stackplot(xs, _smooth(shares, window), labels=[f"{label}{n}" for n in names], colors=colors, alpha=0.85)
     if len(xs) > 1:
         ax.set_xlim(xs[0], xs[-1])
     ax.set_ylim(0, 1)
@@ -230,34 +311,53 @@ def _stacked_mix(ax: Any, run: _Run, key: str, title: str, label: str, missing: 
 
 
 def _taskset_mix(ax: Any, run: _Run) -> None:
-    _stacked_mix(ax, run, TASKSET_MIX, "taskset mix", "", f"no {TASKSET_MIX} in the metrics")
+    names = run.mix(TASKSET_MIX)[1]
+    _stacked_mix(ax, run, TASKSET_MIX, "taskset mix", "", _palette(len(names), "Dark2"))
+
+
+def _one_taskset(run: _Run) -> str | None:
+    names = run.mix(TASKSET_MIX)[1]
+    if len(names) >= 2:
+        return None
+    return f"one taskset ({names[0]})" if names else f"no {TASKSET_MIX} in the metrics"
 
 
 def _level_mix(ax: Any, run: _Run) -> None:
-    _stacked_mix(ax, run, LEVEL_MIX, "level mix", "level ",
-                 "the drawn tasks' rows carry no integer 'level'")
+    names = run.mix(LEVEL_MIX)[1]
+    _stacked_mix(ax, run, LEVEL_MIX, "level mix", "level ", [run.level_color(n) for n in names])
+
+
+def _one_level(run: _Run) -> str | None:
+    names = run.mix(LEVEL_MIX)[1]
+    if len(names) >= 2:
+        return None
+    return f"every drawn task has level {names[0]}" if names else "the drawn tasks' rows carry no integer 'level'"
 
 
 def _pass_rates(ax: Any, run: _Run, part: slice, when: str) -> None:
-    title = f"predicted pass rates, {when}"
     found = run.histograms(part)
-    if found is None:
-        _note(ax, title, "the selectors keep no pass-rate estimate (random, shuffle, ...); difficulty_based, "
-                         "learnability and thompson_target do")
+    if found is None:  # drawn only for a run with histograms (_no_estimates)
         return
     selected, pool, steps = found
     width = 1.0 / len(pool)
     centers = (np.arange(len(pool)) + 0.5) * width
     ax.bar(centers, pool / max(pool.sum(), 1.0), width=width, color="0.82", edgecolor="0.55", label="pool")
-    ax.bar(centers, selected / max(selected.sum(), 1.0), width=width * 0.55, color="tab:orange", alpha=0.9,
+    ax.bar(centers, selected / max(selected.sum(), 1.0), width=width * 0.55, color="0.3", alpha=0.9,
            label="drawn tasks")
     for target in run.targets:
-        ax.axvline(target, color="0.2", linestyle="--", linewidth=1, label=f"target {target:g}")
+        ax.axvline(target, color="black", linestyle="--", linewidth=1, label=f"target {target:g}")
     ax.set_xlim(0, 1)
     ax.set_xlabel("selector's estimate before the step")
     ax.set_ylabel("share")
-    ax.set_title(f"{title} ({steps})", fontsize=10)
+    ax.set_title(f"predicted pass rates, {when} ({steps})", fontsize=10)
     ax.legend(fontsize=7, loc="best")
+
+
+def _no_estimates(run: _Run) -> str | None:
+    if run.histograms(slice(None)) is not None:
+        return None
+    return ("the selectors keep no pass-rate estimate (random, shuffle, ...); difficulty_based, learnability and "
+            "thompson_target do")
 
 
 def _thirds(run: _Run) -> list[slice]:
@@ -278,16 +378,13 @@ def _pass_rates_late(ax: Any, run: _Run) -> None:
     _pass_rates(ax, run, _thirds(run)[2], "late")
 
 
-def _line(ax: Any, run: _Run, key: str, title: str, ylabel: str, missing: str, *,
+def _line(ax: Any, run: _Run, key: str, title: str, ylabel: str, *,
           ylim: tuple[float, float] | None = None) -> None:
     xs, ys = run.series(key)
-    if not len(xs):
-        _note(ax, title, missing)
-        return
     window = max(1, len(xs) // 40)
     ax.plot(xs, ys, color="0.75", linewidth=0.8, label="per step")
     if window > 1:
-        ax.plot(xs, _smooth(ys, window), color="tab:blue", linewidth=1.8, label=f"mean of {window} steps")
+        ax.plot(xs, _smooth(ys, window), color="black", linewidth=1.6, label=f"mean of {window} steps")
         ax.legend(fontsize=7, loc="best")
     if ylim is not None:
         ax.set_ylim(*ylim)
@@ -297,11 +394,48 @@ def _line(ax: Any, run: _Run, key: str, title: str, ylabel: str, missing: str, *
     ax.grid(alpha=0.3)
 
 
+def _sample_series(key: str) -> Callable[[_Run], str | None]:
+    def missing(run: _Run) -> str | None:
+        if not run.has_sample_stage:
+            return "the run has no [sample] stage"
+        return None if len(run.series(key)[0]) else f"no {key} in the metrics"
+    return missing
+
+
 def _kept_fraction(ax: Any, run: _Run) -> None:
-    _line(ax, run, KEPT_FRACTION, "kept fraction (sample stage)", "kept responses / generated",
-          "no sample stage: every response is trained on", ylim=(-0.02, 1.02))
+    _line(ax, run, KEPT_FRACTION, "kept fraction (sample stage)", "kept responses / generated", ylim=(-0.02, 1.02))
 
 
 def _filter_rounds(ax: Any, run: _Run) -> None:
-    _line(ax, run, FILTER_ROUNDS, "filter rounds per step", "rollout rounds",
-          f"no {FILTER_ROUNDS} in the metrics")
+    _line(ax, run, FILTER_ROUNDS, "filter rounds per step", "rollout rounds")
+
+
+def _replay_series(key: str) -> Callable[[_Run], str | None]:
+    def missing(run: _Run) -> str | None:
+        return None if len(run.series(key)[0]) else "the run has no [replay]"
+    return missing
+
+
+def _replay_groups(ax: Any, run: _Run) -> None:
+    _line(ax, run, REPLAY_GROUPS, "replayed groups per step ([replay])", "groups trained on again")
+
+
+def _replay_responses(ax: Any, run: _Run) -> None:
+    _line(ax, run, REPLAY_RESPONSES, "replayed responses per step ([replay])", "responses trained on again")
+    _count_axis(ax.yaxis)
+
+
+_ACCURACY = [_Panel(_accuracy_by_step, _no_evaluations), _Panel(_accuracy_by_rollouts, _no_rollout_counts)]
+_MIX = [_Panel(_taskset_mix, _one_taskset), _Panel(_level_mix, _one_level)]
+_KEPT = _Panel(_kept_fraction, _sample_series(KEPT_FRACTION))
+_REPLAY = _Panel(_replay_groups, _replay_series(REPLAY_GROUPS))
+#: The panels of each file, in order.
+_FIGURES: dict[str, list[_Panel]] = {
+    "overview.png": [*_ACCURACY, *_MIX, _Panel(_pass_rates_late, _no_estimates), _KEPT, _REPLAY],
+    "accuracy.png": _ACCURACY,
+    "mix.png": _MIX,
+    "pass_rates.png": [_Panel(panel, _no_estimates) for panel in (_pass_rates_early, _pass_rates_middle,
+                                                                    _pass_rates_late)],
+    "filtering.png": [_KEPT, _Panel(_filter_rounds, _sample_series(FILTER_ROUNDS))],
+    "replay.png": [_REPLAY, _Panel(_replay_responses, _replay_series(REPLAY_RESPONSES))],
+}

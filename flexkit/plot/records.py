@@ -19,15 +19,21 @@ from flexkit.metric_names import (
     KEPT_FRACTION,
     LEVEL_MIX,
     PREDICTED_PASS_RATE,
+    REPLAY_GROUPS,
+    REPLAY_RESPONSES,
     RUN_ROLLOUTS,
     TASKSET_MIX,
+    VAL_ACCURACY,
 )
 from flexkit.state_problems import is_number
 
-__all__ = ["NUMBER_KEYS", "TABLE_KEYS", "drawable_records"]
+__all__ = ["LEVEL_PREFIXES", "NUMBER_KEYS", "TABLE_KEYS", "drawable_records"]
 
-#: Keys drawn as one number per record (besides ``flexkit/eval/accuracy/<level>``).
-NUMBER_KEYS: tuple[str, ...] = (EVAL_ACCURACY, RUN_ROLLOUTS, KEPT_FRACTION, FILTER_ROUNDS)
+#: Keys drawn as one number per record (besides those starting with :data:`LEVEL_PREFIXES`).
+NUMBER_KEYS: tuple[str, ...] = (EVAL_ACCURACY, VAL_ACCURACY, RUN_ROLLOUTS, KEPT_FRACTION, FILTER_ROUNDS,
+                                REPLAY_GROUPS, REPLAY_RESPONSES)
+#: Prefixes of the per-level numbers drawn (``flexkit/eval/accuracy/<level>``, ``flexkit/val/accuracy/<level>``).
+LEVEL_PREFIXES: tuple[str, ...] = (EVAL_ACCURACY + "/", VAL_ACCURACY + "/")
 #: Keys drawn as a table of counts per record (name -> count).
 TABLE_KEYS: tuple[str, ...] = (TASKSET_MIX, LEVEL_MIX)
 _HISTOGRAMS = PREDICTED_PASS_RATE
@@ -77,7 +83,7 @@ def drawable_records(records: Sequence[Mapping[str, Any]]) -> tuple[list[dict[st
 
     for original in records:
         record = dict(original)
-        for key in [k for k in record if k in NUMBER_KEYS or k.startswith(EVAL_ACCURACY + "/")]:
+        for key in [k for k in record if k in NUMBER_KEYS or k.startswith(LEVEL_PREFIXES)]:
             check(record, key, _number_problem)
         for key in [k for k in TABLE_KEYS if k in record]:
             check(record, key, _table_problem)

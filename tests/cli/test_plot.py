@@ -3,6 +3,8 @@ without matplotlib."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -11,7 +13,7 @@ import pytest
 
 from flexkit.cli.main import main
 from flexkit.pipeline.pipeline import load_pipeline
-from flexkit.plot.figures import PLOT_FILES, _Run, _smooth, plot_run
+from flexkit.plot.figures import _FIGURES, PLOT_FILES, _count_axis, _Run, _smooth, compact_count, plot_run
 from flexkit.run.runner import run_pipeline
 from tests.cli.test_runner import PIPELINE, read_metrics, write
 
@@ -26,24 +28,100 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp / "run"
 
 
-def test_plot_writes_every_png(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+DRAWN = [name for name in PLOT_FILES if name != "replay.png"]  # the run has no [replay]
+
+
+def test_plot_writes_every_png_the_run_has_data_for(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("matplotlib")
     assert main(["plot", str(run_dir), "--dpi", "40"]) == 0
-    printed = capsys.readouterr().out.split()
-    assert printed == [str(run_dir / "plots" / name) for name in PLOT_FILES]
-    for name in PLOT_FILES:
+    out, err = capsys.readouterr()
+    assert out.split() == [str(run_dir / "plots" / name) for name in DRAWN]
+    for name in DRAWN:
         assert (run_dir / "plots" / name).read_bytes().startswith(PNG)
+    assert err == "note: not drawn: replay.png: the run has no [replay]\n"
+    assert not (run_dir / "plots" / "replay.png").exists()
 
 
 def test_plot_of_a_run_without_evaluations_estimates_or_sample_stage(tmp_path: Path) -> None:
+    """Figures without data are not written, and one note says why: no flat ``filtering.png`` without a sample
+    stage, no text-only panels."""
     pytest.importorskip("matplotlib")
     text = PIPELINE.split("[sample]")[0].replace("eval_every = 10", "eval_every = 0").replace(
         'type = "difficulty_based"\nfeature_keys = ["weak_pass_rate", "strong_pass_rate"]\ntarget_reward = 0.5\n'
         "tau = 0.2", 'type = "random"') + '[trainer]\ntype = "simulator"\n'
     run_pipeline(load_pipeline(write(tmp_path, text)), run_dir=tmp_path / "run", progress=None)
-    assert "flexkit/predicted_pass_rate" not in read_metrics(tmp_path / "run")[0]
-    written = plot_run(tmp_path / "run", tmp_path / "pngs", dpi=40, files=("overview.png",))
-    assert written == [tmp_path / "pngs" / "overview.png"] and written[0].read_bytes().startswith(PNG)
+    records = read_metrics(tmp_path / "run")
+    assert "flexkit/predicted_pass_rate" not in records[0] and "flexkit/sample/filter_rounds" in records[0]
+    notes: list[str] = []
+    written = plot_run(tmp_path / "run", tmp_path / "pngs", dpi=40, on_skip=notes.append)
+    assert written == [tmp_path / "pngs" / "overview.png", tmp_path / "pngs" / "mix.png"]
+    assert all(path.read_bytes().startswith(PNG) for path in written)
+    assert notes == ["accuracy.png: no evaluations: set [run] eval_every > 0",
+                     "pass_rates.png: the selectors keep no pass-rate estimate (random, shuffle, ...); "
+                     "difficulty_based, learnability and thompson_target do",
+                     "filtering.png: the run has no [sample] stage", "replay.png: the run has no [replay]"]
+    run = _Run(tmp_path / "run", records)
+    assert not run.has_sample_stage
+    assert [panel.draw.__name__ for panel in _FIGURES["overview.png"] if panel.missing(run) is None] == [
+        "_taskset_mix", "_level_mix"]
+
+
+def test_a_run_with_replay_gets_its_figure_and_panel(run_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    copy = tmp_path / "replayed"
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("plots"))
+    records = read_metrics(copy)
+    for record in records[1:]:
+        groups = record["step"] % 5
+        record.update({"flexkit/replay/groups": groups, "flexkit/replay/responses": 4 * groups})
+    (copy / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    run = _Run(copy, records)
+    assert _FIGURES["overview.png"][-1].missing(run) is None
+    assert run.series("flexkit/replay/groups")[1].tolist()[:6] == [0, 1, 2, 3, 4, 0]
+    notes: list[str] = []
+    written = plot_run(copy, dpi=30, files=("overview.png", "replay.png"), on_skip=notes.append)
+    assert [path.name for path in written] == ["overview.png", "replay.png"] and not notes
+
+
+def test_each_level_keeps_its_colour_in_every_panel(run_dir: Path) -> None:
+    pytest.importorskip("matplotlib")
+    records = read_metrics(run_dir)
+    run = _Run(run_dir, records)
+    assert run.levels == ["1", "2", "3", "4"]
+    colors = [run.level_color(level) for level in run.levels]
+    assert len(set(colors)) == 4  # distinct hues, not four greens
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    step_ax, mix_ax = fig.subplots(1, 2)
+    _FIGURES["accuracy.png"][0].draw(step_ax, run)
+    _FIGURES["mix.png"][1].draw(mix_ax, run)
+    lines = {line.get_label(): line.get_color() for line in step_ax.get_lines()}
+    areas = {area.get_label(): area.get_facecolor()[0][:3] for area in mix_ax.collections}
+    for level, color in zip(run.levels, colors, strict=True):
+        assert tuple(lines[f"level {level}"][:3]) == tuple(areas[f"level {level}"]) == tuple(color[:3])
+
+
+@pytest.mark.parametrize(("value", "label"), [(0, "0"), (950, "950"), (1500, "1.5k"), (100_000, "100k"),
+                                              (120_000, "120k"), (1_200_000, "1.2M"), (999_999, "1M"),
+                                              (3e9, "3G"), (0.5, "0.5")])
+def test_rollout_ticks_are_compact(value: float, label: str) -> None:
+    assert compact_count(value) == label
+
+
+def test_the_rollout_axis_has_few_compact_ticks(run_dir: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    run = _Run(run_dir, read_metrics(run_dir))
+    fig = Figure(figsize=(4.2, 3.3))
+    ax = fig.subplots()
+    ax.plot([0, 120_320], [0, 1])
+    _count_axis(ax.xaxis)
+    fig.canvas.draw()
+    labels = [tick.get_text() for tick in ax.get_xticklabels() if tick.get_text()]
+    assert 3 <= len(labels) <= 7 and all(len(text) <= 4 for text in labels), labels
+    assert "120k" in labels and run.rollouts > 0
 
 
 def test_the_series_the_plots_draw(run_dir: Path) -> None:
