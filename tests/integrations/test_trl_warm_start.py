@@ -72,3 +72,16 @@ def test_a_warm_start_without_generated_problems_is_refused() -> None:
     with pytest.raises(ValueError, match="warmup_level_weights must be finite"):
         TRLRunConfig(model="tok", rows="arithmetic", warmup_level_weights=(0.0, 0.0))
     assert np.isnan(warm_start(None, None, TRLRunConfig(model="tok", rows="arithmetic")))  # 0 steps: nothing
+
+
+def test_reversed_digits_write_every_number_least_significant_first() -> None:
+    from flexkit_trl.run_rows import arithmetic_prompt, trl_input
+
+    assert arithmetic_prompt(47, 5, "add") == ("4 7 + 5 =", "5 2")
+    assert arithmetic_prompt(47, 5, "add", reversed_digits=True) == ("7 4 + 5 =", "2 5")
+    config = TRLRunConfig(model="tok", rows="arithmetic", reversed_digits=True, warmup_level_weights=(0.0, 1.0))
+    row = trl_input({"a": 120, "b": 3, "level": 3}, config, where="row 0")
+    assert (row["prompt"], row["answer"]) == ("0 2 1 + 3 =", "3 2 1")
+    prompt, answer = warm_start_problems(config, np.random.default_rng(0), 1)[0]  # the warm start writes the same
+    a, b = ("".join(part.split())[::-1] for part in prompt.removesuffix("=").split("+"))
+    assert "".join(answer.split())[::-1] == str(int(a) + int(b))

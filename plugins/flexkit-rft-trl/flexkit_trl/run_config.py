@@ -134,6 +134,12 @@ class TRLRunConfig:
         doc='rows = "arithmetic": validation problems per level of eval_levels (the split that steers: a guard '
             "reads val_accuracy/<level>), none of them in the test set. 0: no validation split.",
     )
+    reversed_digits: bool = field(
+        default=False,
+        doc='rows = "arithmetic": write every number least significant digit first ("7 4 + 5 =", answer "2 5"), the '
+            "order in which a small causal model can carry (most significant first needs the carry before the first "
+            "answer digit).",
+    )
     warmup_steps: int = field(
         default=0, ge=0,
         doc='rows = "arithmetic": supervised steps on generated problems before the RL phase (flexkit_trl.warm_start), '

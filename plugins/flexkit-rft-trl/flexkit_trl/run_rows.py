@@ -30,15 +30,19 @@ VAL_SPAWN_KEY = (22,)
 OPERATORS = {"add": "+", "mul": "*"}
 
 
-def spaced(value: int) -> str:
-    """``value``'s decimal digits separated by spaces, most significant first (``47`` → ``"4 7"``)."""
-    return " ".join(str(value))
+def spaced(value: int, *, reversed_digits: bool = False) -> str:
+    """``value``'s decimal digits separated by spaces, most significant first (``47`` → ``"4 7"``), or least
+    significant first with ``reversed_digits`` (``"7 4"``)."""
+    digits = str(value)
+    return " ".join(digits[::-1] if reversed_digits else digits)
 
 
-def arithmetic_prompt(a: int, b: int, operation: str) -> tuple[str, str]:
-    """The prompt (``"4 7 + 5 ="``) and the answer (``"5 2"``) of one arithmetic problem."""
+def arithmetic_prompt(a: int, b: int, operation: str, *, reversed_digits: bool = False) -> tuple[str, str]:
+    """The prompt (``"4 7 + 5 ="``) and the answer (``"5 2"``) of one arithmetic problem; with ``reversed_digits``
+    every number least significant digit first (``"7 4 + 5 ="``, ``"2 5"``)."""
     result = a + b if operation == "add" else a * b
-    return f"{spaced(a)} {OPERATORS[operation]} {spaced(b)} =", spaced(result)
+    return (f"{spaced(a, reversed_digits=reversed_digits)} {OPERATORS[operation]} "
+            f"{spaced(b, reversed_digits=reversed_digits)} =", spaced(result, reversed_digits=reversed_digits))
 
 
 def _is_int(value: Any) -> TypeGuard[int]:
@@ -59,7 +63,7 @@ def trl_input(row: Any, config: TRLRunConfig, *, where: str) -> dict[str, Any]:
             raise ConfigError([ConfigIssue("trainer.operation",
                                            f'{where} is an operation = "{operation}" problem but the trl trainer has '
                                            f'operation = "{config.operation}": set the same operation in both')])
-        prompt, answer = arithmetic_prompt(a, b, operation)
+        prompt, answer = arithmetic_prompt(a, b, operation, reversed_digits=config.reversed_digits)
         return {**data, "prompt": prompt, config.answer_column: answer}
     if config.prompt_column not in data:
         raise ConfigError([ConfigIssue("trainer.prompt_column",

@@ -34,7 +34,7 @@ def warm_start_problems(config: TRLRunConfig, rng: np.random.Generator, count: i
     for level in levels.tolist():
         low, high, b_low, b_high = operand_ranges(config, level)
         a, b = int(rng.integers(low, high)), int(rng.integers(b_low, b_high))
-        pairs.append(arithmetic_prompt(a, b, config.operation))
+        pairs.append(arithmetic_prompt(a, b, config.operation, reversed_digits=config.reversed_digits))
     return pairs
 
 
