@@ -14,7 +14,8 @@ from collections.abc import Callable
 
 from flexkit.errors import FlexkitError
 
-__all__ = ["NotRegularFileError", "file_kind", "open_regular", "require_regular_file", "resolve_path"]
+__all__ = ["O_BINARY", "O_CLOEXEC", "O_NONBLOCK", "NotRegularFileError", "file_kind", "open_regular",
+           "require_regular_file", "resolve_path"]
 
 _KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
     (stat.S_ISDIR, "a directory"),
@@ -24,8 +25,12 @@ _KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
     (stat.S_ISBLK, "a block device"),
 )
 
+#: ``open`` flags one platform has and another lacks (Windows: no ``O_NONBLOCK``, no ``O_CLOEXEC``; POSIX: no
+#: ``O_BINARY``), 0 where the platform lacks them, so every ``os.open`` in flexkit can name them.
+O_NONBLOCK, O_CLOEXEC, O_BINARY = (int(getattr(os, flag, 0)) for flag in ("O_NONBLOCK", "O_CLOEXEC", "O_BINARY"))
+
 #: Flags of :func:`open_regular`: non-blocking, so opening a FIFO returns at once instead of waiting for a writer.
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+_OPEN_FLAGS = os.O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_BINARY
 
 
 class NotRegularFileError(OSError):

@@ -1,10 +1,21 @@
-"""Lazy re-exports for packages of components: importing the package loads none of its component modules."""
+"""Lazy re-exports for packages of components (importing the package loads none of its component modules), and
+:func:`is_tensor`, the torch type test that does not import torch."""
 
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+if TYPE_CHECKING:
+    import torch
+
+
+def is_tensor(value: object) -> TypeGuard[torch.Tensor]:
+    """Whether ``value`` is a ``torch.Tensor``; torch is not imported for it (no tensor exists before it is)."""
+    module = sys.modules.get("torch")
+    return module is not None and isinstance(value, module.Tensor)
 
 
 def lazy_exports(namespace: dict[str, Any], table: Mapping[str, str]) -> tuple[Callable[[str], Any],

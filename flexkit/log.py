@@ -58,8 +58,14 @@ def say(event: str, message: str, *, level: str = "info", stream: IO[str] | None
     ``level`` with the same fields, which the host application's logging configuration shows or not.
     """
     if _cli_format is None:
-        getattr(_log, level if level in ("debug", "info", "warning", "error") else "info")(
-            event, message=message, **fields)
+        if level == "debug":
+            _log.debug(event, message=message, **fields)
+        elif level == "warning":
+            _log.warning(event, message=message, **fields)
+        elif level == "error":
+            _log.error(event, message=message, **fields)
+        else:  # "info", and any other level
+            _log.info(event, message=message, **fields)
         return
     out = stream if stream is not None else sys.stderr
     if _cli_format == "json":

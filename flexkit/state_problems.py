@@ -11,7 +11,7 @@ scorers, actuators, trainers) check their own state in ``load_state_dict``, befo
 from __future__ import annotations
 
 import math
-from typing import Any, TypeGuard
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 import numpy as np
 
@@ -46,6 +46,17 @@ NOT_A_NUMBER: Any = object()
 _ARRAY_MODULES = frozenset({"numpy", "torch", "jax", "jaxlib", "cupy"})
 
 
+@runtime_checkable
+class _Scalar(Protocol):
+    """An array library's array or tensor, as far as :func:`plain_number` reads it (0-d: ``shape == ()``)."""
+
+    shape: Any
+
+    def item(self) -> Any:
+        """The one value of a 0-d array as a Python scalar."""
+        ...
+
+
 def plain_number(value: Any) -> Any:
     """``value`` as a Python number: an int or float as it is, a numpy scalar, a 0-d numpy array or a 0-d tensor
     (torch, jax, cupy) through ``.item()``; ``None`` and bools are returned as they are (neither is a number to
@@ -55,8 +66,8 @@ def plain_number(value: Any) -> Any:
         value = value.item()  # first: np.float64 is a float, but not a plain one
     elif value is None or isinstance(value, (bool, int, float)):
         return value
-    elif (type(value).__module__.partition(".")[0] in _ARRAY_MODULES and getattr(value, "shape", None) == ()
-          and callable(getattr(value, "item", None))):
+    elif (type(value).__module__.partition(".")[0] in _ARRAY_MODULES and isinstance(value, _Scalar)
+          and value.shape == ()):
         try:
             value = value.item()
         except Exception:  # whatever a foreign array type raises: not a number

@@ -40,6 +40,7 @@ from flexkit.plugins.contract import TrainerLike
 from flexkit.run.runner import CHECKPOINT_DIR, new_trainer
 from flexkit.scheduler.feedback import task_triples
 from flexkit.scheduler.scheduler import Task
+from flexkit.tasksets.base import path_of
 
 #: Most responses per task ``annotate`` draws (``--samples``): a pass rate needs no more.
 MAX_SAMPLES = 1_000_000
@@ -173,7 +174,7 @@ def annotate(
         if hashlib.sha256(row_lines(rows, start, entry.taskset)).hexdigest() != scan.chunk_digests[start // chunk]:
             raise TasksetError(f"rows {start}..{indices[-1]} changed while they were being annotated: restore the "
                                "file and run the command again", taskset=entry.name,
-                               path=getattr(entry.taskset, "path", None))
+                               path=path_of(entry.taskset))
         tasks = [Task(taskset_id=tid, taskset=entry.name, index=i, data=row)
                  for i, row in zip(indices, rows, strict=True)]
         rates = _pass_rates(trainer, tasks, samples)

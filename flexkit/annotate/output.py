@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 
 from flexkit.errors import ConfigError, FlexkitError, TasksetError
+from flexkit.tasksets.base import path_of
 
 __all__ = ["FORMATS", "RowScan", "output_format", "row_lines", "scan_rows", "write_output"]
 
@@ -61,9 +62,9 @@ def _unwritable(row: Mapping[str, Any], index: int, taskset: Any, exc: Exception
             return TasksetError(f"column {key!r} holds a {type(value).__name__} at row {index} ({_short(value)}), "
                                 "which flexkit annotate cannot write (it writes rows through JSON, which has no "
                                 "timestamps or binary values): convert the column to strings or numbers first",
-                                taskset=taskset.name, path=getattr(taskset, "path", None))
+                                taskset=taskset.name, path=path_of(taskset))
     return TasksetError(f"row {index} cannot be written as JSON: {exc}", taskset=taskset.name,
-                        path=getattr(taskset, "path", None))
+                        path=path_of(taskset))
 
 
 @attrs.frozen
@@ -116,7 +117,7 @@ def check_parquet_columns(rows: Sequence[Mapping[str, Any]], columns: Sequence[s
             kinds = sorted({type(v).__name__ for v in values if v is not None})
             raise TasksetError(f"column {key!r} cannot be written to Parquet: it holds {', '.join(kinds)} values "
                                f"({exc}); give it one type, or write --out as .jsonl",
-                               taskset=taskset.name, path=getattr(taskset, "path", None)) from None
+                               taskset=taskset.name, path=path_of(taskset)) from None
 
 
 def _table(rows: Sequence[Mapping[str, Any]]) -> Any:

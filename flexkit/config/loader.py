@@ -33,7 +33,7 @@ def parse_toml(text: str | bytes, source: str | None = None) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
-        lineno, colno = getattr(exc, "lineno", None), getattr(exc, "colno", None)
+        lineno, colno = getattr(exc, "lineno", None), getattr(exc, "colno", None)  # Python 3.14+ sets them
         match = _LINE_COL.search(message)
         if match:
             lineno, colno = int(match.group(1)), int(match.group(2))

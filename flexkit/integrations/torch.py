@@ -235,8 +235,8 @@ def check_dataset(dataset: Sized, sizes: Sequence[int], names: Sequence[str]) ->
     if len(dataset) != total:
         raise ConfigError(f"the dataset has {len(dataset)} items but the tasksets "
                           f"({', '.join(f'{n}: {s}' for n, s in zip(names, sizes, strict=True))}) have {total}")
-    parts = getattr(dataset, "datasets", None)
-    if isinstance(dataset, torch.utils.data.ConcatDataset) and parts is not None and len(parts) == len(sizes):
+    parts: Sequence[Any] = dataset.datasets if isinstance(dataset, torch.utils.data.ConcatDataset) else ()
+    if parts and len(parts) == len(sizes):
         got = [len(p) for p in parts]
         if got != list(sizes):
             raise ConfigError(f"the ConcatDataset's parts have sizes {got}, the tasksets {list(sizes)} "
@@ -272,9 +272,8 @@ def sampler_for_dataset(
 
 def _as_numpy(values: Any, *, floats: bool = False) -> np.ndarray:
     """A numpy array of ``values`` (lists, arrays, tensors on any device); floats as float64 when asked."""
-    detach = getattr(values, "detach", None)
-    if callable(detach):
-        values = detach().cpu().numpy()
+    if isinstance(values, torch.Tensor):
+        values = values.detach().cpu().numpy()
     try:
         return np.asarray(values, dtype=np.float64) if floats else np.asarray(values)
     except (TypeError, ValueError) as exc:

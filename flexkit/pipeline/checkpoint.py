@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from flexkit._files import fsync_dir
+from flexkit._files import O_NONBLOCK, fsync_dir
 from flexkit.errors import CheckpointError, KeyPath, StateError, format_key_path
 
 try:
@@ -338,7 +338,7 @@ def save_state(directory: str | os.PathLike[str], state: Mapping[str, Any], *, m
 
 def _read_regular(path: Path) -> bytes:
     """The bytes of ``path``, refusing anything that is not a regular file (a FIFO would block)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    fd = os.open(path, os.O_RDONLY | O_NONBLOCK)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise CheckpointError(f"{path} is not a regular file")

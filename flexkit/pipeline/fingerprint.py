@@ -32,7 +32,7 @@ import structlog
 
 from flexkit.config.fields import FACTORY_CLASS, field_meta
 from flexkit.pipeline.view import PipelineView
-from flexkit.plugins.contract import TasksetLike
+from flexkit.tasksets.base import content_id_of
 
 log = structlog.get_logger("flexkit.checkpoint")
 
@@ -59,12 +59,6 @@ def speed_only_keys(config: Any) -> frozenset[str]:
     return frozenset(f.name for f in attrs.fields(type(config)) if field_meta(f).get("speed_only"))
 
 
-def _content_id(taskset: TasksetLike) -> str | None:
-    """A taskset's content digest for fingerprints (``None`` for storages that cannot tell)."""
-    content_id = getattr(taskset, "content_id", None)
-    return content_id() if callable(content_id) else None
-
-
 def pipeline_fingerprint(pipe: PipelineView) -> dict[str, Any]:
     """What a checkpoint of ``pipe`` records about it (see the module docstring)."""
     cfg = pipe.config
@@ -86,7 +80,7 @@ def pipeline_fingerprint(pipe: PipelineView) -> dict[str, Any]:
         "feedback": feedback,
         "trainer": trainer,
         "tasksets": [
-            {"name": ts.name, "size": entry.size, "content": _content_id(entry.taskset),
+            {"name": ts.name, "size": entry.size, "content": content_id_of(entry.taskset),
              "storage": {"type": ts.storage.type, "params": _plain(ts.storage.config)},
              "weight": ts.weight, "selector": ts.selector.type, "params": _plain(ts.selector.config)}
             for ts, entry in zip(cfg.tasksets, pipe.scheduler.entries, strict=True)

@@ -36,7 +36,7 @@ from flexkit.selectors import members
 from flexkit.selectors.base import FEATURE_KEYS, feature_keys_of
 from flexkit.state_problems import add_problem
 from flexkit.tasksets import lazy_features
-from flexkit.tasksets.base import as_label, not_a_label
+from flexkit.tasksets.base import as_label, not_a_label, path_of
 
 #: The keys of :meth:`Pipeline.state_dict`: the scheduler's state, and the sample stage's.
 _SCHEDULER, _SAMPLE = "scheduler", "sample"
@@ -387,7 +387,7 @@ def build_scheduler(config: PipelineConfig, plugins: PluginHost, base_dir: Path)
                 taskset = storage.build(ts.storage.config, name=ts.name, base_dir=base_dir)
                 size = len(taskset)
             if size == 0:
-                raise TasksetError("the taskset is empty", taskset=ts.name, path=getattr(taskset, "path", None))
+                raise TasksetError("the taskset is empty", taskset=ts.name, path=path_of(taskset))
             keys = feature_keys_of(ts.selector.config)
             selector_component = plugins.component("selector", ts.selector.type)
             with component_bugs(selector_component, f"tasksets[{i}]"):
@@ -438,7 +438,7 @@ def make_selector(
     ):
         params[FEATURE_KEYS] = list(features)
     config = structure(make_converter(host), params, component.config_cls)
-    keep = getattr(component.factory, "keeps_feature_dtypes", False)  # reads numeric arrays of any dtype itself
+    keep = members.flag(component.factory, "keeps_feature_dtypes")  # reads numeric arrays of any dtype itself
     arrays = {k: _feature_array(name, k, v, keep) for k, v in (features or {}).items()}
     return component.build(config, size=size, seed=seed, features=arrays)
 

@@ -29,8 +29,12 @@ A component need not derive from flexkit's base classes (:class:`~flexkit.select
 :class:`~flexkit.tasksets.Taskset`): the plugin host checks what a factory built against
 :data:`flexkit.plugins.contract.REQUIRED`, and flexkit then uses only the members named here. Annotations take these
 protocols where any conforming object will do. Members a component may lack (``bind``, ``metrics``,
-``learns_from_feedback``, ``check_rows``, ``content_id``, ``set_progress``, ...) are not part of them: flexkit
-probes for those.
+``learns_from_feedback``, ``check_rows``, ``content_id``, ``set_progress``, ...) are not part of them: each is
+declared on its base class with a documented no-op default, and flexkit calls it there unconditionally. A
+duck-typed component that does not derive from the base is asked for them in one place per kind, the readers
+built on :func:`optional_member` (``selectors/members.py``, ``sample/members.py``, ``tasksets/base.py``'s
+``check_rows``, ``content_id`` and ``path_of``, and this module's :func:`set_progress` and
+:func:`registered_name_of`); nothing else in flexkit asks a component whether it has a member.
 
 The sample level's types (:class:`~flexkit.sample.RolloutBatch`, the actions) live above this module's layer, so
 the scorer's and actuator's batches, scores and actions are typed ``Any`` here.
@@ -65,9 +69,10 @@ runner writes itself (:func:`flexkit.run.trainer_output.trainer_metrics` checks 
 the same protocol, so the runner has no special case for flexkit's own.
 
 Long phases (a warm start, loading a model) can show progress: before :meth:`Trainer.setup` the runner calls
-``trainer.set_progress(callback)`` when the trainer has that method (every :class:`Trainer` does), and the
-trainer calls ``self.report_progress(phase, done, total)`` as it goes (``"warm start"``, 120, 500); the runner
-shows it on its progress display. A trainer without the method works as before, silently.
+``trainer.set_progress(callback)`` (:func:`set_progress`: every :class:`Trainer` has the method; a duck-typed
+trainer without it is left alone), and the trainer calls ``self.report_progress(phase, done, total)`` as it goes
+(``"warm start"``, 120, 500); the runner shows it on its progress display. A trainer without the method works as
+before, silently.
 """
 
 from __future__ import annotations
@@ -82,10 +87,11 @@ import numpy as np
 
 from flexkit.errors import ComponentError, FeedbackError, FlexkitError
 
-__all__ = ["REQUIRED", "WHAT", "ActuatorLike", "Configurable", "FeedbackOperator", "GroupFilterLike", "OutOfRange",
-           "Rollout", "ScorerLike", "SelectorLike", "Stateful", "TasksetLike", "Trainer", "TrainerLike",
-           "check_built", "check_selection", "component_bugs", "default_config", "describe_component",
-           "display_name", "is_group_filter", "origin", "registered_name_of", "set_name_resolver"]
+__all__ = ["REQUIRED", "WHAT", "ActuatorLike", "Configurable", "FeedbackOperator", "FeedbackSource",
+           "GroupFilterLike", "OutOfRange", "RefillAction", "Rollout", "ScorerLike", "SelectorLike", "Stateful",
+           "TasksetLike", "Trainer", "TrainerLike", "check_built", "check_selection", "component_bugs",
+           "default_config", "describe_component", "display_name", "is_group_filter", "optional_member", "origin",
+           "registered_name_of", "set_name_resolver", "set_progress"]
 
 
 #: How :func:`registered_name_of` names a class built outside the plugin host: set once by the plugin manager
@@ -97,6 +103,14 @@ def set_name_resolver(resolver: Callable[[type], str | None]) -> None:
     """Name classes built outside the plugin host with ``resolver`` (the default registry's ``name_of``)."""
     global _name_resolver
     _name_resolver = resolver
+
+
+def optional_member(obj: Any, name: str, default: Any = None) -> Any:
+    """The member ``name`` of ``obj`` (a component, or its class) that its kind declares optional, ``default``
+    where it lacks it: the one place flexkit reads a member a duck-typed component may not have (each kind's
+    reader calls it for objects that do not derive from the base class, which declares every such member). What
+    a property raises besides ``AttributeError`` (a plugin's own bug) surfaces as it is."""
+    return getattr(obj, name, default)
 
 
 class Configurable:
@@ -118,7 +132,7 @@ class Configurable:
 def default_config(cls: type, config: Any) -> Any:
     """``config``, or ``cls.Config()`` (the config class's defaults) when ``config`` is ``None``."""
     if config is None:
-        config_cls = getattr(cls, "Config", None)
+        config_cls = optional_member(cls, "Config")  # declared on Configurable; any class will do
         if config_cls is not None:
             return config_cls()
     return config
@@ -130,7 +144,7 @@ def registered_name_of(obj: Any) -> str | None:
     ``obj.registered_name`` when set (the plugin host sets it on what it builds), else the one name the default
     plugin host registers the class under; ``None`` when it is not registered, or under several names.
     """
-    name = getattr(obj, "registered_name", None)
+    name = optional_member(obj, "registered_name")  # declared on Configurable; a duck-typed component may lack it
     if isinstance(name, str):
         return name
     if _name_resolver is None:
@@ -249,7 +263,28 @@ class GroupFilterLike(ActuatorLike, Protocol):
 
 def is_group_filter(actuator: ActuatorLike) -> TypeGuard[GroupFilterLike]:
     """Whether ``actuator`` is a group filter that can drive a refill loop (its ``refills`` is true)."""
-    return bool(getattr(actuator, "refills", False))
+    return bool(optional_member(actuator, "refills", False))
+
+
+@runtime_checkable
+class RefillAction(Protocol):
+    """What a group filter's action carries for a refill loop (:class:`GroupFilterLike`;
+    :class:`~flexkit.sample.actuators.group_filter.GroupKeep` is flexkit's): the kept rows, the groups the step
+    targets, and whether it needs another round."""
+
+    indices: Any
+    target_groups: int
+    refill: bool
+
+
+@runtime_checkable
+class FeedbackSource(Protocol):
+    """A batch that gives the feedback its own columns (:class:`~flexkit.sample.RolloutBatch`, which lives above
+    this layer): ``taskset_id``, ``index`` and each response's reward."""
+
+    def feedback_columns(self) -> Mapping[str, Any]:
+        """The feedback columns, copied (equal-length arrays ``taskset_id``, ``index``, ``reward``)."""
+        ...
 
 
 class TrainerLike(Stateful, Protocol):
@@ -332,7 +367,7 @@ def describe_component(obj: Any, stage: str | None = None) -> str:
     """
     cls = type(obj)
     name = registered_name_of(obj)
-    where = origin(getattr(obj, "registered_plugin", None), getattr(obj, "registered_distribution", None))
+    where = origin(optional_member(obj, "registered_plugin"), optional_member(obj, "registered_distribution"))
     inside = ", ".join(part for part in (cls.__name__, where) if part)
     head = f"{stage} " if stage else ""
     return f"{head}{name!r} ({inside})" if name else f"{head}{inside}"
@@ -444,12 +479,10 @@ class Rollout:
         batch is not a ``RolloutBatch``."""
         if self.experiences is not None:
             return self.experiences
-        columns = getattr(self.batch, "feedback_columns", None)
-        if not callable(columns):
+        if not isinstance(self.batch, FeedbackSource):
             raise FeedbackError(f"a Rollout without experiences needs a RolloutBatch to feed back from, got "
                                 f"{type(self.batch).__name__}")
-        result: Mapping[str, Any] = columns()
-        return result
+        return self.batch.feedback_columns()
 
 
 #: ``callback(phase, done, total)``: progress of a trainer's long phase, e.g. ``("warm start", 120, 500)``.
@@ -521,3 +554,14 @@ class Trainer(Configurable, abc.ABC):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`'s output."""
+
+
+def set_progress(trainer: Any, callback: ProgressCallback | None) -> None:
+    """Hand ``trainer`` the runner's progress display (:meth:`Trainer.set_progress`); a duck-typed trainer without
+    the method (written before it existed) gets none."""
+    if isinstance(trainer, Trainer):
+        trainer.set_progress(callback)
+        return
+    found = optional_member(trainer, "set_progress")
+    if callable(found):
+        found(callback)

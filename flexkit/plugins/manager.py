@@ -125,7 +125,7 @@ class PluginHost:
 
     def _load_entry_points(self, allow: frozenset[str] | None) -> None:
         for ep in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-            dist = getattr(ep, "dist", None)
+            dist = ep.dist
             dist_name = dist.metadata["Name"] if dist is not None else None
             version = dist.version if dist is not None else None
             if allow is not None and ep.name not in allow and dist_name not in allow:

@@ -13,11 +13,14 @@ from typing import Any
 import attrs
 
 from flexkit.errors import ComponentError, ComponentTypeError
-from flexkit.plugins.contract import check_built
+from flexkit.plugins.contract import check_built, optional_member
 
 __all__ = ["Component", "NoParams", "PluginFailure", "PluginInfo", "Registrar", "describe_origin"]
 
 _NAME = re.compile(r"^[a-z][a-z0-9_\-]*$")
+
+#: What :func:`~flexkit.plugins.contract.optional_member` returns for a member the object lacks.
+_ABSENT = object()
 
 
 @attrs.frozen
@@ -53,7 +56,7 @@ class Component:
                     factory=self.factory)
         for attr, value in (("registered_name", self.name), ("registered_plugin", self.plugin),
                             ("registered_distribution", self.distribution)):
-            if hasattr(built, attr):
+            if optional_member(built, attr, _ABSENT) is not _ABSENT:  # declared on Configurable
                 with contextlib.suppress(AttributeError, TypeError):  # frozen or slotted: keeps its class's value
                     setattr(built, attr, value)
         return built

@@ -31,7 +31,7 @@ import attrs
 import numpy as np
 
 from flexkit.errors import ConfigError, SampleError
-from flexkit.plugins.contract import Rollout
+from flexkit.plugins.contract import RefillAction, Rollout
 from flexkit.sample.batch import RolloutBatch
 from flexkit.sample.refill_count import RefillCount
 from flexkit.sample.stage_checks import check_refill_stage
@@ -146,7 +146,7 @@ def fill_batch(pipe: Pipeline, rollout: RolloutFn, *, step: int, surplus: str | 
         batch = result.batch if isinstance(result.batch, RolloutBatch) else RolloutBatch.from_dict(result.batch)
         feedback = pipe.feedback(result.experiences if result.experiences is not None else batch.feedback_columns())
         action = pipe.apply_sample_stage(batch, step=step)
-        target_groups = getattr(action, "target_groups", None)
+        target_groups = action.target_groups if isinstance(action, RefillAction) else None
         if target_groups is None:
             raise SampleError(f"{type(pipe.sample_stage.actuator).__name__} returned {type(action).__name__}, "
                               "not a GroupKeep with target_groups: it cannot drive a refill")

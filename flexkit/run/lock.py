@@ -19,6 +19,7 @@ from pathlib import Path
 
 import structlog
 
+from flexkit._files import O_CLOEXEC
 from flexkit.errors import FlexkitError
 
 try:
@@ -52,7 +53,7 @@ def hold_folder(folder: Path, command: str) -> Iterator[None]:
         yield
         return
     try:
-        fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | O_CLOEXEC, 0o644)
     except OSError as exc:  # a read-only folder: the command's first write fails with its own message
         log.debug("cannot open the folder's lock file", folder=str(folder), error=str(exc))
         yield

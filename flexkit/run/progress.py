@@ -18,7 +18,7 @@ class ProgressDisplay:
     def __init__(self, total: int, stream: IO[str] | None, budget: int | None = None) -> None:
         self.total, self.stream, self.budget = total, stream, budget
         self._decile = 0
-        self.tty = bool(stream is not None and hasattr(stream, "isatty") and stream.isatty())
+        self.tty = bool(stream is not None and stream.isatty())
         self.started = time.monotonic()
         self.every = max(1, total // 10)
         self._phase: tuple[str, float, float] = ("", 0.0, 0.0)  # name, started, last written

@@ -39,7 +39,7 @@ from flexkit.pipeline.checkpoint import load_state
 from flexkit.pipeline.pipeline import Pipeline
 from flexkit.pipeline.state import EXTRA_KEY, TRAINER_KEY
 from flexkit.pipeline.support import HostSupport, check_support
-from flexkit.plugins.contract import Trainer
+from flexkit.plugins.contract import Trainer, set_progress
 from flexkit.run.counters import RUNNER_KEY, RunCounters
 from flexkit.run.estimates import EstimateSnapshot
 from flexkit.run.folder import (
@@ -167,8 +167,7 @@ def _run_in_folder(pipe: Pipeline, trainer: Any, replay: ReplayBuffer | None, ru
     resume the folder, run the step loop."""
     cfg, sched = pipe.config, pipe.scheduler
     bar = ProgressDisplay(sched.total_steps, progress, cfg.run.max_rollouts)
-    if callable(getattr(trainer, "set_progress", None)):  # optional: trainers from before it existed lack it
-        trainer.set_progress(bar.phase)
+    set_progress(trainer, bar.phase)  # declared on Trainer; a duck-typed trainer from before it may lack it
     trainer.setup(pipe)
     metrics_path = run_dir / METRICS_FILE
     if resume:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 import numpy as np
 
+from flexkit._lazy import is_tensor
 from flexkit.errors import ComponentTypeError, SampleError
 from flexkit.plugins.contract import Configurable, display_name, registered_name_of
 from flexkit.sample.batch import RolloutBatch
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 
 def _as_indices(value: Any) -> np.ndarray:
-    arr = np.asarray(value.detach().cpu().numpy() if hasattr(value, "detach") else value)
+    arr = np.asarray(value.detach().cpu().numpy() if is_tensor(value) else value)
     if arr.size == 0:
         return np.empty(0, dtype=np.int64)
     if arr.ndim != 1 or arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
@@ -162,6 +163,11 @@ class Actuator(Configurable, abc.ABC):
 
     def bind(self, taskset_names: Sequence[str]) -> None:
         """Learn the pipeline's taskset names, by id (mix actuators use it; the pipeline calls it once)."""
+
+    def metrics(self) -> dict[str, float]:
+        """The actuator's own scalars for logging, logged as ``flexkit/sample/<name>`` (the group filters'
+        ``kept_groups``, ``groups_needed``, ...); the default: none."""
+        return {}
 
     def state_dict(self) -> dict[str, Any]:
         """Plain-data state for checkpoints (stateless actuators: ``{}``)."""

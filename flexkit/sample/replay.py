@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from flexkit._lazy import is_tensor
 from flexkit.errors import CheckpointError, SampleError
 from flexkit.sample.batch import PadSide, RolloutBatch
 
@@ -50,7 +51,7 @@ def _check_batch(batch: Any, step: int) -> RolloutBatch:
 
 def _as_float_array(value: Any) -> np.ndarray:
     """A tensor or array as a float64 numpy array (on the CPU)."""
-    if hasattr(value, "detach"):
+    if is_tensor(value):
         import torch
 
         out: np.ndarray = value.detach().to("cpu", torch.float64).numpy()
@@ -100,7 +101,7 @@ def _on_devices_of(rows: RolloutBatch, like: RolloutBatch) -> RolloutBatch:
     CPU; a GPU trainer's fresh batch is not)."""
     for name in rows:
         value, target = rows[name], like.get(name)
-        if hasattr(value, "device") and hasattr(target, "device") and value.device != target.device:
+        if is_tensor(value) and is_tensor(target) and value.device != target.device:
             rows[name] = value.to(target.device)
     return rows
 
@@ -213,7 +214,7 @@ class ReplayBuffer:
         if self._rows is not None:
             for name in self._rows:
                 value = self._rows[name]
-                if hasattr(value, "detach"):
+                if is_tensor(value):
                     import torch
 
                     tensors[name] = str(value.dtype).removeprefix("torch.")

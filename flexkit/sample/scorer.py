@@ -20,13 +20,13 @@ at call time and validates the output shape.
 from __future__ import annotations
 
 import abc
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from flexkit.config.converter import did_you_mean
 from flexkit.errors import ComponentError, ComponentTypeError, ConfigError, ConfigIssue, SampleError, join_path
 from flexkit.estimators import BUILTIN_GROUP_ESTIMATORS
-from flexkit.plugins.contract import Configurable, display_name
+from flexkit.plugins.contract import Configurable, display_name, optional_member
 from flexkit.sample.batch import RolloutBatch
 
 if TYPE_CHECKING:
@@ -52,8 +52,7 @@ def register_group_estimator(name: str) -> None:
     GROUP_ESTIMATORS.add(name.strip())
 
 
-def _check_choice(cls: type, attr: str, allowed: tuple[str, ...]) -> None:
-    value = getattr(cls, attr)
+def _check_choice(cls: type, attr: str, value: Any, allowed: tuple[str, ...]) -> None:
     if not isinstance(value, str) or value not in allowed:
         raise ComponentTypeError(
             f"{cls.__qualname__}.{attr} = {value!r} is invalid; allowed values: {', '.join(allowed)}"
@@ -91,8 +90,8 @@ class Scorer(Configurable, abc.ABC):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         requires = _check_requires(cls)
-        _check_choice(cls, "timing", TIMINGS)
-        _check_choice(cls, "granularity", GRANULARITIES)
+        _check_choice(cls, "timing", cls.timing, TIMINGS)
+        _check_choice(cls, "granularity", cls.granularity, GRANULARITIES)
         if not isinstance(cls.needs_groups, bool):
             raise ComponentTypeError(f"{cls.__qualname__}.needs_groups = {cls.needs_groups!r} is invalid; it must be "
                                      "a bool")
@@ -114,6 +113,9 @@ class Scorer(Configurable, abc.ABC):
     @abc.abstractmethod
     def score(self, batch: RolloutBatch, *, step: int) -> torch.Tensor | dict[int, float]:
         """The scores of ``batch`` at training step ``step`` (shape per :attr:`granularity`)."""
+
+    def bind(self, taskset_names: Sequence[str]) -> None:
+        """Learn the pipeline's taskset names, by id (the pipeline calls it once); the default ignores them."""
 
     def state_dict(self) -> dict[str, Any]:
         """Plain-data state for checkpoints (stateless scorers: ``{}``)."""
@@ -167,6 +169,10 @@ def check_compatible(
     """Raise :class:`~flexkit.errors.ConfigError` (every problem at once) unless the scorer, the actuator, the
     advantage ``estimator`` and the configured ``mechanism`` fit together. Classes or instances are accepted.
 
+    The four declarations read (``needs_groups``, ``granularity``, ``accepts``, ``mechanism``) are declared on
+    :class:`Scorer` and :class:`~flexkit.sample.Actuator`; a duck-typed class without one counts as declaring
+    none (no groups needed, no granularity, accepting nothing, no mechanism).
+
     Checks: a ``needs_groups`` scorer needs a group estimator (one of ``group_estimators``, by default
     :data:`GROUP_ESTIMATORS`; a pipeline passes what its plugins' ``flexkit_group_estimators`` hooks return); the
     scorer's
@@ -181,7 +187,7 @@ def check_compatible(
                                   f"unknown mechanism {mechanism!r}{did_you_mean(str(mechanism), MECHANISMS)}; "
                                   f"one of: {', '.join(MECHANISMS)}"))
     group = GROUP_ESTIMATORS if group_estimators is None else group_estimators
-    if getattr(scorer, "needs_groups", False) and estimator not in group:
+    if optional_member(scorer, "needs_groups", False) and estimator not in group:
         known = sorted(group)
         issues.append(ConfigIssue(join_path(path, "estimator"),
                                   f"scorer {s_name} has needs_groups=True (its scores need groups of responses "
@@ -189,13 +195,13 @@ def check_compatible(
                                   f"{did_you_mean(str(estimator), known)}; use one of: {', '.join(known)} "
                                   "(a trainer plugin declares its own with the flexkit_group_estimators hook), or "
                                   "a scorer without needs_groups"))
-    accepts = tuple(getattr(actuator, "accepts", ()))
-    granularity = getattr(scorer, "granularity", None)
+    accepts = tuple(optional_member(actuator, "accepts", ()))
+    granularity = optional_member(scorer, "granularity")
     if granularity not in accepts:
         issues.append(ConfigIssue(join_path(path, "actuator"),
                                   f"actuator {a_name} accepts {', '.join(accepts) or 'no'} scores, but scorer "
                                   f"{s_name} gives {granularity} scores"))
-    a_mech = getattr(actuator, "mechanism", None)
+    a_mech = optional_member(actuator, "mechanism")
     if mechanism in MECHANISMS and a_mech != mechanism:
         issues.append(ConfigIssue(join_path(path, "mechanism"),
                                   f"mechanism is {mechanism!r} but actuator {a_name} is a {a_mech!r} actuator"))

@@ -22,6 +22,7 @@ from flexkit.metric_names import KEPT_FRACTION, MEAN_WEIGHT, proportion, sample_
 from flexkit.plugins.contract import ActuatorLike, ScorerLike
 from flexkit.sample.actuator import Action, Actuator, Keep, Mix, Weights
 from flexkit.sample.batch import BatchAdapter, RolloutBatch
+from flexkit.sample.members import actuator_metrics, bind
 from flexkit.sample.output_checks import check_action_output, check_score_output
 from flexkit.sample.scorer import check_compatible, timing_index
 from flexkit.sample.weights import combine, to_token_weights
@@ -107,9 +108,7 @@ class SampleStage:
         """Tell the actuator (and scorer, if it wants them) the pipeline's taskset names, in id order."""
         self._num_tasksets = len(taskset_names)
         for part in (self.scorer, self.actuator):
-            bind = getattr(part, "bind", None)
-            if callable(bind):
-                bind(list(taskset_names))
+            bind(part, list(taskset_names))
 
     # -- running ----------------------------------------------------------------------------------------
 
@@ -211,9 +210,7 @@ class SampleStage:
         ``flexkit/sample/mean_weight``, ``flexkit/sample/proportion/<id>``, and the actuator's own (e.g.
         ``kept_groups``, ``groups_needed`` of the group filters) as ``flexkit/sample/<name>``."""
         out: dict[str, float] = {}
-        own = getattr(self.actuator, "metrics", None)
-        if callable(own):
-            out.update({sample_metric(k): float(v) for k, v in own().items()})
+        out.update({sample_metric(k): float(v) for k, v in actuator_metrics(self.actuator).items()})
         if self.kept_fraction is not None:
             out[KEPT_FRACTION] = self.kept_fraction
         if self.mean_weight is not None:

@@ -58,7 +58,9 @@ def keep_to_sample_weights(
     indices), 0 elsewhere. Indices outside ``0 .. batch_size-1`` raise :class:`SampleError`."""
     import torch
 
-    indices = np.asarray(getattr(keep, "indices", keep))
+    from flexkit.sample.actuator import Keep
+
+    indices = np.asarray(keep.indices if isinstance(keep, Keep) else keep)
     if indices.size and (indices.dtype == bool or not np.issubdtype(indices.dtype, np.integer)):
         raise SampleError(f"keep indices must be integers, got {indices.dtype}")
     indices = indices.astype(np.int64, copy=False).reshape(-1)

@@ -15,13 +15,14 @@ from __future__ import annotations
 import copy
 import numbers
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeGuard
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 import attrs
 import numpy as np
 
+from flexkit._lazy import is_tensor
 from flexkit.errors import FeedbackError
-from flexkit.plugins.contract import Configurable
+from flexkit.plugins.contract import Configurable, FeedbackSource
 from flexkit.plugins.contract import (
     FeedbackOperator as FeedbackOperator,  # its home; named here too, beside its built-in
 )
@@ -38,6 +39,13 @@ class Experience:
     taskset_id: int
     index: int
     info: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@runtime_checkable
+class _HasInfo(Protocol):
+    """An experience object with an ``info`` mapping (Trinity-RFT's ``Experience``: ``info["task_index"]``)."""
+
+    info: Any
 
 
 def task_of(exp: Any) -> tuple[Any, Any, Any]:
@@ -59,7 +67,7 @@ def task_of(exp: Any) -> tuple[Any, Any, Any]:
             task = exp["info"]["task_index"]
             return task["taskset_id"], task["index"], exp["reward"]
         return exp["taskset_id"], exp["index"], exp["reward"]
-    info = getattr(exp, "info", None)  # Trinity's Experience: exp.info["task_index"], exp.reward
+    info = exp.info if isinstance(exp, _HasInfo) else None  # Trinity's Experience: exp.info["task_index"], exp.reward
     if isinstance(info, Mapping) and "task_index" in info:
         task = info["task_index"]
         return task["taskset_id"], task["index"], exp.reward
@@ -85,7 +93,7 @@ def _copied(value: Any) -> Any:
         return value.copy()
     if isinstance(value, list):
         return list(value)
-    if callable(getattr(value, "clone", None)) and callable(getattr(value, "detach", None)):  # a torch tensor
+    if is_tensor(value):
         return value.detach().clone()
     return value
 
@@ -222,9 +230,8 @@ class PassRateCalculator(Configurable, FeedbackOperator):
         as its :meth:`~flexkit.sample.RolloutBatch.feedback_columns`. Tasks appear in order of first
         occurrence; experiences are passed through unchanged.
         """
-        if callable(getattr(experiences, "feedback_columns", None)):  # a RolloutBatch: its own columns
-            batch: Any = experiences
-            return batch, self.process(batch.feedback_columns())[1]
+        if isinstance(experiences, FeedbackSource):  # a RolloutBatch: its own columns
+            return experiences, self.process(experiences.feedback_columns())[1]
         if is_columnar(experiences):
             exps: Any = experiences
             tids, idxs, rewards = _columns(experiences)

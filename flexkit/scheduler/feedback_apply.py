@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
@@ -56,8 +56,9 @@ def _give(selector: SelectorLike, idx: np.ndarray, vals: np.ndarray) -> None:
     :func:`flexkit.scheduler.feedback_check.check_feedback_payload`), else through its own ``feedback`` (a plugin
     selector,
     or one that overrides it, sees the public call as before)."""
-    if getattr(getattr(selector, "feedback", None), "__func__", None) is Selector.feedback:
-        cast(Selector, selector)._feedback_validated(idx, vals)
+    if (isinstance(selector, Selector) and type(selector).feedback is Selector.feedback
+            and "feedback" not in vars(selector)):  # neither its class nor the object itself replaced it
+        selector._feedback_validated(idx, vals)
     else:
         selector.feedback(idx, vals)
 

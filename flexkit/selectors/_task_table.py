@@ -91,11 +91,7 @@ class TaskTable:
         if needed <= len(self._a):
             return
         capacity = max(needed, 2 * len(self._a), 1024)
-        for name in ("_a", "_b"):
-            old = getattr(self, name)
-            grown = np.empty(capacity)
-            grown[: len(old)] = old
-            setattr(self, name, grown)
+        self._a, self._b = (_grown(old, capacity) for old in (self._a, self._b))
 
     def _items(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Stored task ids (sorted) and their ``a``, ``b``."""
@@ -144,3 +140,10 @@ class TaskTable:
             ids, a, b = ids[keep], a[keep], b[keep]
         table.set(ids, a, b)
         return table
+
+
+def _grown(old: np.ndarray, capacity: int) -> np.ndarray:
+    """``old`` copied into a new float64 array of ``capacity`` slots (the rest unset)."""
+    grown = np.empty(capacity)
+    grown[: len(old)] = old
+    return grown

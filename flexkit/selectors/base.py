@@ -29,6 +29,7 @@ import copy
 import functools
 import itertools
 import operator
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -45,6 +46,9 @@ FEATURE_KEYS = "feature_keys"
 
 LoadStateDict = Callable[[Any, Mapping[str, Any]], None]
 
+#: The ``load_state_dict`` wrappers :func:`checked_load` made (so that it wraps each method once).
+_CHECKED_LOADS: weakref.WeakSet[LoadStateDict] = weakref.WeakSet()
+
 
 def checked_load(load: LoadStateDict) -> LoadStateDict:
     """Make a selector's ``load_state_dict`` all or nothing, with one error type for a state that does not fit.
@@ -57,7 +61,7 @@ def checked_load(load: LoadStateDict) -> LoadStateDict:
     already (flexkit's other errors pass through as they are). :class:`Selector` applies it to every
     ``load_state_dict`` a subclass defines.
     """
-    if getattr(load, "_flexkit_checked", False):
+    if load in _CHECKED_LOADS:
         return load
 
     @functools.wraps(load)
@@ -78,7 +82,7 @@ def checked_load(load: LoadStateDict) -> LoadStateDict:
         finally:
             self._loading_state = False
 
-    load_state_dict._flexkit_checked = True  # type: ignore[attr-defined]
+    _CHECKED_LOADS.add(load_state_dict)
     return load_state_dict
 
 
@@ -97,6 +101,11 @@ def _named_refusal(selector: Any, exc: Exception) -> StateMismatchError | None:
 def feature_keys_of(config: Any) -> tuple[str, ...]:
     """The feature columns a selector config names in its :data:`FEATURE_KEYS` field (none without one)."""
     return tuple(getattr(config, FEATURE_KEYS, ()) or ())
+
+
+def _inherited(cls: type, name: str) -> Any:
+    """The class attribute ``name`` of ``cls`` as its MRO's class dictionaries hold it (``None``: none has it)."""
+    return next((c.__dict__[name] for c in cls.__mro__ if name in c.__dict__), None)
 
 
 class Selector(Configurable, abc.ABC):
@@ -138,8 +147,8 @@ class Selector(Configurable, abc.ABC):
             cls.load_state_dict = checked_load(cls.__dict__["load_state_dict"])  # type: ignore[method-assign]
         if "atomic_feedback" not in cls.__dict__:
             declarer = next(c for c in cls.__mro__[1:] if "atomic_feedback" in c.__dict__)
-            if (getattr(cls, "_update", None) is not getattr(declarer, "_update", None)
-                    or getattr(cls, "feedback", None) is not getattr(declarer, "feedback", None)):
+            if (_inherited(cls, "_update") is not _inherited(declarer, "_update")
+                    or _inherited(cls, "feedback") is not _inherited(declarer, "feedback")):
                 cls.atomic_feedback = False
 
     def __init__(

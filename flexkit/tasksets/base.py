@@ -20,11 +20,11 @@ from typing import Any, cast
 
 import numpy as np
 
-from flexkit._files import NotRegularFileError, open_regular
+from flexkit._files import O_NONBLOCK, NotRegularFileError, open_regular
 from flexkit.errors import TasksetError
-from flexkit.plugins.contract import TasksetLike
+from flexkit.plugins.contract import TasksetLike, optional_member
 
-__all__ = ["LazyFeatures", "Taskset", "check_rows", "lazy_features"]
+__all__ = ["LazyFeatures", "Taskset", "check_rows", "content_id_of", "lazy_features", "path_of"]
 
 
 #: Marks a content id not computed yet (``None`` is a computed "unknown").
@@ -41,12 +41,14 @@ class Taskset(abc.ABC):
 
     Subclasses implement :meth:`__len__`, :meth:`read` and :meth:`column`; :meth:`features` comes free. All
     reads are safe to call from several threads at once (the scheduler prefetches in a background thread).
+    A storage's taskset need not derive from it: :func:`check_rows`, :func:`content_id_of`, :func:`path_of` and
+    :func:`lazy_features` read any taskset, with this class's defaults for what a third-party one lacks.
     """
 
     #: The taskset's name (as in the pipeline file); used in every error message.
     name: str
-    #: The file the taskset reads (resolved), or ``None`` for in-memory tasksets.
-    path: str | None
+    #: The file the taskset reads (resolved); ``None`` (the default) for in-memory tasksets.
+    path: str | None = None
 
     @abc.abstractmethod
     def __len__(self) -> int:
@@ -118,7 +120,7 @@ class Taskset(abc.ABC):
         """
         cached = self.__dict__.get("_content_id_cache", _NOT_COMPUTED)
         if cached is _NOT_COMPUTED:
-            cached = self._file_content_id() if isinstance(getattr(self, "path", None), str) else None
+            cached = self._file_content_id() if isinstance(self.path, str) else None
             self.__dict__["_content_id_cache"] = cached
         return cast("str | None", cached)  # a digest or None, kept in the untyped __dict__
 
@@ -126,7 +128,7 @@ class Taskset(abc.ABC):
         """``sha256:<hex> (<size> bytes)`` of the file at ``path``; ``None`` when it is not a regular file."""
         try:
             # content_id calls it only when path is a str
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # type: ignore[arg-type]
+            fd = os.open(self.path, os.O_RDONLY | O_NONBLOCK)  # type: ignore[arg-type]
         except OSError as exc:
             raise self._error(f"cannot read the file to checksum it: {exc.strerror or exc}") from None
         try:
@@ -277,8 +279,25 @@ def _check_by_reading(taskset: TasksetLike) -> int:
 def check_rows(taskset: TasksetLike) -> int:
     """Read every row of any taskset once (its own :meth:`Taskset.check_rows`, or ``read`` in batches for
     third-party storages that only implement ``len``/``read``/``column``); returns the number of rows."""
-    check = getattr(taskset, "check_rows", None)
+    if isinstance(taskset, Taskset):
+        return int(taskset.check_rows())
+    check = optional_member(taskset, "check_rows")
     return int(check()) if callable(check) else _check_by_reading(taskset)
+
+
+def content_id_of(taskset: TasksetLike) -> str | None:
+    """The content digest of any taskset (:meth:`Taskset.content_id`; ``None`` for a third-party one without the
+    method: it cannot tell)."""
+    if isinstance(taskset, Taskset):
+        return taskset.content_id()
+    found = optional_member(taskset, "content_id")
+    return found() if callable(found) else None
+
+
+def path_of(taskset: TasksetLike) -> str | None:
+    """The file any taskset reads (:attr:`Taskset.path`; ``None`` for in-memory tasksets and for third-party
+    ones that do not say), for messages."""
+    return taskset.path if isinstance(taskset, Taskset) else optional_member(taskset, "path")
 
 
 def lazy_features(taskset: TasksetLike, keys: Sequence[str]) -> Mapping[str, np.ndarray]:

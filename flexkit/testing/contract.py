@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 import attrs
 import numpy as np
+import pluggy
 
 from flexkit.config.converter import make_converter, structure
 from flexkit.config.schema import pipeline_schema
@@ -145,7 +146,9 @@ def check_documented(component: Component) -> None:
     (the first line of its factory's docstring, or ``register(..., description=...)``)."""
     hook_name = REGISTER_HOOKS[component.stage]
     hook = getattr(hookspecs, hook_name, None)
-    _require(getattr(hook, "flexkit_spec", None) is not None, f"{hook_name} is not a hookspec")
+    marked = hook is not None and pluggy.PluginManager(hookspecs.PROJECT_NAME).parse_hookspec_opts(
+        hookspecs, hook_name) is not None  # pluggy's own reading of its marks
+    _require(marked, f"{hook_name} is not a hookspec")
     _require(len((inspect.getdoc(hook) or "").split()) >= 8, f"{hook_name} needs a real docstring")
     _require(component.description, f"{_who(component)} has no description (factory docstring)")
 

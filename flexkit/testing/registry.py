@@ -21,6 +21,7 @@ from typing import Any, cast
 import attrs
 import numpy as np
 
+from flexkit._lazy import is_tensor
 from flexkit.config.components import ComponentSpec
 from flexkit.config.converter import make_converter, structure
 from flexkit.pipeline.checkpoint import load_state, save_state
@@ -131,9 +132,8 @@ def default_config(component: Component, workdir: Path | None = None, *, plugins
 def feature_columns(config: Any) -> list[str]:
     """The feature columns a config names: the values of its fields named like ``*feature*``."""
     names: list[str] = []
-    for f in attrs.fields(type(config)):
-        value = getattr(config, f.name)
-        if "feature" not in f.name or value is None:
+    for name, value in attrs.asdict(config, recurse=False).items():
+        if "feature" not in name or value is None:
             continue
         names.extend([value] if isinstance(value, str) else list(value))
     return names
@@ -229,7 +229,7 @@ def drive(stage: str, built: Any, steps: range, plan: np.random.Generator) -> li
 def plain(value: Any) -> Any:
     """``value`` as comparable plain data: arrays and tensors as lists, tuples as lists, NaN as ``"nan"``,
     attrs instances (actions) as their class name and fields."""
-    if hasattr(value, "detach"):
+    if is_tensor(value):
         value = value.detach().cpu().numpy()
     if isinstance(value, np.ndarray):
         return plain(value.tolist())
@@ -237,7 +237,7 @@ def plain(value: Any) -> Any:
         return plain(value.item())
     if attrs.has(type(value)):
         return {"__class__": type(value).__name__,
-                **{f.name: plain(getattr(value, f.name)) for f in attrs.fields(type(value))}}
+                **{name: plain(v) for name, v in attrs.asdict(value, recurse=False).items()}}
     if isinstance(value, Mapping):
         return {k: plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -57,8 +57,9 @@ class DifficultyBandConfig:
     )
 
     def __attrs_post_init__(self) -> None:
+        values = attrs.asdict(self, recurse=False)
         if self.mode == "quantile":
-            other = [k for k, v in ABSOLUTE_DEFAULTS.items() if getattr(self, k) != v]
+            other = [k for k, v in ABSOLUTE_DEFAULTS.items() if values[k] != v]
             if other:
                 raise ConfigError(f"{', '.join(other)} apply to mode = \"absolute\"; the quantile band uses "
                                   "low_q, high_q and focus_weight")
@@ -66,7 +67,7 @@ class DifficultyBandConfig:
                 raise ConfigError(f"low_q must be <= high_q, got low_q={self.quantile('low_q')!r}, "
                                   f"high_q={self.quantile('high_q')!r}")
             return
-        other = [k for k in QUANTILE_DEFAULTS if getattr(self, k) is not None]
+        other = [k for k in QUANTILE_DEFAULTS if values[k] is not None]
         if other:
             raise ConfigError(f"{', '.join(other)} apply to mode = \"quantile\"; set mode = \"quantile\" to use them")
         if not self.low <= self.high:
@@ -76,7 +77,7 @@ class DifficultyBandConfig:
 
     def quantile(self, key: str) -> float:
         """The quantile-mode value of ``key`` (``low_q``, ``high_q``, ``focus_weight``), its default when unset."""
-        value = getattr(self, key)
+        value = attrs.asdict(self, recurse=False)[key]
         return float(QUANTILE_DEFAULTS[key] if value is None else value)
 
 

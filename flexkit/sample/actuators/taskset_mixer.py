@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from flexkit._lazy import is_tensor
 from flexkit.errors import ConfigError, SampleError, StateMismatchError
 from flexkit.plugins.contract import display_name
 from flexkit.sample.actuator import Actuator
@@ -32,7 +33,7 @@ def taskset_sums(scores: Any, batch: RolloutBatch, *, who: str, bound: int | Non
     else:
         batch.require(["taskset_id"], who=f"{who} with per-sample scores")
         raw = batch["taskset_id"]
-        raw = raw.detach().cpu().numpy() if hasattr(raw, "detach") else np.asarray(raw)
+        raw = raw.detach().cpu().numpy() if is_tensor(raw) else np.asarray(raw)
         if raw.size and (raw.dtype == bool or not np.issubdtype(raw.dtype, np.integer)):
             raise SampleError(f"taskset_id must hold integer taskset ids, got {raw.dtype}")
         ids = raw.astype(np.int64, copy=False).reshape(-1)

@@ -121,11 +121,13 @@ class TaskStore:
 
     def _grow(self, need: int) -> None:
         capacity = max(2 * self.ids.size, need, 1024)
-        for name in ("ids", "alpha", "beta"):
-            old = getattr(self, name)
-            new = np.empty(capacity, dtype=old.dtype)
-            new[: self.count] = old[: self.count]
-            setattr(self, name, new)
+        self.ids, self.alpha, self.beta = (self._grown(old, capacity) for old in (self.ids, self.alpha, self.beta))
+
+    def _grown(self, old: np.ndarray, capacity: int) -> np.ndarray:
+        """The first ``count`` entries of ``old`` in a new array of ``capacity`` slots of its dtype."""
+        new = np.empty(capacity, dtype=old.dtype)
+        new[: self.count] = old[: self.count]
+        return new
 
     def _replace(self, ids: np.ndarray, alpha: np.ndarray, beta: np.ndarray) -> None:
         """Hold exactly the tasks ``ids`` (no repeats) with these values; every other task follows the model."""

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 
 from flexkit_toyrl.config import ToyRLConfig
@@ -40,8 +41,9 @@ FORMAT = 1
 def warm_start_identity(config: ToyRLConfig) -> dict[str, Any]:
     """The warm-start parameters of ``config`` (JSON values) and :data:`FORMAT`."""
     identity: dict[str, Any] = {"format": FORMAT}
+    fields = attrs.asdict(config, recurse=False)
     for name in WARM_START_FIELDS:
-        value = getattr(config, name)
+        value = fields[name]
         identity[name] = list(value) if isinstance(value, tuple) else value
     return identity
 

@@ -35,7 +35,17 @@ from typing import Any, TypeGuard
 import numpy as np
 import torch
 
-from flexkit import ConfigError, ConfigIssue, FlexkitError, Rollout, Trainer, aggregate, keep_mask, policy_loss
+from flexkit import (
+    ConfigError,
+    ConfigIssue,
+    FlexkitError,
+    Pipeline,
+    Rollout,
+    Trainer,
+    aggregate,
+    keep_mask,
+    policy_loss,
+)
 from flexkit_toyrl.config import ToyRLConfig
 from flexkit_toyrl.families import FAMILIES
 from flexkit_toyrl.model import TinyTransformer, answer_log_probs, generate
@@ -124,7 +134,7 @@ class ToyRLTrainer(Trainer):
                     f"the taskset {taskset.name!r} has levels up to {max(ts.levels)} but the toyrl trainer has "
                     f"max_digits = {cfg.max_digits}: set max_digits = {max(ts.levels)} or drop the higher levels"))
         if issues:
-            raise ConfigError(issues, getattr(pipeline, "source", None))
+            raise ConfigError(issues, pipeline.source if isinstance(pipeline, Pipeline) else None)
 
     # -- warm start -------------------------------------------------------------------------------------
 

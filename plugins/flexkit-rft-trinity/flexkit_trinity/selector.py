@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from trinity.buffer.selector.selector import BaseSelector
@@ -118,9 +118,16 @@ class FlexkitSelector(BaseSelector):
         return selector_metrics_of(self)
 
 
+@runtime_checkable
+class _Columned(Protocol):
+    """A Hugging Face ``datasets.Dataset``, as far as :func:`_read_features` reads its columns."""
+
+    column_names: Any
+
+
 def _read_features(dataset: Any, keys: tuple[str, ...], where: str | None) -> dict[str, np.ndarray]:
     """The named columns of the taskset's Hugging Face dataset as float64 arrays."""
-    columns = list(getattr(dataset, "column_names", []) or [])
+    columns = list((dataset.column_names if isinstance(dataset, _Columned) else None) or [])
     missing = [k for k in keys if k not in columns]
     if missing:
         raise ConfigError([ConfigIssue(f"data_selector.{FEATURE_KEYS}", f"column {k!r} is not in the taskset "

@@ -33,10 +33,15 @@ __all__ = ["STAGE_TIMINGS", "check_batch_size", "check_replay_processes", "check
 STAGE_TIMINGS = ("post_reward", "post_advantage")
 
 
+def _micro_steps(args: Any) -> int:
+    """The micro-steps one generation batch is used for: ``num_iterations × steps_per_generation``."""
+    return int(args.steps_per_generation) * int(args.num_iterations)
+
+
 def generation_batches_needed(args: Any, steps_per_epoch: int) -> int:
     """Scheduler batches (generation batches) the HF Trainer will draw with these ``GRPOConfig`` settings, given
     the sampler's ``steps_per_epoch`` scheduler batches per pass."""
-    micro = int(args.steps_per_generation) * int(getattr(args, "num_iterations", 1))
+    micro = _micro_steps(args)
     accumulation = int(args.gradient_accumulation_steps)
     if args.max_steps and args.max_steps > 0:
         optimizer_steps = int(args.max_steps)
@@ -52,7 +57,7 @@ def check_run_length(args: Any, scheduler: Any) -> None:
     needed = generation_batches_needed(args, scheduler.steps_per_epoch)
     if needed <= scheduler.total_steps:
         return
-    micro = int(args.steps_per_generation) * int(getattr(args, "num_iterations", 1))
+    micro = _micro_steps(args)
     accumulation = int(args.gradient_accumulation_steps)
     fits = scheduler.total_steps * micro // accumulation
     asked = (f"max_steps = {args.max_steps}" if args.max_steps and args.max_steps > 0

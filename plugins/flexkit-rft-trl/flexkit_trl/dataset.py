@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch.utils.data
 
@@ -23,21 +23,43 @@ class _IndexedRows(WithIndex):  # type: ignore[misc]  # flexkit exports it lazil
         return {**item, INDEX_COLUMN: index}
 
 
+@runtime_checkable
+class _MapStyle(Protocol):
+    """A map-style dataset, as far as the sampler needs one: rows read by index."""
+
+    def __getitem__(self, index: Any) -> Any:
+        """The row at ``index``."""
+        ...
+
+
+@runtime_checkable
+class _ColumnDataset(Protocol):
+    """A ``datasets.Dataset``, as far as :func:`with_index_column` reads it: its columns, and a new one added."""
+
+    column_names: Any
+
+    def __len__(self) -> int:
+        """The number of rows."""
+        ...
+
+    def add_column(self, name: str, column: Any) -> Any:
+        """A new dataset with ``column`` under ``name``."""
+        ...
+
+
 def with_index_column(dataset: Any) -> Any:
     """``dataset`` with each row's index in :data:`INDEX_COLUMN` (kept when already there and correct).
 
     A ``datasets.Dataset`` gets a column (``add_column``); any other map-style dataset of dict rows is wrapped.
     Iterable datasets have no indices for a sampler to yield and are refused.
     """
-    if isinstance(dataset, torch.utils.data.IterableDataset) or not hasattr(dataset, "__getitem__"):
+    if isinstance(dataset, torch.utils.data.IterableDataset) or not isinstance(dataset, _MapStyle):
         raise TypeError("a flexkit sampler needs a map-style dataset (with __len__ and __getitem__), "
                         f"got {type(dataset).__name__}")
-    column_names = getattr(dataset, "column_names", None)
-    add_column = getattr(dataset, "add_column", None)
-    if column_names is not None and callable(add_column):
-        if INDEX_COLUMN in column_names:
+    if isinstance(dataset, _ColumnDataset) and dataset.column_names is not None:
+        if INDEX_COLUMN in dataset.column_names:
             if list(dataset[INDEX_COLUMN]) != list(range(len(dataset))):
                 raise ValueError(f"column {INDEX_COLUMN!r} exists but does not hold each row's index")
             return dataset
-        return add_column(INDEX_COLUMN, list(range(len(dataset))))
+        return dataset.add_column(INDEX_COLUMN, list(range(len(dataset))))
     return _IndexedRows(dataset)

@@ -21,7 +21,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -41,10 +41,9 @@ WEIGHT_BLIND_LOSSES = {
 def _get(config: Any, dotted: str, default: Any = None) -> Any:
     node = config
     for part in dotted.split("."):
-        getter = getattr(node, "get", None)
-        if getter is None:
+        if not isinstance(node, Mapping):  # a dict or an OmegaConf DictConfig (a Mapping too)
             return default
-        node = getter(part, None)
+        node = node.get(part, None)
         if node is None:
             return default
     return node

@@ -36,9 +36,9 @@ def _plain(value: Any) -> Any:
 
 def flexkit_settings(config: Any) -> dict[str, Any] | None:
     """``config.flexkit`` as a plain dict (``{"pipeline": ...}`` for the legacy key), or ``None`` when absent."""
-    getter = getattr(config, "get", None)
-    if getter is None:
+    if not isinstance(config, Mapping):  # a dict or an OmegaConf DictConfig (a Mapping too)
         return None
+    getter = config.get
     section = getter(CONFIG_KEY, None)
     if section is not None:
         section = _plain(section)

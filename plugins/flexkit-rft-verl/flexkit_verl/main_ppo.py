@@ -72,7 +72,7 @@ class FlexkitTaskRunnerV1:
             trainer.fit(manager)
             succeeded = True
         finally:
-            tracking = getattr(trainer, "logger", None)
+            tracking = trainer.logger if trainer is not None else None  # declared on FlexkitV1TrainerMixin
             if tracking is not None:
                 tracking.finish(exit_code=0 if succeeded else 1)
             tq.close()

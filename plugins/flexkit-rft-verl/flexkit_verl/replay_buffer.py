@@ -45,8 +45,9 @@ from flexkit_verl.tq_batch import read_batch, read_validation, write_token_weigh
 
 def _root(node: Any) -> Any:
     """The whole verl config a child node belongs to (``None`` for a plain dict)."""
-    get_root = getattr(node, "_get_root", None)
-    return get_root() if callable(get_root) else None
+    from omegaconf import Container
+
+    return node._get_root() if isinstance(node, Container) else None
 
 
 class FlexkitSampling:

@@ -16,12 +16,25 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
 from flexkit import CheckpointError
 from flexkit_verl.sampler import FlexkitSampler
+
+
+@runtime_checkable
+class HasSampler(Protocol):
+    """A dataloader, as far as flexkit reads it: verl's ``StatefulDataLoader``, or any loader with a ``sampler``."""
+
+    sampler: Any
+
+
+def loader_sampler(loader: Any) -> FlexkitSampler | None:
+    """The :class:`FlexkitSampler` of ``loader`` (``None``: no loader, or another sampler)."""
+    sampler = loader.sampler if isinstance(loader, HasSampler) else None
+    return sampler if isinstance(sampler, FlexkitSampler) else None
 
 
 def checkpoint_folder(config: Any, global_steps: int) -> str | None:
@@ -55,8 +68,8 @@ def restore_sampler(loader: Any, folder: str | None) -> bool:
     (no flexkit sampler, no folder or no file). A file without a sampler state raises ``CheckpointError``; one that
     ``torch.load(weights_only=True)`` refuses (it holds objects besides tensors and plain data, e.g. a crafted
     pickle) raises :class:`~flexkit.errors.CheckpointError`, and none of its code runs."""
-    sampler = getattr(loader, "sampler", None)
-    if not isinstance(sampler, FlexkitSampler) or folder is None:
+    sampler = loader_sampler(loader)
+    if sampler is None or folder is None:
         return False
     path = os.path.join(folder, "data.pt")
     if not os.path.exists(path):

@@ -8,7 +8,7 @@ rollout's (``rm_scores``, ``response_mask``, ...) as jagged tensors.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -19,19 +19,40 @@ from flexkit_verl.dataset import INDEX_KEY
 FIELDS = ("uid", "rm_scores", "response_mask", "extra_info")
 
 
+@runtime_checkable
+class _Listable(Protocol):
+    """A batch field with ``tolist``: tensordict's ``NonTensorStack`` and ``NonTensorData``, tensors, arrays."""
+
+    def tolist(self) -> Any:
+        """The field's values as a (nested) list."""
+        ...
+
+
+@runtime_checkable
+class _Wrapped(Protocol):
+    """One value of a non-tensor field as tensordict wraps it (``NonTensorData``: the value in ``data``)."""
+
+    data: Any
+
+
 def _as_list(value: Any) -> list[Any]:
     """A non-tensor field of a TransferQueue batch (NonTensorStack, list-like) as a list of Python values."""
-    items = value.tolist() if hasattr(value, "tolist") else list(value)
-    return [getattr(item, "data", item) for item in items]
+    items = value.tolist() if isinstance(value, _Listable) else list(value)
+    return [item.data if isinstance(item, _Wrapped) else item for item in items]
+
+
+def _is_nested(value: Any) -> bool:
+    """Whether ``value`` is a nested (jagged) tensor, as TransferQueue returns variable-length fields."""
+    return isinstance(value, torch.Tensor) and value.is_nested
 
 
 def _padded(value: Any) -> torch.Tensor:
-    padded: torch.Tensor = value.to_padded_tensor(0) if getattr(value, "is_nested", False) else value
+    padded: torch.Tensor = value.to_padded_tensor(0) if _is_nested(value) else value
     return padded
 
 
 def _response_lengths(mask: Any) -> list[int]:
-    if getattr(mask, "is_nested", False):
+    if _is_nested(mask):
         return [int(n) for n in mask.offsets().diff().tolist()]
     return [int(mask.shape[-1])] * int(mask.shape[0])
 

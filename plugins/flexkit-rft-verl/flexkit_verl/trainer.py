@@ -19,13 +19,21 @@ Each validation's metrics (``val-core/<data_source>/acc/mean@1``, ...) reach the
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sized
+from typing import Any, Protocol, runtime_checkable
 
 from flexkit import Pipeline, TasksetScheduler, pipeline_metrics
 from flexkit_verl.checks import check_trainer_config
-from flexkit_verl.resume import checkpoint_folder, restore_sampler
+from flexkit_verl.resume import checkpoint_folder, loader_sampler, restore_sampler
 from flexkit_verl.sampler import FlexkitSampler
 from flexkit_verl.weights import apply_token_weights
+
+
+@runtime_checkable
+class _HasMetaInfo(Protocol):
+    """An actor update's output, as far as the mixin reads it: verl's ``DataProto`` (``meta_info["metrics"]``)."""
+
+    meta_info: Any
 
 
 class FlexkitTrainerMixin:
@@ -37,11 +45,13 @@ class FlexkitTrainerMixin:
     """
 
     flexkit_pipeline: Pipeline | None = None
+    #: verl's attributes, which ``RayPPOTrainer`` sets as it goes (``train_dataloader`` when it builds the
+    #: dataloaders, ``global_steps`` in ``fit`` and on resume): their values before then.
+    train_dataloader: Any = None
+    global_steps: int = 0
 
     def _flexkit_sampler(self) -> FlexkitSampler | None:
-        loader = getattr(self, "train_dataloader", None)
-        sampler = getattr(loader, "sampler", None)
-        return sampler if isinstance(sampler, FlexkitSampler) else None
+        return loader_sampler(self.train_dataloader)
 
     def _flexkit_source(self, sampler: FlexkitSampler | None) -> Pipeline | TasksetScheduler | None:
         """What takes evaluations and reports metrics: ``flexkit_pipeline``, else the sampler's pipeline, else its
@@ -55,7 +65,7 @@ class FlexkitTrainerMixin:
         sampler = self._flexkit_sampler()
         pipeline = sampler.pipeline if sampler is not None else self.flexkit_pipeline
         if pipeline is not None:
-            steps = len(self.train_dataloader) if sampler is not None else None  # type: ignore[attr-defined]
+            steps = len(self.train_dataloader) if sampler is not None else None
             config = self.config  # type: ignore[attr-defined]
             if sampler is None:  # a sample stage alone: only the loss modes matter
                 from flexkit_verl.checks import loss_mode_issues
@@ -72,8 +82,7 @@ class FlexkitTrainerMixin:
     def _load_checkpoint(self) -> Any:
         """verl's checkpoint load, then the flexkit sampler from ``data.pt`` even where verl skipped it."""
         result = super()._load_checkpoint()  # type: ignore[misc]
-        restore_sampler(getattr(self, "train_dataloader", None),
-                        checkpoint_folder(self.config, getattr(self, "global_steps", 0)))  # type: ignore[attr-defined]
+        restore_sampler(self.train_dataloader, checkpoint_folder(self.config, self.global_steps))  # type: ignore[attr-defined]
         return result
 
     def _validate(self, *args: Any, **kwargs: Any) -> Any:
@@ -92,12 +101,12 @@ class FlexkitTrainerMixin:
         payload = sampler.update(batch) if sampler is not None else None
         pipeline = self.flexkit_pipeline or (sampler.pipeline if sampler is not None else None)
         if pipeline is not None and pipeline.has_sample_stage:
-            apply_token_weights(pipeline, batch, step=int(getattr(self, "global_steps", 0)),
+            apply_token_weights(pipeline, batch, step=int(self.global_steps),
                                 index_key=sampler.index_key if sampler is not None else "flexkit_index")
         output = super()._update_actor(batch)  # type: ignore[misc]
         source = self._flexkit_source(sampler)
-        metrics = getattr(output, "meta_info", {}).get("metrics") if hasattr(output, "meta_info") else None
+        metrics = output.meta_info.get("metrics") if isinstance(output, _HasMetaInfo) else None
         if source is not None and isinstance(metrics, dict):
-            rollouts = len(batch) if hasattr(batch, "__len__") else None
+            rollouts = len(batch) if isinstance(batch, Sized) else None
             metrics.update({k: [v] for k, v in pipeline_metrics(source, feedback=payload, rollouts=rollouts).items()})
         return output

@@ -19,7 +19,7 @@ Use :func:`flexkit_trainer_class` on the class ``trainer.v1.trainer_mode`` names
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from flexkit import ConfigError, Pipeline
 from flexkit_verl.checks import check_trainer_config
@@ -39,7 +39,7 @@ class FlexkitV1TrainerMixin:
         ``trainer.v1.sampler.custom_sampler``; :class:`~flexkit.ConfigError` when it is another class."""
         from flexkit_verl.replay_buffer import FlexkitSampling
 
-        buffer = getattr(self, "replay_buffer", None)  # verl's attribute
+        buffer = self.replay_buffer  # verl's attribute (None before verl builds it)
         if not isinstance(buffer, FlexkitSampling):
             raise ConfigError("trainer.v1.sampler.custom_sampler must be flexkit's replay buffer "
                               "(path=pkg://flexkit_verl.replay_buffer, name=FlexkitReplayBuffer or "
@@ -60,7 +60,7 @@ class FlexkitV1TrainerMixin:
         super()._init_dataloader()  # type: ignore[misc]
         dataset = IndexedDataset(self.train_dataset)
         sampler = FlexkitSampler(pipeline, dataset)
-        val_columns = dataset_columns(getattr(self, "val_dataset", None))
+        val_columns = dataset_columns(self.val_dataset)
         check_trainer_config(self.config, pipeline, steps_per_epoch=self.steps_per_epoch, v1=True,
                              val_columns=val_columns)
         columns = group_columns(pipeline)  # read from the validation rows: the required ones, the others if there
@@ -77,7 +77,7 @@ class FlexkitV1TrainerMixin:
     def _load_checkpoint(self) -> Any:
         """verl's checkpoint load, then the flexkit sampler from ``data.pt`` (whatever verl skipped)."""
         result = super()._load_checkpoint()  # type: ignore[misc]
-        restore_sampler(self.train_dataloader, checkpoint_folder(self.config, getattr(self, "global_steps", 0)))
+        restore_sampler(self.train_dataloader, checkpoint_folder(self.config, self.global_steps))
         return result
 
     def _validate(self, *args: Any, **kwargs: Any) -> Any:
@@ -92,19 +92,37 @@ class FlexkitV1TrainerMixin:
             self.flexkit_pipeline.evaluation(result)
         return result
 
-    # attributes verl's PPOTrainer sets
+    # attributes verl's PPOTrainer sets; those it may not have set yet with their values before then
     config: Any
     train_dataset: Any
     train_dataloader: Any
     train_dataloader_it: Any
     steps_per_epoch: int
-    replay_buffer: Any
+    replay_buffer: Any = None
+    val_dataset: Any = None
+    global_steps: int = 0  # set in fit and on resume
+    logger: Any = None  # verl's Tracking, set in fit
+
+
+@runtime_checkable
+class _HasDataframe(Protocol):
+    """verl's ``RLHFDataset``, as far as :func:`dataset_columns` reads it: its Hugging Face ``dataframe``."""
+
+    dataframe: Any
+
+
+@runtime_checkable
+class _Columned(Protocol):
+    """A Hugging Face ``datasets.Dataset``, as far as :func:`dataset_columns` reads it."""
+
+    column_names: Any
 
 
 def dataset_columns(dataset: Any) -> list[str] | None:
     """The column names of a verl ``RLHFDataset`` (its Hugging Face ``dataframe``), ``None`` for a dataset that
     does not expose them (its columns are then checked at the first validation)."""
-    names = getattr(getattr(dataset, "dataframe", None), "column_names", None)  # verl's / datasets' attributes
+    frame = dataset.dataframe if isinstance(dataset, _HasDataframe) else None
+    names = frame.column_names if isinstance(frame, _Columned) else None
     return [str(n) for n in names] if isinstance(names, (list, tuple)) else None
 
 
