@@ -73,7 +73,17 @@ arXiv 1707.09727; Garivier & Moulines, arXiv 0805.3415 for discounting in non-st
   every batch, from its first batch as a learnt group, and the loop adds the rest while it slides (a slide between
   two evaluations then meets draws at once, and only a level that keeps sliding costs the whole floor).
 
-Cost per step: O(K) to select, O(feedback) to update, plus one group id per task (4 bytes). State: four floats
+- with ``text_key`` (a text column, such as ``"prompt"``) and ``bins = k``, for a pool with no column that groups
+  tasks: the groups are automatic, the ``k`` quantiles of a pass-rate model's predictions over the prompts
+  (hashed byte n-grams, an online Bayesian logistic regression with a discounted Laplace posterior:
+  :mod:`flexkit.selectors._prompt_model`), re-cut at each selection from a fixed reference sample of the pool; a
+  fed-back task counts for the group the model put it in before learning from it. Everything above applies to
+  them, but a per-group ``guard_metric``: the groups are ranks that no evaluation names (one metric for the whole
+  pool is accepted).
+
+Cost per step: O(K) to select, O(feedback) to update, plus one group id per task (4 bytes); with ``text_key``,
+scoring the ``K`` candidates and the reference tasks instead of the group ids, and one Newton solve per feedback
+batch (docs/task-selection.md has the measured costs). State: four floats
 and a pass-rate average per group (with ``guard_metric``, two held-out values too), and the RNG.
 """
 
