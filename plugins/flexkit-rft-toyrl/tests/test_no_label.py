@@ -139,3 +139,62 @@ def test_the_trainer_rolls_out_an_unlabelled_pool_and_evaluates_by_level(tmp_pat
     np.testing.assert_array_equal(np.asarray(rollout.batch["level"]), expected)  # the level from the operand
     evaluation = trainer.evaluate(step=0)
     assert {f"eval_accuracy/{level}" for level in LEVELS} <= set(evaluation)
+
+
+NO_LABEL_TINY = """
+[run]
+batch_size = 8
+seed = 3
+total_steps = 12
+eval_every = 4
+checkpoint_every = 5
+
+[[tasksets]]
+name = "addition"
+storage_type = "arithmetic"
+size = 400
+levels = [1, 2, 3]
+label = "none"
+
+[tasksets.selector]
+type = "frontier"
+text_key = "prompt"
+bins = 4
+retain = 0.5
+retain_above = 0.9
+
+[replay]
+groups = 4
+max_age = 2
+
+[trainer]
+type = "toyrl"
+max_digits = 3
+d_model = 16
+n_heads = 2
+group_size = 4
+warmup_steps = 5
+warmup_batch_size = 16
+warmup_level_weights = [0.5, 0.5]
+eval_tasks_per_level = 10
+eval_levels = [1, 2, 3]
+"""
+
+
+def test_a_no_label_run_resumes_exactly_and_records_the_models_estimates(tmp_path: Path) -> None:
+    """The pipeline loads the prompt column for text_key, the model's state goes into the checkpoints, and a run
+    resumed after a crash ends exactly as the uninterrupted one."""
+    pytest.importorskip("torch")
+    from flexkit import load_pipeline, run_pipeline
+    from flexkit.testing import crash_run, read_metrics
+
+    path = tmp_path / "pipeline.toml"
+    path.write_text(NO_LABEL_TINY)
+    full = run_pipeline(load_pipeline(path), run_dir=tmp_path / "full", progress=None)
+    crash_run(load_pipeline(path), tmp_path / "broken", 8)
+    resumed = run_pipeline(load_pipeline(path), run_dir=tmp_path / "broken", resume=True, progress=None)
+    assert read_metrics(tmp_path / "broken") == read_metrics(tmp_path / "full")
+    assert resumed.last_eval == full.last_eval
+    steps = read_metrics(tmp_path / "full")[1:]
+    assert all(sum(m["flexkit/predicted_pass_rate"]["pool"]) == 400 for m in steps)  # the model scores the pool
+    assert all("flexkit/level_mix" not in m for m in steps)  # no row tells its level
