@@ -33,7 +33,7 @@ from flexkit.sample.stage import SampleStage
 from flexkit.sample.stage_checks import check_refill_stage
 from flexkit.scheduler.scheduler import AFTER_FEEDBACK, TasksetEntry, TasksetScheduler
 from flexkit.selectors import members
-from flexkit.selectors.base import FEATURE_KEYS, feature_keys_of
+from flexkit.selectors.base import FEATURE_KEYS, TEXT_KEY, columns_of
 from flexkit.state_problems import add_problem
 from flexkit.tasksets import lazy_features
 from flexkit.tasksets.base import as_label, not_a_label, path_of
@@ -388,7 +388,7 @@ def build_scheduler(config: PipelineConfig, plugins: PluginHost, base_dir: Path)
                 size = len(taskset)
             if size == 0:
                 raise TasksetError("the taskset is empty", taskset=ts.name, path=path_of(taskset))
-            keys = feature_keys_of(ts.selector.config)
+            keys = columns_of(ts.selector.config)
             selector_component = plugins.component("selector", ts.selector.type)
             with component_bugs(selector_component, f"tasksets[{i}]"):
                 selector = selector_component.build(
@@ -426,7 +426,8 @@ def make_selector(
     """Build a registered selector directly, without a pipeline file.
 
     ``params`` are validated by the selector's config class exactly as a TOML table would be. When
-    ``features`` is given and ``feature_keys`` is not, the features' keys (in order) are used::
+    ``features`` is given and ``feature_keys`` is not, the features' keys (in order, but for a ``text_key``'s) are
+    used::
 
         sel = flexkit.make_selector("difficulty_based", size=N, seed=0,
                                     features={"f0": a0, "f1": a1}, target_reward=0.5, tau=0.5)
@@ -436,7 +437,7 @@ def make_selector(
     if features is not None and FEATURE_KEYS not in params and any(
         f.alias == FEATURE_KEYS for f in attrs.fields(component.config_cls)
     ):
-        params[FEATURE_KEYS] = list(features)
+        params[FEATURE_KEYS] = [key for key in features if key != params.get(TEXT_KEY)]
     config = structure(make_converter(host), params, component.config_cls)
     keep = members.flag(component.factory, "keeps_feature_dtypes")  # reads numeric arrays of any dtype itself
     arrays = {k: _feature_array(name, k, v, keep) for k, v in (features or {}).items()}

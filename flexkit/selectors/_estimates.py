@@ -101,7 +101,10 @@ class GroupRates:
 
     def update(self, indices: np.ndarray, values: np.ndarray) -> None:
         """Fold each group's mean of one feedback batch into its rate (the first batch is taken as is)."""
-        gids = self.group[indices]
+        self.update_groups(self.group[indices], values)
+
+    def update_groups(self, gids: np.ndarray, values: np.ndarray) -> None:
+        """:meth:`update` for tasks given by their group ids (groups that change as a model learns)."""
         counts = np.bincount(gids, minlength=len(self.values))
         present = np.flatnonzero(counts)
         means = np.bincount(gids, weights=values, minlength=len(self.values))[present] / counts[present]
@@ -155,8 +158,11 @@ class GroupBeta:
 
     def update(self, indices: np.ndarray, outcomes: np.ndarray) -> None:
         """Discount every group's evidence once, then add the outcomes of ``indices`` to their groups."""
+        self.update_groups(self.group[indices], outcomes)
+
+    def update_groups(self, gids: np.ndarray, outcomes: np.ndarray) -> None:
+        """:meth:`update` for tasks given by their group ids (groups that change as a model learns)."""
         count = len(self.a)
-        gids = self.group[indices]
         hits = np.bincount(gids, weights=outcomes, minlength=count)
         seen = np.bincount(gids, minlength=count).astype(np.float64)
         self.a = self.discount * self.a + hits

@@ -9,7 +9,8 @@ The conventions a pipeline relies on (also listed under ``flexkit_register_selec
 :mod:`flexkit.plugins.hookspecs`):
 
 - a config field named :data:`FEATURE_KEYS` (``feature_keys``) lists the taskset's feature columns the selector
-  reads; the pipeline loads exactly those (:func:`feature_keys_of`) and passes them as ``features``;
+  reads, and one named :data:`TEXT_KEY` (``text_key``) a text column; the pipeline loads exactly those
+  (:func:`columns_of`) and passes them as ``features``;
 - :attr:`Selector.allows_repeats`: whether one batch may hold an index twice (else the scheduler refuses a
   batch share larger than the taskset, and refuses a batch that repeats an index);
 - :attr:`Selector.repeats_across_epochs`: whether a batch crossing the end of the selector's own epoch may hold
@@ -43,6 +44,8 @@ Seed = int | np.random.SeedSequence
 
 #: The config field naming the feature columns a selector reads (in order).
 FEATURE_KEYS = "feature_keys"
+#: The config field naming a text column a selector reads (the pipeline loads it with the feature columns).
+TEXT_KEY = "text_key"
 
 LoadStateDict = Callable[[Any, Mapping[str, Any]], None]
 
@@ -106,6 +109,14 @@ def feature_keys_of(config: Any) -> tuple[str, ...]:
 def _inherited(cls: type, name: str) -> Any:
     """The class attribute ``name`` of ``cls`` as its MRO's class dictionaries hold it (``None``: none has it)."""
     return next((c.__dict__[name] for c in cls.__mro__ if name in c.__dict__), None)
+
+
+def columns_of(config: Any) -> tuple[str, ...]:
+    """Every column a pipeline loads for a selector: its :data:`FEATURE_KEYS`, then the text column its
+    :data:`TEXT_KEY` field names, when set (``frontier``'s pass-rate model over prompts)."""
+    text = getattr(config, TEXT_KEY, "") or ""
+    keys = feature_keys_of(config)
+    return (*keys, text) if text and text not in keys else keys
 
 
 class Selector(Configurable, abc.ABC):

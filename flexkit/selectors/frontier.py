@@ -73,7 +73,17 @@ arXiv 1707.09727; Garivier & Moulines, arXiv 0805.3415 for discounting in non-st
   every batch, from its first batch as a learnt group, and the loop adds the rest while it slides (a slide between
   two evaluations then meets draws at once, and only a level that keeps sliding costs the whole floor).
 
-Cost per step: O(K) to select, O(feedback) to update, plus one group id per task (4 bytes). State: four floats
+- with ``text_key`` (a text column, such as ``"prompt"``) and ``bins = k``, for a pool with no column that groups
+  tasks: the groups are automatic, the ``k`` quantiles of a pass-rate model's predictions over the prompts
+  (hashed byte n-grams, an online Bayesian logistic regression with a discounted Laplace posterior:
+  :mod:`flexkit.selectors._prompt_model`), re-cut at each selection from a fixed reference sample of the pool; a
+  fed-back task counts for the group the model put it in before learning from it. Everything above applies to
+  them, but a per-group ``guard_metric``: the groups are ranks that no evaluation names (one metric for the whole
+  pool is accepted).
+
+Cost per step: O(K) to select, O(feedback) to update, plus one group id per task (4 bytes); with ``text_key``,
+scoring the ``K`` candidates and the reference tasks instead of the group ids, and one Newton solve per feedback
+batch (docs/task-selection.md has the measured costs). State: four floats
 and a pass-rate average per group (with ``guard_metric``, two held-out values too), and the RNG.
 """
 
@@ -97,6 +107,7 @@ from flexkit.selectors._estimates import (
 )
 from flexkit.selectors._grouping import TaskGroups, bins_field, uniform_fraction_field
 from flexkit.selectors._held_out import PLACEHOLDER, HeldOutWatch, metric_names, reads_test_split
+from flexkit.selectors._prompt_model import HashedFeatures, PromptPassModel, PromptTexts, reference_sample, text_column
 from flexkit.selectors.base import Selector
 from flexkit.state_problems import is_count, short
 
@@ -114,6 +125,29 @@ class FrontierConfig:
         "features cut into quantile bins. Empty: one group (the whole pool).",
     )
     bins: int = bins_field()
+    text_key: str = field(
+        default="",
+        doc="Text column (such as \"prompt\") for pools with no column that groups tasks: a pass-rate model over "
+            "the prompts' hashed n-grams, learned from every feedback batch, ranks the tasks, and bins = k cuts "
+            "its predicted pass rates into k quantile groups at each selection (instead of feature_keys).",
+    )
+    hash_bits: int = field(
+        default=12, ge=4, le=22, doc="With text_key: the model hashes n-grams into 2**hash_bits signed buckets."
+    )
+    ngrams: int = field(default=3, ge=1, le=7, doc="With text_key: the model reads byte n-grams of n = 1 .. ngrams.")
+    model_discount: float = field(
+        default=0.98, gt=0, le=1,
+        doc="With text_key: share of the model's evidence (its weights' precision above the prior) kept at each "
+            "feedback batch, so that it follows the policy as it learns (1: none forgotten).",
+    )
+    model_prior: float = field(
+        default=1.0, gt=0, le=1e6, doc="With text_key: precision of the model's Gaussian prior on each weight."
+    )
+    reference_tasks: int = field(
+        default=4096, ge=16, le=1 << 24,
+        doc="With text_key: tasks (a fixed uniform sample; the whole pool when smaller) whose predicted pass rates "
+            "set the quantile edges of the groups.",
+    )
     candidates: float = field(
         default=4.0, ge=1, le=1e6, doc="Candidates drawn uniformly per batch, as a multiple of the batch size."
     )
@@ -188,6 +222,19 @@ class FrontierConfig:
         test_metric = reads_test_split(self.guard_metric)
         if test_metric is not None:
             raise ConfigError(test_metric)
+        if self.text_key:
+            if self.feature_keys:
+                raise ConfigError(f"text_key = {self.text_key!r} groups tasks by a model of their pass rate, and "
+                                  f"feature_keys = {list(self.feature_keys)!r} by columns: set one of them")
+            if self.bins < 2:
+                raise ConfigError(f"text_key = {self.text_key!r} cuts the model's predicted pass rates into bins "
+                                  f"quantile groups, and bins = {self.bins} makes none: set bins = 2 or more "
+                                  "(such as 8)")
+            if PLACEHOLDER in self.guard_metric:
+                raise ConfigError(f"guard_metric = {self.guard_metric!r} names each group's metric by its feature "
+                                  "value ({}), and the groups of text_key are quantiles of a model's predictions, "
+                                  "which no evaluation names: leave guard_metric empty, or name one metric for the "
+                                  'whole pool ("val_accuracy")')
         if PLACEHOLDER in self.guard_metric and not self.feature_keys:
             raise ConfigError(f"guard_metric = {self.guard_metric!r} names each group's metric by its first feature "
                               "value ({}), and without feature_keys there are no groups: set feature_keys (such as "
@@ -212,7 +259,17 @@ class FrontierSelector(Selector):
 
     def _init_state(self) -> None:
         config = self.config
-        if config.feature_keys:
+        self.model: PromptPassModel | None = None
+        if config.text_key:
+            self.groups = TaskGroups(np.zeros(0, dtype=np.int32), [f"predicted_q{k + 1}" for k in range(config.bins)])
+            texts = PromptTexts(text_column(self.features, config.text_key, self.size, "frontier"), "frontier",
+                                config.text_key)
+            self.model = PromptPassModel(HashedFeatures(texts, config.hash_bits, config.ngrams), config.model_prior,
+                                         config.model_discount)
+            self.reference = reference_sample(self.size, config.reference_tasks)
+            self._edges: tuple[int, np.ndarray] | None = None  # (model version, quantile edges)
+            self._pool_rates: tuple[int, np.ndarray] | None = None  # (model version, every task's prediction)
+        elif config.feature_keys:
             self.groups = TaskGroups.from_features(self.features, config.feature_keys, self.size, bins=config.bins,
                                                    owner="frontier")
         else:
@@ -250,8 +307,35 @@ class FrontierSelector(Selector):
         """Posterior mean of each group's probability of an informative group of answers."""
         return self.posterior.mean()
 
-    def predicted_pass_rates(self) -> np.ndarray:
-        """Every task's group pass rate (the pool's mean where its group has no feedback yet; 0.5 before any)."""
+    def group_of(self, indices: np.ndarray) -> np.ndarray:
+        """The group id of each task of ``indices``: its column's group, or with ``text_key`` the quantile of
+        the model's predicted pass rate it falls in (``predicted_q1``: the lowest)."""
+        if self.model is None:
+            gids: np.ndarray = self.groups.group[indices]
+            return gids
+        return np.searchsorted(self.edges(), self.model.predict(indices), side="right").astype(np.int32)
+
+    def edges(self) -> np.ndarray:
+        """With ``text_key``: the ``bins − 1`` quantile edges of the model's predicted pass rates over the
+        reference tasks (recomputed when the model has changed)."""
+        assert self.model is not None
+        version = self.model.version
+        if self._edges is None or self._edges[0] != version:
+            predicted = self.model.predict(self.reference)
+            self._edges = (version, np.quantile(predicted, np.arange(1, self.config.bins) / self.config.bins))
+        return self._edges[1]
+
+    def predicted_pass_rates(self) -> np.ndarray | None:
+        """Every task's group pass rate (the pool's mean where its group has no feedback yet; 0.5 before any); with
+        ``text_key``, the model's prediction for every task where the pool's features are kept (hashed once:
+        :data:`~flexkit.selectors._prompt_model.FEATURE_CACHE_BYTES`), else ``None`` (scoring a pool that large at
+        every step would cost more than the selection itself)."""
+        if self.model is not None:
+            if not self.model.features.cached:
+                return None
+            if self._pool_rates is None or self._pool_rates[0] != self.model.version:
+                self._pool_rates = (self.model.version, self.model.predict(np.arange(self.size, dtype=np.int64)))
+            return self._pool_rates[1]
         rates = self.pass_rates.values
         seen = rates[~np.isnan(rates)]
         return self.pass_rates.of(slice(None), float(seen.mean()) if seen.size else 0.5)
@@ -259,21 +343,23 @@ class FrontierSelector(Selector):
     def _select(self, batch_size: int, return_extra_info: bool) -> tuple[np.ndarray, dict[str, Any]]:
         config = self.config
         cand = draw_candidates(self.rng, self.size, candidate_count(batch_size, config.candidates, self.size))
+        cand_groups = self.group_of(cand)
         floor = uniform_floor(batch_size, config.uniform_fraction, self.rng)
-        kept, rest = cand[:floor], cand[floor:]
+        kept, rest = np.arange(floor), np.arange(floor, len(cand))  # positions in cand
         if config.retain:
-            kept, rest = self._retained(kept, rest, batch_size)
-        gids = self.groups.group[rest]
+            kept, rest = self._retained(kept, rest, cand_groups, batch_size)
+        gids = cand_groups[rest]
         values = self.posterior.draw(self.rng, gids) if config.thompson else self.posterior.mean()[gids]
         if config.unsolved_weight:
             passes = self.passes.draw(self.rng, gids) if config.thompson else self.passes.mean()[gids]
             values = values * (1.0 - passes) ** config.unsolved_weight
         pick = gumbel_top_k(np.log(values + 1e-12), batch_size - len(kept), config.tau, self.rng)
-        chosen = np.concatenate([kept, rest[pick]])
+        positions = np.concatenate([kept, rest[pick]])
+        chosen = cand[positions]
         info: dict[str, Any] = {}
         if return_extra_info:
             info = {"candidates": len(cand), "uniform": floor, "retained": len(kept) - floor,
-                    "group": self.groups.group[chosen],
+                    "group": cand_groups[positions],
                     "value": np.concatenate([np.full(len(kept), np.nan), values[pick]])}
         return chosen, info
 
@@ -300,21 +386,26 @@ class FrontierSelector(Selector):
         if self.config.guard_metric:
             self.held_out.observe(metrics)
 
-    def _retained(self, kept: np.ndarray, rest: np.ndarray, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
-        """Move the learnt groups' tasks among the next ``retain · B`` candidates (rounded at random) from ``rest`` to
-        ``kept`` (the others stay in the valued draw)."""
+    def _retained(self, kept: np.ndarray, rest: np.ndarray, groups: np.ndarray,
+                  batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+        """Move the learnt groups' candidates among the next ``retain · B`` (rounded at random) from ``rest`` to
+        ``kept`` (the others stay in the valued draw); both hold positions of candidates whose groups are
+        ``groups``."""
         probe = rest[:min(len(rest), uniform_floor(batch_size, self.config.retain, self.rng),
                            batch_size - len(kept))]
-        shares = self.floor_shares()[self.groups.group[probe]]
+        shares = self.floor_shares()[groups[probe]]
         learnt = shares > 0
         if ((shares > 0) & (shares < 1)).any():  # a part of the floor: keep each such candidate with that chance
             learnt &= self.rng.random(len(probe)) < shares
         return np.concatenate([kept, probe[learnt]]), np.concatenate([probe[~learnt], rest[len(probe):]])
 
     def _update(self, indices: np.ndarray, values: np.ndarray) -> None:
-        self.posterior.update(indices, ((values > 0) & (values < 1)).astype(np.float64))
-        self.passes.update(indices, values)
-        self.pass_rates.update(indices, values)
+        gids = self.group_of(indices)  # with text_key: the groups the model put them in before it learns from them
+        if self.model is not None:
+            self.model.update(indices, values)  # all or nothing, and first: nothing else can fail after it
+        self.posterior.update_groups(gids, ((values > 0) & (values < 1)).astype(np.float64))
+        self.passes.update_groups(gids, values)
+        self.pass_rates.update_groups(gids, values)
 
     def summary(self) -> dict[str, float]:
         """Per group (up to :data:`SUMMARY_GROUPS`): its posterior informative rate and its pass rate."""
@@ -335,6 +426,8 @@ class FrontierSelector(Selector):
                  **self.passes.state_dict(), "pass_rates": self.pass_rates.state_dict()}
         if self.config.guard_metric:
             state["held_out"] = self.held_out.state_dict()
+        if self.model is not None:
+            state["model"] = self.model.state_dict()
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -356,5 +449,13 @@ class FrontierSelector(Selector):
             if "held_out" not in state:
                 raise StateMismatchError("saved state has no held-out accuracies; this selector has a guard_metric")
             watch.load_state_dict(state["held_out"])
+        model = self.model
+        if model is not None:
+            if "model" not in state:
+                raise StateMismatchError("saved state has no pass-rate model; this selector has a text_key")
+            model = PromptPassModel(model.features, self.config.model_prior, self.config.model_discount)
+            model.load_state_dict(state["model"])
         super().load_state_dict(state)
         self.posterior, self.passes, self.pass_rates, self.held_out = posterior, passes, rates, watch
+        if model is not None:
+            self.model, self._edges, self._pool_rates = model, None, None

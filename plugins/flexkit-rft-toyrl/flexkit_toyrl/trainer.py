@@ -227,7 +227,7 @@ class ToyRLTrainer(Trainer):
         n = len(tasks)
         taskset_ids = np.repeat([t.taskset_id for t in tasks], g)
         indices = np.repeat([t.index for t in tasks], g)
-        levels = np.repeat([_level(t) for t in tasks], g)
+        levels = np.repeat([_level(t, int(x), cfg.base) for t, x in zip(tasks, a, strict=True)], g)
         batch = RolloutBatch.from_dict({
             "input_ids": torch.cat([prompts, answers], dim=1),
             "response_mask": torch.ones(n * g, self.answer_len),
@@ -344,10 +344,17 @@ def _behaviour_log_probs(batch: Any, logp: torch.Tensor) -> torch.Tensor:
     return torch.where(replayed[:, None], batch["old_log_probs"].to(old.dtype), old)
 
 
-def _level(task: Any) -> int:
+def _level(task: Any, a: int, base: int) -> int:
+    """A task's level: its row's ``level``, or in a pool without one (``label = "none"``) the digits of ``a``
+    (every family draws a level-``L`` problem's ``a`` with exactly ``L`` digits, any digit at level 1)."""
     row = task.data if isinstance(task.data, Mapping) else {}
-    level = row.get("level", 0)
-    return int(level) if isinstance(level, int) else 0
+    level = row.get("level")
+    if isinstance(level, int) and not isinstance(level, bool):
+        return level
+    digits = 1
+    while a >= base ** digits:
+        digits += 1
+    return digits
 
 
 def _is_int(value: Any) -> TypeGuard[int]:
