@@ -71,6 +71,8 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/annotate/output.py::row_lines: TypeError, ValueError": _DATA,
     "flexkit/annotate/partial.py::_line_problem: ValueError": _DATA,
     "flexkit/pipeline/pipeline.py::_feature_array: ValueError": _DATA + " (numpy on a ragged column)",
+    "flexkit/selectors/_prompt_model.py::text_column: KeyError":
+        "a mapping lookup of the selector's text column: a missing column is a TasksetError naming it",
     "flexkit/pipeline/checkpoint.py::_committed_arrays: KeyError, TypeError, ValueError":
         _DATA + " (a damaged state.json)",
     "flexkit/pipeline/checkpoint.py::_locate_unserialisable: TypeError, ValueError":
