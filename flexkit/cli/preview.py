@@ -19,7 +19,6 @@ import attrs
 import numpy as np
 
 from flexkit.errors import FlexkitError
-from flexkit.plugins.contract import config_field
 from flexkit.run.estimates import level_mix
 from flexkit.selectors._grouping import TaskGroups, group_label
 from flexkit.selectors.base import feature_keys_of
@@ -258,7 +257,7 @@ def _refill_step(pipe: Any, step: int, epoch: int, feedback: str, rng: np.random
     from flexkit.run.dynamic_sampling import fill_batch
 
     trainer = pipe.config.trainer
-    group = int(config_field(trainer.config if trainer is not None else None, "group_size") or DEFAULT_GROUP_SIZE)
+    group = int(getattr(getattr(trainer, "config", None), "group_size", None) or DEFAULT_GROUP_SIZE)
     merged: dict[int, dict[str, list[Any]]] = {}
 
     def rollout(tasks: list[Any]) -> Any:

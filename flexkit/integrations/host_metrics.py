@@ -36,12 +36,10 @@ from flexkit.metric_names import (
     mix_share,
     selector_metric,
 )
-from flexkit.pipeline.pipeline import Pipeline
 from flexkit.run.estimates import predicted_pass_rates
 from flexkit.sample.refill_count import RefillCount
 from flexkit.sample.replay import ReplayBuffer
 from flexkit.scheduler.feedback import SELECTOR_METRIC
-from flexkit.scheduler.scheduler import TasksetScheduler
 from flexkit.selectors import members
 
 __all__ = ["ESTIMATE_MEAN_LIMIT", "PREFIX", "feedback_metrics", "pipeline_metrics", "selector_metrics"]
@@ -65,10 +63,10 @@ def pipeline_metrics(source: Any, *, feedback: Mapping[str, Any] | None = None, 
         replay: the host's ``[replay]`` buffer: the groups and responses its latest step replayed
             (``flexkit/replay/groups``, ``flexkit/replay/responses``).
     """
-    scheduler = source.scheduler if isinstance(source, Pipeline) else source
+    scheduler = getattr(source, "scheduler", source)
     out: dict[str, float] = {SCHEDULER_STEP: float(scheduler.step), EPOCH: float(scheduler.epoch)}
     out.update(_mix_metrics(scheduler))
-    stage = source.sample_stage if isinstance(source, Pipeline) and source.has_sample_stage else None
+    stage = getattr(source, "sample_stage", None) if getattr(source, "has_sample_stage", False) else None
     if stage is not None:
         out.update({k: float(v) for k, v in stage.metrics().items()})
     if refill is not None:
@@ -123,7 +121,7 @@ def selector_metrics(scheduler: Any) -> dict[str, float]:
     ``predicted_pass_rate_mean`` when the taskset has at most :data:`ESTIMATE_MEAN_LIMIT` tasks.
     """
     out: dict[str, float] = {}
-    with scheduler.idle() if isinstance(scheduler, TasksetScheduler) else nullcontext():  # not while a prefetch selects
+    with scheduler.idle() if hasattr(scheduler, "idle") else nullcontext():  # never while a prefetch selects
         for entry in scheduler.entries:
             out.update(_one_selector(entry))
     return out

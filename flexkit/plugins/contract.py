@@ -113,14 +113,6 @@ def optional_member(obj: Any, name: str, default: Any = None) -> Any:
     return getattr(obj, name, default)
 
 
-def config_field(config: Any, name: str, default: Any = None) -> Any:
-    """The value of the attrs field ``name`` of a component's ``config``, ``default`` where its class has no such
-    field (or ``config`` is not an attrs instance): a field walk, not a probe of optional behaviour."""
-    if config is None or not attrs.has(type(config)):
-        return default
-    return attrs.asdict(config, recurse=False).get(name, default)
-
-
 class Configurable:
     """Base of components: ``Config`` gives the default config, ``registered_name`` the name (see the module)."""
 

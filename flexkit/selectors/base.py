@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from flexkit.errors import ComponentError, ConfigError, FeedbackError, FlexkitError, StateMismatchError, TasksetError
-from flexkit.plugins.contract import Configurable, config_field, display_name
+from flexkit.plugins.contract import Configurable, display_name
 from flexkit.plugins.contract import OutOfRange as OutOfRange  # "clip" or "error"; its home is the selector protocol's
 
 Seed = int | np.random.SeedSequence
@@ -103,7 +103,7 @@ def _named_refusal(selector: Any, exc: Exception) -> StateMismatchError | None:
 
 def feature_keys_of(config: Any) -> tuple[str, ...]:
     """The feature columns a selector config names in its :data:`FEATURE_KEYS` field (none without one)."""
-    return tuple(config_field(config, FEATURE_KEYS, ()) or ())
+    return tuple(getattr(config, FEATURE_KEYS, ()) or ())
 
 
 def _inherited(cls: type, name: str) -> Any:
@@ -114,7 +114,7 @@ def _inherited(cls: type, name: str) -> Any:
 def columns_of(config: Any) -> tuple[str, ...]:
     """Every column a pipeline loads for a selector: its :data:`FEATURE_KEYS`, then the text column its
     :data:`TEXT_KEY` field names, when set (``frontier``'s pass-rate model over prompts)."""
-    text = config_field(config, TEXT_KEY, "") or ""
+    text = getattr(config, TEXT_KEY, "") or ""
     keys = feature_keys_of(config)
     return (*keys, text) if text and text not in keys else keys
 
