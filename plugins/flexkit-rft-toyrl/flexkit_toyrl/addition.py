@@ -33,12 +33,17 @@ def digits(values: np.ndarray, width: int, base: int) -> np.ndarray:
     return (values[:, None] // powers[None, :]) % base
 
 
+def encode_operator_prompts(a: np.ndarray, b: np.ndarray, width: int, base: int, operator: int) -> np.ndarray:
+    """(N, 2·width + 2) prompt tokens ``a-digits <operator> b-digits =`` (both operands in ``width`` slots)."""
+    n = len(a)
+    between = np.full((n, 1), operator, dtype=np.int64)
+    equals = np.full((n, 1), EQUALS, dtype=np.int64)
+    return np.concatenate([digits(a, width, base), between, digits(b, width, base), equals], axis=1)
+
+
 def encode_prompts(a: np.ndarray, b: np.ndarray, width: int, base: int) -> np.ndarray:
     """(N, 2·width + 2) prompt tokens ``a-digits + b-digits =``."""
-    n = len(a)
-    plus = np.full((n, 1), PLUS, dtype=np.int64)
-    equals = np.full((n, 1), EQUALS, dtype=np.int64)
-    return np.concatenate([digits(a, width, base), plus, digits(b, width, base), equals], axis=1)
+    return encode_operator_prompts(a, b, width, base, PLUS)
 
 
 def encode_answers(a: np.ndarray, b: np.ndarray, width: int, base: int) -> np.ndarray:

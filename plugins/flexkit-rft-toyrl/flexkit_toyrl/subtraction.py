@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from flexkit_toyrl.addition import EQUALS, digits, draw_problems, problem_ranges
 from flexkit_toyrl.addition import VOCAB_SIZE as ADDITION_VOCAB_SIZE
+from flexkit_toyrl.addition import digits, draw_problems, encode_operator_prompts, problem_ranges
 
 #: Token id of ``−`` (after the addition family's tokens, which keep their ids).
 MINUS = ADDITION_VOCAB_SIZE
@@ -35,10 +35,7 @@ sub_problem_ranges = problem_ranges
 
 def encode_sub_prompts(a: np.ndarray, b: np.ndarray, width: int, base: int) -> np.ndarray:
     """(N, 2·width + 2) prompt tokens ``a-digits − b-digits =``."""
-    n = len(a)
-    minus = np.full((n, 1), MINUS, dtype=np.int64)
-    equals = np.full((n, 1), EQUALS, dtype=np.int64)
-    return np.concatenate([digits(a, width, base), minus, digits(b, width, base), equals], axis=1)
+    return encode_operator_prompts(a, b, width, base, MINUS)
 
 
 def encode_sub_answers(a: np.ndarray, b: np.ndarray, width: int, base: int) -> np.ndarray:
