@@ -106,8 +106,9 @@ def _fake_distributions(site: Path, *names: str) -> None:
 
 
 def _no_cuda(site: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(site)}
-    return subprocess.run([sys.executable, str(ROOT / ".ci" / "no_cuda.py")], env=env, capture_output=True,
+    """The check over ``site`` alone: what the running environment holds (a CUDA torch on Python 3.10, say) must not
+    leak into the verdict."""
+    return subprocess.run([sys.executable, str(ROOT / ".ci" / "no_cuda.py"), str(site)], capture_output=True,
                           text=True, timeout=60)
 
 
@@ -122,12 +123,24 @@ def test_the_wheels_cuda_check_names_each_cuda_package(tmp_path: Path) -> None:
 
 def test_the_wheels_cuda_check_passes_a_cpu_environment(tmp_path: Path) -> None:
     _fake_distributions(tmp_path, "tritonclient", "nvidiax")  # names that only look alike
-    installed = {d.metadata["Name"].lower() for d in importlib.metadata.distributions()}
-    if any(n.startswith(("nvidia-", "nvidia_")) or n == "triton" for n in installed):
-        pytest.skip("this environment has a CUDA build of torch")
     done = _no_cuda(tmp_path)
     assert done.returncode == 0, done.stderr
     assert "no CUDA package" in done.stdout
+
+
+def test_regression_the_cuda_check_of_a_folder_ignores_the_running_environment(tmp_path: Path) -> None:
+    """On Python 3.10 CI's venv holds torch's CUDA build; the check of a folder of fake distributions read the whole
+    environment and named its real nvidia-* packages."""
+    clean, cuda = tmp_path / "clean", tmp_path / "cuda"
+    _fake_distributions(clean, "numpy")
+    _fake_distributions(cuda, "nvidia-nccl-cu13")
+    env = {**os.environ, "PYTHONPATH": str(cuda)}  # the running environment now "has" a CUDA package
+    done = subprocess.run([sys.executable, str(ROOT / ".ci" / "no_cuda.py"), str(clean)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    whole = subprocess.run([sys.executable, str(ROOT / ".ci" / "no_cuda.py")], env=env, capture_output=True,
+                           text=True, timeout=60)
+    assert whole.returncode == 1 and "nvidia-nccl-cu13" in whole.stderr
 
 
 @pytest.mark.parametrize(("plugin", "extras"), [("flexkit-rft-verl", ("verl", "test")),
