@@ -3,7 +3,6 @@ links), and CI installs the built wheels, not the checkout (``.ci/wheels``)."""
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import re
 import subprocess
