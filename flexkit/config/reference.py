@@ -205,7 +205,8 @@ def type_name(t: Any) -> str:
 
 
 def default_text(f: attrs.Attribute[Any]) -> str:
-    """The default of a field as TOML would write it; *required* or *unset* when there is none."""
+    """The default of a field as TOML would write it; *required* or *unset* when there is none, *from the other
+    fields* when it is computed from them (its description says how)."""
     meta = component_meta(f)
     if meta and meta.get("default_type"):
         return json.dumps(meta["default_type"])
@@ -215,7 +216,9 @@ def default_text(f: attrs.Attribute[Any]) -> str:
     if default is attrs.NOTHING:
         return "*required*"
     if isinstance(default, FACTORY_CLASS):
-        default = default.factory() if not default.takes_self else attrs.NOTHING
+        if default.takes_self:
+            return "*from the other fields*"
+        default = default.factory()
     if default is None or default is attrs.NOTHING:
         return "*unset*"
     return toml_value(default)

@@ -240,11 +240,13 @@ def run_support(pipe: Pipeline, trainer: Any) -> HostSupport:
     kind = pipe.config.trainer.type if pipe.config.trainer is not None else "?"
     every = pipe.config.run.eval_every
     if every <= 0:
-        no_evaluation = f"[run] eval_every = {every} runs no evaluation: set it above 0, or remove the key"
+        no_evaluation = (f"[run] eval_every = {every} runs no evaluation: set it above 0, or "
+                         'turn the guard off (guard_metric = "")')
     else:
         no_evaluation = (f"the trainer {kind!r} has no validation split (supports_validation = False), and the "
                          "selectors steer on validation only, never on the test split evaluate reports: give the "
-                         "trainer a validate method (docs/plugins/trainer.md), or remove the key")
+                         "trainer a validate method (docs/plugins/trainer.md), or turn the guard off "
+                         '(guard_metric = "")')
     return HostSupport(
         name=f"flexkit run with the trainer {kind!r}", sample=True, refill=True,
         replay=isinstance(trainer, Trainer) and trainer.supports_replay,

@@ -49,7 +49,7 @@ arXiv 1707.09727; Garivier & Moulines, arXiv 0805.3415 for discounting in non-st
   Beta-binomial: :class:`~flexkit.selectors._estimates.GroupBeta`). Finer groups can find the frontier inside a
   level, but each group of a level out of reach is otherwise re-probed on its own, and their draws add up; with
   the prior a group with little evidence is valued as its level is until its own evidence says otherwise;
-- with ``retain = r > 0`` (default 0), the next ``r · B`` uniform candidates (rounded at random) after the floor
+- with ``retain = r > 0`` (default 1), the next ``r · B`` uniform candidates (rounded at random) after the floor
   are kept as they are when their group is **learnt** (its pass rate at least ``retain_above``) and go back to the
   valued draw otherwise: every learnt group keeps about ``r`` times its uniform share of each batch whatever its value,
   and groups not yet learnt get no floor (unlike ``uniform_fraction``, nothing is spent on hopeless levels).
@@ -57,8 +57,9 @@ arXiv 1707.09727; Garivier & Moulines, arXiv 0805.3415 for discounting in non-st
   ``unsolved_weight`` alone its share falls to a few percent, and on a hard task family its greedy accuracy
   then settles a few points below where uniform sampling holds it (rehearsal against catastrophic forgetting,
   as in experience replay: Rolnick et al., arXiv 1811.11682).
-- with ``guard_metric`` set (``"val_accuracy/{}"``; ``{}`` stands for the group's first feature value, its
-  level), ``retain``'s floor is spent only where it is needed: a learnt group keeps it only while its held-out
+- with ``guard_metric`` set (``"val_accuracy/{}"``, the default where tasks are grouped by columns' values;
+  ``{}`` stands for the group's first feature value, its level),
+  ``retain``'s floor is spent only where it is needed: a learnt group keeps it only while its held-out
   accuracy, read from the trainer's validation evaluations (:meth:`observe_evaluation`; a test-split name,
   ``eval_accuracy...``, is refused), is more than ``guard_margin`` below
   its best so far, and gets no floor while it holds. The sampled pass rate cannot show that slide; the greedy
@@ -106,7 +107,13 @@ from flexkit.selectors._estimates import (
     uniform_floor,
 )
 from flexkit.selectors._grouping import TaskGroups, bins_field, uniform_fraction_field
-from flexkit.selectors._held_out import PLACEHOLDER, HeldOutWatch, metric_names, reads_test_split
+from flexkit.selectors._held_out import (
+    PLACEHOLDER,
+    VALIDATION_TEMPLATE,
+    HeldOutWatch,
+    metric_names,
+    reads_test_split,
+)
 from flexkit.selectors._prompt_model import HashedFeatures, PromptPassModel, PromptTexts, reference_sample, text_column
 from flexkit.selectors.base import Selector
 from flexkit.state_problems import is_count, short
@@ -115,16 +122,35 @@ from flexkit.state_problems import is_count, short
 SUMMARY_GROUPS = 16
 
 
+def _recipe_guard(config: FrontierConfig) -> str:
+    """The default ``guard_metric``: each group's validation accuracy (``"val_accuracy/{}"``) where a guard can read
+    one, that is tasks grouped by the values of columns (``feature_keys``, ``bins = 0``, no ``text_key``) with a floor
+    to steer (``retain > 0``); else none."""
+    grouped_by_values = bool(config.feature_keys) and not config.text_key and config.bins == 0
+    return VALIDATION_TEMPLATE if grouped_by_values and config.retain > 0 else ""
+
+
+def _recipe_guard_min(config: FrontierConfig) -> float:
+    """The default ``guard_min``: half the floor while a guard runs (the recipe), none without one."""
+    return 0.5 if config.guard_metric else 0.0
+
+
 @attrs.frozen(kw_only=True)
 class FrontierConfig:
-    """Parameters of the ``frontier`` selector."""
+    """Parameters of the ``frontier`` selector, by concern: how tasks are grouped (columns, or a model of the
+    prompts), how each batch is drawn from the groups, the floor that keeps learnt groups in the batch, and the guard
+    that steers the floor by validation accuracy. The defaults are the confirmed recipe (docs/results.md): with
+    ``feature_keys`` alone a pipeline gets its draw, its floor and, where a host hands validation evaluations, its
+    guard; ``[replay]`` is the recipe's other half, a table of its own."""
 
+    # --- grouping: which tasks share evidence ---------------------------------------------------------------------
     feature_keys: tuple[str, ...] = field(
         factory=tuple,
         doc="Columns that group tasks: categorical values (a level, a source label) or, with bins > 0, numeric "
         "features cut into quantile bins. Empty: one group (the whole pool).",
     )
     bins: int = bins_field()
+    # --- grouping without a column: a pass-rate model over the prompts ---------------------------------------------
     text_key: str = field(
         default="",
         doc="Text column (such as \"prompt\") for pools with no column that groups tasks: a pass-rate model over "
@@ -148,12 +174,14 @@ class FrontierConfig:
         doc="With text_key: tasks (a fixed uniform sample; the whole pool when smaller) whose predicted pass rates "
             "set the quantile edges of the groups.",
     )
+    # --- the draw: discounted Thompson sampling over the groups ----------------------------------------------------
     candidates: float = field(
         default=4.0, ge=1, le=1e6, doc="Candidates drawn uniformly per batch, as a multiple of the batch size."
     )
     discount: float = field(
-        default=0.95, gt=0, le=1,
-        doc="γ: weight of a group's earlier evidence at each feedback batch (1: none forgotten).",
+        default=0.99, gt=0, le=1,
+        doc="γ: weight of a group's earlier evidence at each feedback batch (1: none forgotten; the recipe's 0.99 "
+            "keeps about the last 100 batches).",
     )
     thompson: bool = field(
         default=True, doc="Draw each candidate's value from its group's posterior (false: the posterior mean)."
@@ -181,41 +209,46 @@ class FrontierConfig:
             "one key, the whole pool), so a group with little evidence of its own is valued as its parent is "
             "(0: every group on its own).",
     )
+    # --- the floor: learnt groups keep part of their uniform share -------------------------------------------------
     retain: float = field(
-        default=0.0, ge=0, le=1,
+        default=1.0, ge=0, le=1,
         doc="r: each learnt group (pass rate ≥ retain_above) keeps about r times its uniform share of every "
-            "batch, whatever its value (0: no floor; 1: its whole uniform share).",
+            "batch, whatever its value (0: no floor; 1: its whole uniform share, which the guard then shares out).",
     )
     retain_above: float = field(
-        default=0.5, ge=0, le=1,
+        default=0.9, ge=0, le=1,
         doc="Group pass rate (the EMA of pass_rate) from which a group counts as learnt for retain.",
     )
+    # --- the guard: the floor steered by each group's validation accuracy ------------------------------------------
     guard_metric: str = field(
-        default="",
+        default=attrs.Factory(_recipe_guard, takes_self=True),
         doc="Validation metric of a group's held-out accuracy, {} standing for its first feature value (its level): "
             "\"val_accuracy/{}\" (a test-split name, eval_accuracy..., is refused). Set: retain's floor goes to a "
-            "learnt group only while that accuracy is more than guard_margin below its best (empty: whenever the "
-            "group is learnt).",
+            "learnt group only while that accuracy is more than guard_margin below its best; \"\": no guard (the "
+            "whole floor whenever a group is learnt). Default: \"val_accuracy/{}\" when tasks are grouped by "
+            "feature_keys with bins = 0 and retain > 0, else \"\"; a host that hands no validation evaluations "
+            "refuses a guard (set guard_metric = \"\" there).",
     )
     guard_margin: float = field(
-        default=0.02, ge=0, le=1,
+        default=0.03, ge=0, le=1,
         doc="How far below its best held-out accuracy a learnt group must be to get retain's floor (with "
             "guard_metric).",
     )
     guard_raise: float = field(
-        default=1.0, gt=0, le=1,
+        default=0.5, gt=0, le=1,
         doc="Share of retain's floor a learnt group gains at each evaluation that shows it sliding (with "
             "guard_metric; 1: all of it at once).",
     )
     guard_lower: float = field(
-        default=1.0, ge=0, le=1,
+        default=0.05, ge=0, le=1,
         doc="Share of retain's floor a learnt group loses at each evaluation that shows it within guard_margin of "
             "its best (with guard_metric; 1: all of it at once, so the floor is on only while it slides).",
     )
     guard_min: float = field(
-        default=0.0, ge=0, le=1,
+        default=attrs.Factory(_recipe_guard_min, takes_self=True), ge=0, le=1,
         doc="Least share of retain's floor a learnt group keeps however many evaluations show it holding (with "
-            "guard_metric; the loop moves the share between guard_min and 1; 0: none while it holds).",
+            "guard_metric; the loop moves the share between guard_min and 1; 0: none while it holds). Default: 0.5 "
+            "with a guard, 0 without.",
     )
 
     def __attrs_post_init__(self) -> None:

@@ -23,7 +23,10 @@ from tests.fixtures import crash_run, read_metrics, without_clock
 from tests.selectors.test_frontier import LEVELS, SUBGROUP, _simulate
 from tests.selectors.test_selector_resume import json_round_trip
 
-GUARD = {"retain": 1.0, "retain_above": 0.9, "pass_rate": 1.0, "guard_metric": "val_accuracy/{}"}
+#: The guard as a switch (the floor whole while a level slides, none while it holds), the mechanism these tests
+#: check; the recipe's control loop (guard_raise, guard_lower, guard_min: the defaults) is tested below with its own.
+GUARD = {"retain": 1.0, "retain_above": 0.9, "pass_rate": 1.0, "guard_metric": "val_accuracy/{}", "discount": 0.95,
+         "guard_margin": 0.02, "guard_raise": 1.0, "guard_lower": 1.0, "guard_min": 0.0}
 
 
 def _guarded(**params):
@@ -67,7 +70,7 @@ def test_while_every_level_holds_the_guard_draws_exactly_as_no_floor() -> None:
     guarded = _guarded()
     guarded.observe_evaluation({f"val_accuracy/{level}": 1.0 for level in range(1, 7)})
     plain = make_selector("frontier", size=len(LEVELS), seed=5, features={"level": LEVELS},
-                          feature_keys=["level"], pass_rate=1.0)
+                          feature_keys=["level"], pass_rate=1.0, discount=0.95, retain=0.0)
     assert (_simulate(guarded, lambda step: rates, 20, np.random.default_rng(2)).tolist()
             == _simulate(plain, lambda step: rates, 20, np.random.default_rng(2)).tolist())
 
@@ -143,7 +146,7 @@ def test_damaged_guard_states_are_refused_and_change_nothing() -> None:
             fresh.load_state_dict(state)
         assert np.isnan(fresh.held_out.best).all()  # nothing changed
     unguarded = make_selector("frontier", size=len(LEVELS), seed=5, features={"level": LEVELS},
-                              feature_keys=["level"])
+                              feature_keys=["level"], guard_metric="")
     assert "held_out" not in unguarded.state_dict()  # a selector without the guard keeps its earlier state
 
 
@@ -370,7 +373,8 @@ def test_flexkit_run_hands_the_selectors_only_what_validate_returns(tmp_path: Pa
 
 def test_a_trainer_without_a_validation_split_hands_the_selectors_nothing(tmp_path: Path) -> None:
     path = tmp_path / "pipeline.toml"
-    path.write_text(PIPELINE.replace('guard_metric = "val_accuracy/{}"\n', "").replace("sliding_simulator", "plain"))
+    path.write_text(PIPELINE.replace('guard_metric = "val_accuracy/{}"\n', 'guard_metric = ""\n')
+                    .replace("sliding_simulator", "plain"))
     (tmp_path / "plain.py").write_text(NO_VALIDATION)
     pipe = load_pipeline(path, plugins=[str(tmp_path / "plain.py")])
     seen: list[dict] = []

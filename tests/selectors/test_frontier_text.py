@@ -57,7 +57,7 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
 def text_selector(size: int = 6000, seed: int = 0, **params: Any) -> tuple[FrontierSelector, np.ndarray]:
     prompts, levels = addition_pool(size)
     sel = flexkit.make_selector("frontier", size=size, seed=seed, features={"prompt": prompts},
-                                text_key="prompt", **{"bins": 6, **params})
+                                text_key="prompt", **{"bins": 6, "discount": 0.95, "retain": 0.0, **params})
     assert isinstance(sel, FrontierSelector)
     return sel, levels
 

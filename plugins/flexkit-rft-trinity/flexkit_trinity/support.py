@@ -21,6 +21,7 @@ SUPPORT = HostSupport(
         "refill": "remove [sample.refill]",
         "replay": "remove [replay] (Trinity-RFT's buffer decides what is trained again)",
         "evaluation": ("Trinity-RFT hands a data selector no evaluation results, so the guard would never fire: "
-                       "remove the key (frontier without a guard)"),
+                       'turn the guard off (guard_metric = ""; frontier guards by default where tasks are '
+                       "grouped by a column)"),
     },
 )

@@ -254,7 +254,8 @@ class TRLRunTrainer(Trainer):
         if needs and not self._val_rows:
             raise ConfigError([ConfigIssue(key, (
                 "reads the validation split, and the trl trainer has none: set trainer.val_tasks_per_level above 0 "
-                '(rows = "arithmetic") or trainer.val_data (rows = "columns"), or remove the key'))
+                '(rows = "arithmetic") or trainer.val_data (rows = "columns"), or turn the guard off '
+                '(guard_metric = "")'))
                 for key in needs], pipeline.source)
         torch.manual_seed(self.torch_seed)  # the rollouts' stream (TRL's set_seed ran in its constructor)
 

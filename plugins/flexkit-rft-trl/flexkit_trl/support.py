@@ -15,7 +15,7 @@ _ADVICE = {
                "filter then drops groups from the loss without refilling them), or call flexkit.fill_batch in your "
                "own loop (docs/integrations/dynamic-sampling.md)"),
     "evaluation": ("give the trainer an eval_dataset (with the guard's grouping column) and evaluate (an "
-                   "eval_strategy other than 'no'), or remove the key"),
+                   "eval_strategy other than 'no'), or turn the guard off (guard_metric = \"\")"),
 }
 
 #: The trainer with an evaluation configured: the sample stage (no refills), rollout replay (one process:

@@ -144,7 +144,7 @@ def validation_issues(config: Any, pipeline: Pipeline, val_columns: Iterable[str
     if test_freq is not None and int(test_freq) <= 0:
         issues.append(ConfigIssue("trainer.test_freq", f"is {test_freq}, but {', '.join(guards)} steers by held-out "
                                   "evaluations, which come from verl's validation: set trainer.test_freq > 0 (e.g. "
-                                  "5) with data.val_files, or remove the guard"))
+                                  '5) with data.val_files, or turn the guard off (guard_metric = "")'))
     if config is not None and _get(config, "data") is not None and not _get(config, "data.val_files"):
         issues.append(ConfigIssue("data.val_files", f"is unset, but {', '.join(guards)} steers by held-out "
                                   "evaluations: give verl validation files"))

@@ -38,6 +38,7 @@ SUPPORT = HostSupport(
         "replay": "verl's v1 step recomputes old_log_probs and advantages for every sampled row, so replayed rows "
                   "cannot keep their own (see flexkit_verl.support): remove [replay], or run the recipe with "
                   "flexkit run",
-        "evaluation": "set trainer.test_freq > 0 with data.val_files, or remove the key",
+        "evaluation": "set trainer.test_freq > 0 with data.val_files, or turn the guard off "
+                      '(guard_metric = "")',
     },
 )
