@@ -42,6 +42,7 @@ def field(
     min_items: int | None = None,
     finite: bool = True,
     speed_only: bool = False,
+    earlier_default: Any = _NOTHING,
 ) -> Any:
     """An attrs field for a flexkit config class.
 
@@ -50,6 +51,8 @@ def field(
     validator with a readable message (``must be >= 0, got -1``) and a JSON Schema keyword; ``doc`` becomes
     the schema's description. ``speed_only`` marks a parameter that changes only how fast a run goes (a thread
     count), not what it computes: a checkpoint's fingerprint does not compare it, so a resume may change it.
+    ``earlier_default`` is the field's default in the release before its current one, where it changed: a
+    checkpoint that does not record the field ran with it, and a resume refused for it says so.
     """
     meta = {
         "doc": doc,
@@ -61,6 +64,7 @@ def field(
         "min_items": min_items,
         "finite": finite,
         "speed_only": speed_only,
+        "earlier_default": earlier_default,
     }
     validator = _BoundsValidator(meta)
     if factory is not None:

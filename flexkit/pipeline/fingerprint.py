@@ -139,21 +139,33 @@ def _unchecked_digests(theirs: Any, mine: dict[str, Any]) -> Any:
 
 
 def _default_params(config: Any) -> dict[str, Any]:
-    """``config``'s fields that have a default, with it as JSON-like data (as :func:`_plain` writes values)."""
+    """``config``'s fields that have a default, with it as JSON-like data (as :func:`_plain` writes values); a
+    default computed from the other fields is the one ``config``'s own fields give."""
     if config is None or not attrs.has(type(config)):
         return {}
     out = {}
     for f in attrs.fields(type(config)):
         default = f.default
         if isinstance(default, FACTORY_CLASS):
-            if default.takes_self:
-                continue
-            default = default.factory()
+            default = default.factory(config) if default.takes_self else default.factory()
         if default is attrs.NOTHING:
             continue
         if attrs.has(type(default)):
             default = attrs.asdict(default)
         out[f.name] = json.loads(json.dumps(default))
+    return out
+
+
+def _earlier_defaults(config: Any) -> dict[str, Any]:
+    """``config``'s fields whose default changed since the release before, with that release's default
+    (:func:`flexkit.config.field`'s ``earlier_default``)."""
+    if config is None or not attrs.has(type(config)):
+        return {}
+    out = {}
+    for f in attrs.fields(type(config)):
+        earlier = field_meta(f).get("earlier_default", attrs.NOTHING)
+        if earlier is not attrs.NOTHING:
+            out[f.name] = earlier
     return out
 
 
@@ -187,8 +199,9 @@ def _later_parameters(theirs: Any, mine: dict[str, Any], pipe: PipelineView, whe
     for (path, old, _config), (_path, new, config) in pairs:
         if not isinstance(old, dict) or not isinstance(new, dict):
             continue
-        defaults = _default_params(config)
-        later = [k for k in new if k not in old and k in defaults and new[k] == defaults[k]]
+        defaults, earlier = _default_params(config), _earlier_defaults(config)
+        later = [k for k in new if k not in old and k in defaults
+                 and (new[k] == defaults[k] or (k in earlier and new[k] == earlier[k]))]
         for key in later:
             new.pop(key)
         if later:
@@ -245,8 +258,9 @@ def differences(old: Any, new: Any, path: str = "") -> list[str]:
     return []
 
 
-def fingerprint_hints(diffs: Sequence[str]) -> list[str]:
-    """What to do about fingerprint differences that users make on purpose (weights, edited taskset files)."""
+def fingerprint_hints(diffs: Sequence[str], pipe: PipelineView | None = None) -> list[str]:
+    """What to do about fingerprint differences that users make on purpose (weights, edited taskset files), and,
+    given ``pipe``, about selector defaults that changed since the checkpoint was written."""
     hints = []
     if any(".weight:" in d for d in diffs):
         hints.append("taskset weights cannot change within a run (each epoch's plan is drawn from them): put the "
@@ -264,6 +278,13 @@ def fingerprint_hints(diffs: Sequence[str]) -> list[str]:
     if any(d.startswith("feedback") for d in diffs):
         hints.append("the [feedback] table cannot change within a run (the selectors' state was learnt from its "
                      "values): put it back as it was to resume, or start a new run")
+    for i, spec in enumerate(pipe.config.tasksets if pipe is not None else ()):
+        earlier = _earlier_defaults(spec.selector.config)
+        if any(d.startswith(f"tasksets[{i}].params.{key}:") for key in earlier for d in diffs):
+            old = ", ".join(f"{key} = {value!r}" for key, value in earlier.items())
+            hints.append(f"tasksets[{i}].selector: the defaults of {spec.selector.type!r} changed since the release "
+                         "before this one; a run started with the earlier ones resumes with them written into its "
+                         f"selector table: {old}")
     if any(".guard_metric: 'eval_accuracy" in d for d in diffs):
         hints.append("the checkpoint's guard steered on the test split (guard_metric = 'eval_accuracy...'), which "
                      "flexkit now refuses: its selections saw the exam, so the run cannot continue under the "

@@ -198,7 +198,7 @@ class Pipeline:
         diffs = compare_fingerprints(meta.get("fingerprint"), self.fingerprint(), self, str(directory))
         if diffs:
             raise CheckpointError(f"checkpoint in {directory} is from a different pipeline: "
-                                  + "; ".join(diffs + fingerprint_hints(diffs)))
+                                  + "; ".join(diffs + fingerprint_hints(diffs, self)))
         problems = checkpoint_problems(self, state)
         if problems:
             raise CheckpointError(f"checkpoint in {directory} holds an invalid state: " + "; ".join(problems))

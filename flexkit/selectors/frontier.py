@@ -179,7 +179,7 @@ class FrontierConfig:
         default=4.0, ge=1, le=1e6, doc="Candidates drawn uniformly per batch, as a multiple of the batch size."
     )
     discount: float = field(
-        default=0.99, gt=0, le=1,
+        default=0.99, earlier_default=0.95, gt=0, le=1,
         doc="γ: weight of a group's earlier evidence at each feedback batch (1: none forgotten; the recipe's 0.99 "
             "keeps about the last 100 batches).",
     )
@@ -211,12 +211,12 @@ class FrontierConfig:
     )
     # --- the floor: learnt groups keep part of their uniform share -------------------------------------------------
     retain: float = field(
-        default=1.0, ge=0, le=1,
+        default=1.0, earlier_default=0.0, ge=0, le=1,
         doc="r: each learnt group (pass rate ≥ retain_above) keeps about r times its uniform share of every "
             "batch, whatever its value (0: no floor; 1: its whole uniform share, which the guard then shares out).",
     )
     retain_above: float = field(
-        default=0.9, ge=0, le=1,
+        default=0.9, earlier_default=0.5, ge=0, le=1,
         doc="Group pass rate (the EMA of pass_rate) from which a group counts as learnt for retain.",
     )
     # --- the guard: the floor steered by each group's validation accuracy ------------------------------------------

@@ -90,3 +90,17 @@ def test_a_checkpoint_without_the_counters_or_the_last_evaluation_resumes_from_t
     save_state(run_dir / "checkpoint", state, meta=meta)
     _resume(run_dir)
     assert within_rounding(_records(run_dir / "metrics.jsonl"), UNINTERRUPTED_RECORDS)
+
+
+def test_a_run_started_with_frontiers_earlier_defaults_is_refused_with_them_named(tmp_path: Path, capsys) -> None:
+    """The fixture's pipeline as it was written, before frontier's defaults became the recipe: its resume would
+    switch the selector mid-run, so it is refused, naming the earlier defaults that resume it."""
+    run_dir = _copy(tmp_path)
+    pipeline = run_dir / "pipeline.toml"
+    pipeline.write_text(pipeline.read_text().replace(
+        'selector = { type = "frontier", feature_keys = ["level"], discount = 0.95, retain = 0.0, retain_above = 0.5 }',
+        'selector = { type = "frontier", feature_keys = ["level"] }'))
+    assert main(["run", str(pipeline), "--resume", str(run_dir), "--quiet"]) != 0
+    err = capsys.readouterr().err
+    assert "tasksets[0].params.discount: 0.95 in the checkpoint, 0.99 now" in err
+    assert "discount = 0.95, retain = 0.0, retain_above = 0.5" in err

@@ -9,6 +9,8 @@ import json
 from typing import Any
 
 from flexkit.config.loader import read_toml_file
+from flexkit.pipeline.pipeline import load_pipeline
+from flexkit.selectors.frontier import FrontierConfig
 from tests.fixtures import ROOT
 
 #: The recipe's row label (the quickstart's selector and replay), and its setting name in the results files.
@@ -88,6 +90,7 @@ def test_the_table_includes_uniform_sampling_with_no_filter_on_every_pool() -> N
 def test_the_quickstart_runs_the_recipe_the_table_measured() -> None:
     """The main job's selector and replay are exactly the overrides of every recipe row's results file."""
     quickstart = read_toml_file(ROOT / "examples" / "quickstart.toml")
+    quickstart_selector = load_pipeline(ROOT / "examples" / "quickstart.toml").config.tasksets[0].selector.config
     recipe_files = [name for (_pool, arm, _seeds), (name, _setting) in ROWS.items() if arm == RECIPE]
     assert len(recipe_files) == 4  # both pools, design and fresh seeds
     for name in recipe_files:
@@ -97,7 +100,10 @@ def test_the_quickstart_runs_the_recipe_the_table_measured() -> None:
         measured = dict(overrides["tasksets.0.selector"])
         assert measured["guard_metric"] == "eval_accuracy/{}", name
         measured["guard_metric"] = "val_accuracy/{}"
-        assert measured == quickstart["tasksets"][0]["selector"], name
+        assert measured.pop("type") == quickstart["tasksets"][0]["selector"]["type"] == "frontier", name
+        # the quickstart writes the type and the column; frontier's defaults are the rest of what was measured
+        assert FrontierConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in measured.items()}) == (
+            quickstart_selector), name
         assert overrides["replay"] == quickstart["replay"], name
         pool = read_toml_file(ROOT / _results(name)["path"])
         assert quickstart["run"]["batch_size"] == pool["run"]["batch_size"], name

@@ -98,8 +98,11 @@ def _guarded(**extra: object) -> object:
 def test_a_selector_declares_the_keys_that_need_evaluations() -> None:
     assert [n.key for n in selector_needs(_guarded(), "data_selector")] == ["data_selector.guard_metric"]
     levels = np.repeat(np.arange(1, 4), 10)
-    plain = make_selector("frontier", size=levels.size, features={"level": levels}, feature_keys=["level"])
+    plain = make_selector("frontier", size=levels.size, features={"level": levels}, feature_keys=["level"],
+                          guard_metric="")
     assert selector_needs(plain, "data_selector") == []
+    by_default = make_selector("frontier", size=levels.size, features={"level": levels}, feature_keys=["level"])
+    assert [n.key for n in selector_needs(by_default, "s")] == ["s.guard_metric"]  # the recipe's guard
     assert unmet_needs(selector_needs(_guarded(), "s"), HostSupport(name="h", evaluation=True)) == []
 
 

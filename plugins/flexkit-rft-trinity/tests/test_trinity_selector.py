@@ -160,9 +160,20 @@ def test_regression_a_guard_trinity_never_feeds_is_refused(tmp_path: Path, data:
                 guard_metric="val_accuracy"),
     ]))
     with pytest.raises(ConfigError, match=r"data_selector\.guard_metric: the Trinity-RFT data selector .* does not "
-                                          r"honour this.*remove the key"):
+                                          r"honour this.*turn the guard off \(guard_metric = \"\"\)"):
         run(config, range(1))
     plain = checked(config_yaml(tmp_path, [taskset("math", data, feature_keys=["weak"], selector="frontier",
                                                    bins=2)]))
     batches, _ = run(plain, range(2))  # the same selector without the guard runs
+    assert all(len(b) == 4 for b in batches)
+
+
+def test_the_recipes_default_guard_is_refused_and_runs_turned_off(tmp_path: Path, data: Path) -> None:
+    """frontier grouped by a column guards by default: Trinity-RFT refuses it, naming how to turn it off."""
+    guarded = checked(config_yaml(tmp_path, [taskset("math", data, feature_keys=["weak"], selector="frontier")]))
+    with pytest.raises(ConfigError, match=r"data_selector\.guard_metric.*guard_metric = \"\""):
+        run(guarded, range(1))
+    off = checked(config_yaml(tmp_path, [taskset("math", data, feature_keys=["weak"], selector="frontier",
+                                                 guard_metric="")]))
+    batches, _ = run(off, range(2))
     assert all(len(b) == 4 for b in batches)

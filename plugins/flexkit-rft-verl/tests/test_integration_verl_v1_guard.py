@@ -145,7 +145,8 @@ def test_a_guard_without_validations_is_refused(tmp_path: Path, monkeypatch) -> 
 def test_a_pipeline_without_guard_reports_accuracy_without_refusing(tmp_path: Path, monkeypatch) -> None:
     """feature_keys without a guard: the level column is read where the validation rows have it."""
     trainer = guard_trainer(tmp_path, monkeypatch, "trainer.test_freq=-1",
-                            selector='type = "frontier"\nfeature_keys = ["level"]\n', val_level=False)
+                            selector='type = "frontier"\nfeature_keys = ["level"]\nguard_metric = ""\n',
+                            val_level=False)
     with_validation(trainer, lambda row, s: float(s == 0))
     metrics = trainer._validate()
     assert metrics["val_accuracy"] == 0.5 and not any(k.startswith("val_accuracy/") for k in metrics)
