@@ -160,7 +160,7 @@ def test_regression_a_guard_trinity_never_feeds_is_refused(tmp_path: Path, data:
                 guard_metric="val_accuracy"),
     ]))
     with pytest.raises(ConfigError, match=r"data_selector\.guard_metric: the Trinity-RFT data selector .* does not "
-                                          r"honour this.*turn the guard off \(guard_metric = \"\"\)"):
+                                          r"honour this.*turn the guard off \(guard_metric = \"\""):
         run(config, range(1))
     plain = checked(config_yaml(tmp_path, [taskset("math", data, feature_keys=["weak"], selector="frontier",
                                                    bins=2)]))
