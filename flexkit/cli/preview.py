@@ -135,9 +135,9 @@ class PreviewStep:
         record: dict[str, Any] = {"step": self.step, "epoch": self.epoch, "tasksets": self.tasksets}
         if self.feedback is not None:
             record["feedback"] = {str(k): v for k, v in self.feedback.items()}
-        for key in ("levels", "groups", "bins", "rounds", "kept_groups", "target_groups"):
-            if getattr(self, key) is not None:
-                record[key] = getattr(self, key)
+        optional = {"levels": self.levels, "groups": self.groups, "bins": self.bins, "rounds": self.rounds,
+                    "kept_groups": self.kept_groups, "target_groups": self.target_groups}
+        record.update({key: value for key, value in optional.items() if value is not None})
         return record
 
     def lines(self) -> list[str]:
