@@ -19,6 +19,7 @@ import attrs
 import numpy as np
 
 from flexkit.errors import FlexkitError
+from flexkit.plugins.contract import group_size_of
 from flexkit.run.estimates import level_mix
 from flexkit.selectors._grouping import TaskGroups, group_label
 from flexkit.selectors.base import feature_keys_of
@@ -257,7 +258,7 @@ def _refill_step(pipe: Any, step: int, epoch: int, feedback: str, rng: np.random
     from flexkit.run.dynamic_sampling import fill_batch
 
     trainer = pipe.config.trainer
-    group = int(getattr(getattr(trainer, "config", None), "group_size", None) or DEFAULT_GROUP_SIZE)
+    group = int(group_size_of(trainer.config if trainer is not None else None) or DEFAULT_GROUP_SIZE)
     merged: dict[int, dict[str, list[Any]]] = {}
 
     def rollout(tasks: list[Any]) -> Any:

@@ -90,8 +90,8 @@ from flexkit.errors import ComponentError, FeedbackError, FlexkitError
 __all__ = ["REQUIRED", "WHAT", "ActuatorLike", "Configurable", "FeedbackOperator", "FeedbackSource",
            "GroupFilterLike", "OutOfRange", "RefillAction", "Rollout", "ScorerLike", "SelectorLike", "Stateful",
            "TasksetLike", "Trainer", "TrainerLike", "check_built", "check_selection", "component_bugs",
-           "default_config", "describe_component", "display_name", "is_group_filter", "optional_member", "origin",
-           "registered_name_of", "set_name_resolver", "set_progress"]
+           "default_config", "describe_component", "display_name", "group_size_of", "is_group_filter",
+           "optional_member", "origin", "registered_name_of", "set_name_resolver", "set_progress"]
 
 
 #: How :func:`registered_name_of` names a class built outside the plugin host: set once by the plugin manager
@@ -565,3 +565,10 @@ def set_progress(trainer: Any, callback: ProgressCallback | None) -> None:
     found = optional_member(trainer, "set_progress")
     if callable(found):
         found(callback)
+
+
+def group_size_of(config: Any) -> Any:
+    """The responses per task a trainer's ``config`` sets in its ``group_size`` field, as ``flexkit compare`` and
+    ``flexkit preview`` read it (docs/plugins/trainer.md); ``None`` where the config has no such field. The config
+    is the trainer plugin's own class, so the field is read by name; unchecked (callers convert it)."""
+    return getattr(config, "group_size", None)
