@@ -33,8 +33,9 @@ protocols where any conforming object will do. Members a component may lack (``b
 declared on its base class with a documented no-op default, and flexkit calls it there unconditionally. A
 duck-typed component that does not derive from the base is asked for them in one place per kind, the readers
 built on :func:`optional_member` (``selectors/members.py``, ``sample/members.py``, ``tasksets/base.py``'s
-``check_rows``, ``content_id`` and ``path_of``, and this module's :func:`set_progress` and
-:func:`registered_name_of`); nothing else in flexkit asks a component whether it has a member.
+``check_rows``, ``content_id`` and ``path_of``, this module's :func:`set_progress` and
+:func:`registered_name_of`, and the traits of a factory that the sample stage's checks and the component reference
+read); nothing else in flexkit asks a component whether it has a member.
 
 The sample level's types (:class:`~flexkit.sample.RolloutBatch`, the actions) live above this module's layer, so
 the scorer's and actuator's batches, scores and actions are typed ``Any`` here.
