@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from flexkit.integrations.host_metrics import ESTIMATE_MEAN_LIMIT, PREFIX, feedback_metrics, pipeline_metrics
+from flexkit.integrations.host_metrics import (
+    ESTIMATE_MEAN_LIMIT,
+    PREFIX,
+    feedback_metrics,
+    pipeline_metrics,
+    selector_metrics,
+)
 from flexkit.pipeline.pipeline import pipeline_from_dict
 from flexkit.sample.batch import RolloutBatch
 from flexkit.scheduler.feedback import SELECTOR_METRIC
@@ -103,3 +112,24 @@ def test_tasksets_above_the_limit_skip_the_estimate_mean(tmp_path: Path, monkeyp
     monkeypatch.setattr("flexkit.integrations.host_metrics.ESTIMATE_MEAN_LIMIT", 39)
     assert "flexkit/selector/t0/predicted_pass_rate_mean" not in pipeline_metrics(pipe)
     assert ESTIMATE_MEAN_LIMIT >= 10**6
+
+
+def test_a_scheduler_is_read_while_idle_and_an_adapters_entries_as_they_are(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    pipe = make_pipeline(tmp_path, sizes=(40,), selectors=[LEARNING])
+    sched, held = pipe.scheduler, []
+    hold = sched.idle
+
+    @contextlib.contextmanager
+    def idle() -> Iterator[None]:
+        with hold():
+            held.append(True)
+            yield
+
+    monkeypatch.setattr(sched, "idle", idle)
+    assert pipeline_metrics(pipe) == pipeline_metrics(sched)  # a pipeline reports its scheduler's
+    from_scheduler = selector_metrics(sched)
+    assert held == [True, True, True]
+    assert "flexkit/selector/t0/predicted_pass_rate_mean" in from_scheduler
+    assert selector_metrics(SimpleNamespace(entries=list(sched.entries))) == from_scheduler  # Trinity's monitor
+    assert held == [True, True, True]

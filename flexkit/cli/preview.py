@@ -19,6 +19,7 @@ import attrs
 import numpy as np
 
 from flexkit.errors import FlexkitError
+from flexkit.plugins.contract import group_size_of
 from flexkit.run.estimates import level_mix
 from flexkit.selectors._grouping import TaskGroups, group_label
 from flexkit.selectors.base import feature_keys_of
@@ -135,9 +136,9 @@ class PreviewStep:
         record: dict[str, Any] = {"step": self.step, "epoch": self.epoch, "tasksets": self.tasksets}
         if self.feedback is not None:
             record["feedback"] = {str(k): v for k, v in self.feedback.items()}
-        for key in ("levels", "groups", "bins", "rounds", "kept_groups", "target_groups"):
-            if getattr(self, key) is not None:
-                record[key] = getattr(self, key)
+        optional = {"levels": self.levels, "groups": self.groups, "bins": self.bins, "rounds": self.rounds,
+                    "kept_groups": self.kept_groups, "target_groups": self.target_groups}
+        record.update({key: value for key, value in optional.items() if value is not None})
         return record
 
     def lines(self) -> list[str]:
@@ -257,7 +258,7 @@ def _refill_step(pipe: Any, step: int, epoch: int, feedback: str, rng: np.random
     from flexkit.run.dynamic_sampling import fill_batch
 
     trainer = pipe.config.trainer
-    group = int(getattr(getattr(trainer, "config", None), "group_size", None) or DEFAULT_GROUP_SIZE)
+    group = int(group_size_of(trainer.config if trainer is not None else None) or DEFAULT_GROUP_SIZE)
     merged: dict[int, dict[str, list[Any]]] = {}
 
     def rollout(tasks: list[Any]) -> Any:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,6 +25,9 @@ from flexkit.compare.statistics import (
 
 __all__ = ["compute_rows", "cost_rows", "level_shares", "render_compute_table", "render_cost_table", "render_markdown",
            "render_table", "say", "summary_rows", "trained_per_rollout", "write_plot", "write_reports"]
+
+#: What a table cell reads from each run: one of :class:`RunOutcome`'s fields.
+Measure = Callable[[RunOutcome], Any]
 
 
 def _fmt(values: Sequence[float], digits: int = 3, thousands: bool = False, *, count: bool = True) -> str:
@@ -45,9 +48,9 @@ def _levels(results: Sequence[SettingResult]) -> list[str]:
     return keys
 
 
-def _values(res: SettingResult, attr: str, index: int | None = None) -> list[Any]:
-    """The runs' non-``None`` values of ``attr`` (item ``index`` of it when given)."""
-    picked = [getattr(r, attr) if index is None else _item(getattr(r, attr), index) for r in res.runs]
+def _values(res: SettingResult, measure: Measure, index: int | None = None) -> list[Any]:
+    """The runs' non-``None`` values of ``measure`` (item ``index`` of it when given)."""
+    picked = [measure(r) if index is None else _item(measure(r), index) for r in res.runs]
     return [v for v in picked if v is not None]
 
 
@@ -55,16 +58,17 @@ def _item(values: Sequence[Any], index: int) -> Any:
     return values[index] if index < len(values) else None
 
 
-def _reached(res: SettingResult, attr: str = "steps_to_target", index: int | None = None) -> tuple[list[Any], str]:
-    values = _values(res, attr, index)
+def _reached(res: SettingResult, measure: Measure = lambda r: r.steps_to_target,
+             index: int | None = None) -> tuple[list[Any], str]:
+    values = _values(res, measure, index)
     n = len(res.runs)
     return values, "" if len(values) == n else f" ({len(values)}/{n} reached)"
 
 
-def _cell(res: SettingResult, attr: str, digits: int, thousands: bool = False, index: int | None = None) -> str:
+def _cell(res: SettingResult, measure: Measure, digits: int, thousands: bool = False, index: int | None = None) -> str:
     if not res.runs:
         return "–"
-    values, note = _reached(res, attr, index)
+    values, note = _reached(res, measure, index)
     if not values:
         return f"not reached (0/{len(res.runs)})"
     return _fmt(values, digits, thousands=thousands, count=not note) + note
@@ -87,18 +91,18 @@ def summary_rows(results: Sequence[SettingResult], targets: Sequence[float] = ()
     """
     levels = _levels(results)
     several = len(targets) > 1 or len(budgets) > 1
-    # (header, (RunOutcome attribute, index into it or None))
-    budget_cols: list[tuple[str, tuple[str, int | None]]]
-    rollout_cols: list[tuple[str, tuple[str, int | None]]]
-    step_cols: list[tuple[str, tuple[str, int | None]]]
+    # (header, (what each run gives, index into it or None))
+    budget_cols: list[tuple[str, tuple[Measure, int | None]]]
+    rollout_cols: list[tuple[str, tuple[Measure, int | None]]]
+    step_cols: list[tuple[str, tuple[Measure, int | None]]]
     if several:
-        budget_cols = [(f"accuracy at {b:,}", ("accuracy_at_budgets", i)) for i, b in enumerate(budgets)]
-        rollout_cols = [(f"rollouts to {t:g}", ("rollouts_to_targets", i)) for i, t in enumerate(targets)]
-        step_cols = [(f"steps to {t:g}", ("steps_to_targets", i)) for i, t in enumerate(targets)]
+        budget_cols = [(f"accuracy at {b:,}", (lambda r: r.accuracy_at_budgets, i)) for i, b in enumerate(budgets)]
+        rollout_cols = [(f"rollouts to {t:g}", (lambda r: r.rollouts_to_targets, i)) for i, t in enumerate(targets)]
+        step_cols = [(f"steps to {t:g}", (lambda r: r.steps_to_targets, i)) for i, t in enumerate(targets)]
     else:
-        budget_cols = [("accuracy at budget", ("accuracy_at_budget", None))]
-        rollout_cols = [("rollouts to target", ("rollouts_to_target", None))]
-        step_cols = [("steps to target", ("steps_to_target", None))]
+        budget_cols = [("accuracy at budget", (lambda r: r.accuracy_at_budget, None))]
+        rollout_cols = [("rollouts to target", (lambda r: r.rollouts_to_target, None))]
+        step_cols = [("steps to target", (lambda r: r.steps_to_target, None))]
     failed = any(res.failures for res in results)
     header = ["setting", "final accuracy", *[c for c, _ in budget_cols], *[c for c, _ in rollout_cols],
               *[c for c, _ in step_cols], "seconds per run", *[f"level {k.split('/', 1)[1]}" for k in levels],
@@ -106,9 +110,9 @@ def summary_rows(results: Sequence[SettingResult], targets: Sequence[float] = ()
     rows = []
     for res in results:
         row = [res.setting.name, _fmt([r.final["eval_accuracy"] for r in res.runs]) if res.runs else "–"]
-        row += [_cell(res, attr, 3, index=i) for _, (attr, i) in budget_cols]
-        row += [_cell(res, attr, 0, thousands=True, index=i) for _, (attr, i) in rollout_cols]
-        row += [_cell(res, attr, 0, index=i) for _, (attr, i) in step_cols]
+        row += [_cell(res, measure, 3, index=i) for _, (measure, i) in budget_cols]
+        row += [_cell(res, measure, 0, thousands=True, index=i) for _, (measure, i) in rollout_cols]
+        row += [_cell(res, measure, 0, index=i) for _, (measure, i) in step_cols]
         row.append(_fmt([r.seconds for r in res.runs], 0) if res.runs else "–")
         for key in levels:
             values = [r.final[key] for r in res.runs if key in r.final]
@@ -119,9 +123,11 @@ def summary_rows(results: Sequence[SettingResult], targets: Sequence[float] = ()
     return header, rows
 
 
-#: The cost table's columns: header and the run attribute each shows.
-_COST_COLUMNS = (("steps", "steps"), ("optimizer steps", "optimizer_steps"), ("trained samples", "trained_samples"),
-                 ("rollouts", "rollouts"), ("seconds", "seconds"))
+#: The cost table's columns: header and what each shows of a run.
+_COST_COLUMNS: tuple[tuple[str, Measure], ...] = (
+    ("steps", lambda r: r.steps), ("optimizer steps", lambda r: r.optimizer_steps),
+    ("trained samples", lambda r: r.trained_samples), ("rollouts", lambda r: r.rollouts),
+    ("seconds", lambda r: r.seconds))
 
 
 def trained_per_rollout(res: SettingResult) -> float | None:
@@ -139,18 +145,19 @@ def cost_rows(results: Sequence[SettingResult]) -> tuple[list[str], list[list[st
     rows = []
     for res in results:
         ratio = trained_per_rollout(res)
-        rows.append([res.setting.name, *[_fmt([float(getattr(r, attr)) for r in res.runs], 0, thousands=True)
-                                         if res.runs else "–" for _, attr in _COST_COLUMNS],
+        rows.append([res.setting.name, *[_fmt([float(measure(r)) for r in res.runs], 0, thousands=True)
+                                         if res.runs else "–" for _, measure in _COST_COLUMNS],
                      f"{ratio:.2f}" if ratio is not None else "–"])
     return header, rows
 
 
-#: The compute-to-target table's columns per target: header, the run attribute (a list per target), digits and
-#: whether thousands are separated.
-_COMPUTE_COLUMNS = (("rollouts", "rollouts_to_targets", 0, True),
-                    ("trained samples", "trained_samples_to_targets", 0, True),
-                    ("optimizer steps", "optimizer_steps_to_targets", 0, False),
-                    ("seconds", "seconds_to_targets", 1, False))
+#: The compute-to-target table's columns per target: header, what each shows of a run (a list per target), digits
+#: and whether thousands are separated.
+_COMPUTE_COLUMNS: tuple[tuple[str, Measure, int, bool], ...] = (
+    ("rollouts", lambda r: r.rollouts_to_targets, 0, True),
+    ("trained samples", lambda r: r.trained_samples_to_targets, 0, True),
+    ("optimizer steps", lambda r: r.optimizer_steps_to_targets, 0, False),
+    ("seconds", lambda r: r.seconds_to_targets, 1, False))
 
 
 def compute_rows(results: Sequence[SettingResult], targets: Sequence[float] = ()) -> tuple[list[str], list[list[str]]]:
@@ -160,14 +167,14 @@ def compute_rows(results: Sequence[SettingResult], targets: Sequence[float] = ()
     ... for each target in turn."""
     names = [f"to {t:g}" for t in targets] if len(targets) > 1 else ["to target"]
     header = ["setting", *[f"{what} {name}" for name in names for what, *_ in _COMPUTE_COLUMNS]]
-    rows = [[res.setting.name, *[_target_cell(res, attr, i, digits, thousands)
-                                 for i in range(len(names)) for _, attr, digits, thousands in _COMPUTE_COLUMNS]]
+    rows = [[res.setting.name, *[_target_cell(res, measure, i, digits, thousands)
+                                 for i in range(len(names)) for _, measure, digits, thousands in _COMPUTE_COLUMNS]]
             for res in results]
     return header, rows
 
 
-def _target_cell(res: SettingResult, attr: str, index: int, digits: int, thousands: bool) -> str:
-    """Item ``index`` of ``attr`` over the runs that reached target ``index`` (``rollouts_to_targets``), as
+def _target_cell(res: SettingResult, measure: Measure, index: int, digits: int, thousands: bool) -> str:
+    """Item ``index`` of ``measure`` over the runs that reached target ``index`` (``rollouts_to_targets``), as
     :func:`_cell` shows it ("k/n reached" when not all did); "not logged" when none of them holds a value (the
     seconds of run folders from before ``flexkit/run/seconds``), "k logged" when only some do."""
     if not res.runs:
@@ -176,7 +183,7 @@ def _target_cell(res: SettingResult, attr: str, index: int, digits: int, thousan
     reached = [r for r in res.runs if _item(r.rollouts_to_targets, index) is not None]
     if not reached:
         return f"not reached (0/{n})"
-    values = [v for v in (_item(getattr(r, attr), index) for r in reached) if v is not None]
+    values = [v for v in (_item(measure(r), index) for r in reached) if v is not None]
     if not values:
         return "not logged"
     notes = [f"{len(reached)}/{n} reached"] if len(reached) < n else []
@@ -397,22 +404,24 @@ def _json_results(results: Sequence[SettingResult], info: ReportInfo) -> dict[st
             "rollouts_per_step": res.rollouts_per_step,
             "final": finals,
             "steps_to_target": _summary(steps),
-            "rollouts_to_target": _summary(_reached(res, "rollouts_to_target")[0]),
-            "accuracy_at_budget": _summary(_reached(res, "accuracy_at_budget")[0]),
+            "rollouts_to_target": _summary(_reached(res, lambda r: r.rollouts_to_target)[0]),
+            "accuracy_at_budget": _summary(_reached(res, lambda r: r.accuracy_at_budget)[0]),
             "seconds": _summary([r.seconds for r in res.runs]),
             "reached": f"{len(steps)}/{n}",
-            "targets": [{"target": t, "steps": _summary(_values(res, "steps_to_targets", i)),
-                         "rollouts": _summary(_values(res, "rollouts_to_targets", i)),
-                         "trained_samples": _summary(_values(res, "trained_samples_to_targets", i)),
-                         "optimizer_steps": _summary(_values(res, "optimizer_steps_to_targets", i)),
-                         "seconds": _summary(_values(res, "seconds_to_targets", i)),
-                         "reached": f"{len(_values(res, 'rollouts_to_targets', i))}/{n}"}
+            "targets": [{"target": t, "steps": _summary(_values(res, lambda r: r.steps_to_targets, i)),
+                         "rollouts": _summary(_values(res, lambda r: r.rollouts_to_targets, i)),
+                         "trained_samples": _summary(_values(res, lambda r: r.trained_samples_to_targets, i)),
+                         "optimizer_steps": _summary(_values(res, lambda r: r.optimizer_steps_to_targets, i)),
+                         "seconds": _summary(_values(res, lambda r: r.seconds_to_targets, i)),
+                         "reached": f"{len(_values(res, lambda r: r.rollouts_to_targets, i))}/{n}"}
                         for i, t in enumerate(targets)],
-            "budgets": [{"budget": b, "accuracy": _summary(_values(res, "accuracy_at_budgets", i)),
-                         "reached": f"{len(_values(res, 'accuracy_at_budgets', i))}/{n}"}
+            "budgets": [{"budget": b, "accuracy": _summary(_values(res, lambda r: r.accuracy_at_budgets, i)),
+                         "reached": f"{len(_values(res, lambda r: r.accuracy_at_budgets, i))}/{n}"}
                         for i, b in enumerate(budgets)],
-            **{attr: _summary([getattr(r, attr) for r in res.runs])
-               for attr in ("steps", "optimizer_steps", "trained_samples", "rollouts")},
+            "steps": _summary([r.steps for r in res.runs]),
+            "optimizer_steps": _summary([r.optimizer_steps for r in res.runs]),
+            "trained_samples": _summary([r.trained_samples for r in res.runs]),
+            "rollouts": _summary([r.rollouts for r in res.runs]),
             "trained_samples_per_rollout": trained_per_rollout(res),
             **{name: {key: max((measure(r.level_curves[key]) for r in res.runs if key in r.level_curves),
                                 default=None) for key in _levels([res])}

@@ -26,6 +26,7 @@ from flexkit.compare.statistics import accuracy_at, default_budget, default_targ
 from flexkit.config.loader import read_toml_file
 from flexkit.config.overrides import Setting, apply_overrides, command_line, folder_name
 from flexkit.errors import ConfigError, ConfigIssue, FlexkitError
+from flexkit.plugins.contract import group_size_of
 from flexkit.run.lock import LOCK_FILE, hold_folder
 from flexkit.state_problems import is_number
 
@@ -251,7 +252,7 @@ def _validate(plan: _Plan, settings: Sequence[Setting], seeds: list[int]) -> lis
         if pipe.has_sample_stage:
             check_stage_timing(pipe.sample_stage, RUN_TIMINGS, driver="flexkit run", source=pipe.source)
         check_run_support(pipe, new_trainer(pipe))  # building a trainer is cheap; setting it up is not done here
-        group = getattr(cfg.trainer.config, "group_size", None)
+        group = group_size_of(cfg.trainer.config)
         results.append(SettingResult(setting, cfg.run.batch_size * (int(group) if group else 1)))
     return results
 

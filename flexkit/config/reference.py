@@ -34,6 +34,7 @@ from flexkit.config.models import (
     SampleConfig,
     TasksetConfig,
 )
+from flexkit.plugins.contract import optional_member
 
 #: The committed reference, relative to the repository root.
 REFERENCE_PATH = "docs/components.md"
@@ -142,7 +143,7 @@ def _component(component: Any) -> str:
 def _traits(stage: str, factory: Any) -> str:
     parts = []
     for attr, label in _TRAITS.get(stage, ()):
-        value = getattr(factory, attr, None)
+        value = optional_member(factory, attr)  # declared on the base classes; a plain factory may lack it
         if value is None or value is False or value == ():
             continue
         if value is True:

@@ -36,10 +36,12 @@ from flexkit.metric_names import (
     mix_share,
     selector_metric,
 )
+from flexkit.pipeline.pipeline import Pipeline
 from flexkit.run.estimates import predicted_pass_rates
 from flexkit.sample.refill_count import RefillCount
 from flexkit.sample.replay import ReplayBuffer
 from flexkit.scheduler.feedback import SELECTOR_METRIC
+from flexkit.scheduler.scheduler import TasksetScheduler
 from flexkit.selectors import members
 
 __all__ = ["ESTIMATE_MEAN_LIMIT", "PREFIX", "feedback_metrics", "pipeline_metrics", "selector_metrics"]
@@ -48,8 +50,9 @@ __all__ = ["ESTIMATE_MEAN_LIMIT", "PREFIX", "feedback_metrics", "pipeline_metric
 ESTIMATE_MEAN_LIMIT = 1_000_000
 
 
-def pipeline_metrics(source: Any, *, feedback: Mapping[str, Any] | None = None, rollouts: int | None = None,
-                     refill: RefillCount | None = None, replay: ReplayBuffer | None = None) -> dict[str, float]:
+def pipeline_metrics(source: Pipeline | TasksetScheduler, *, feedback: Mapping[str, Any] | None = None,
+                     rollouts: int | None = None, refill: RefillCount | None = None,
+                     replay: ReplayBuffer | None = None) -> dict[str, float]:
     """flexkit's metrics after a step, named ``flexkit/...`` (see the module docstring).
 
     Args:
@@ -63,12 +66,11 @@ def pipeline_metrics(source: Any, *, feedback: Mapping[str, Any] | None = None, 
         replay: the host's ``[replay]`` buffer: the groups and responses its latest step replayed
             (``flexkit/replay/groups``, ``flexkit/replay/responses``).
     """
-    scheduler = getattr(source, "scheduler", source)
+    scheduler = source.scheduler if isinstance(source, Pipeline) else source
     out: dict[str, float] = {SCHEDULER_STEP: float(scheduler.step), EPOCH: float(scheduler.epoch)}
     out.update(_mix_metrics(scheduler))
-    stage = getattr(source, "sample_stage", None) if getattr(source, "has_sample_stage", False) else None
-    if stage is not None:
-        out.update({k: float(v) for k, v in stage.metrics().items()})
+    if isinstance(source, Pipeline) and source.has_sample_stage:
+        out.update({k: float(v) for k, v in source.sample_stage.metrics().items()})
     if refill is not None:
         out.update({k: float(v) for k, v in refill.metrics().items()})
         rollouts = refill.responses if rollouts is None else rollouts
@@ -116,12 +118,16 @@ def feedback_metrics(feedback: Mapping[str, Any]) -> dict[str, float]:
 def selector_metrics(scheduler: Any) -> dict[str, float]:
     """Each taskset's selector summary as ``flexkit/selector/<taskset>/<key>``.
 
+    ``scheduler``: a :class:`~flexkit.TasksetScheduler` (read while it is idle: never during a prefetch), or any
+    object whose ``entries`` have a ``name``, ``selector`` and ``size`` (an adapter's own selectors, read as they
+    are).
+
     A selector's ``summary()`` (optional; a mapping of names to numbers) comes first; selectors that keep a
     pass-rate estimate per task (see :func:`~flexkit.run.estimates.predicted_pass_rates`) also give
     ``predicted_pass_rate_mean`` when the taskset has at most :data:`ESTIMATE_MEAN_LIMIT` tasks.
     """
     out: dict[str, float] = {}
-    with scheduler.idle() if hasattr(scheduler, "idle") else nullcontext():  # never while a prefetch selects
+    with scheduler.idle() if isinstance(scheduler, TasksetScheduler) else nullcontext():
         for entry in scheduler.entries:
             out.update(_one_selector(entry))
     return out

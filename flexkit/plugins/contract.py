@@ -33,8 +33,9 @@ protocols where any conforming object will do. Members a component may lack (``b
 declared on its base class with a documented no-op default, and flexkit calls it there unconditionally. A
 duck-typed component that does not derive from the base is asked for them in one place per kind, the readers
 built on :func:`optional_member` (``selectors/members.py``, ``sample/members.py``, ``tasksets/base.py``'s
-``check_rows``, ``content_id`` and ``path_of``, and this module's :func:`set_progress` and
-:func:`registered_name_of`); nothing else in flexkit asks a component whether it has a member.
+``check_rows``, ``content_id`` and ``path_of``, this module's :func:`set_progress` and
+:func:`registered_name_of`, and the traits of a factory that the sample stage's checks and the component reference
+read); nothing else in flexkit asks a component whether it has a member.
 
 The sample level's types (:class:`~flexkit.sample.RolloutBatch`, the actions) live above this module's layer, so
 the scorer's and actuator's batches, scores and actions are typed ``Any`` here.
@@ -90,8 +91,8 @@ from flexkit.errors import ComponentError, FeedbackError, FlexkitError
 __all__ = ["REQUIRED", "WHAT", "ActuatorLike", "Configurable", "FeedbackOperator", "FeedbackSource",
            "GroupFilterLike", "OutOfRange", "RefillAction", "Rollout", "ScorerLike", "SelectorLike", "Stateful",
            "TasksetLike", "Trainer", "TrainerLike", "check_built", "check_selection", "component_bugs",
-           "default_config", "describe_component", "display_name", "is_group_filter", "optional_member", "origin",
-           "registered_name_of", "set_name_resolver", "set_progress"]
+           "default_config", "describe_component", "display_name", "group_size_of", "is_group_filter",
+           "optional_member", "origin", "registered_name_of", "set_name_resolver", "set_progress"]
 
 
 #: How :func:`registered_name_of` names a class built outside the plugin host: set once by the plugin manager
@@ -565,3 +566,10 @@ def set_progress(trainer: Any, callback: ProgressCallback | None) -> None:
     found = optional_member(trainer, "set_progress")
     if callable(found):
         found(callback)
+
+
+def group_size_of(config: Any) -> Any:
+    """The responses per task a trainer's ``config`` sets in its ``group_size`` field, as ``flexkit compare`` and
+    ``flexkit preview`` read it (docs/plugins/trainer.md); ``None`` where the config has no such field. The config
+    is the trainer plugin's own class, so the field is read by name; unchecked (callers convert it)."""
+    return getattr(config, "group_size", None)

@@ -12,7 +12,7 @@ import pytest
 import flexkit.plugins.builtins
 import flexkit.sample
 import flexkit.selectors
-from flexkit.plugins.contract import display_name, registered_name_of
+from flexkit.plugins.contract import display_name, group_size_of, registered_name_of
 from flexkit.plugins.manager import BUILTIN_PLUGINS, PluginHost, get_plugins
 from flexkit.sample import GroupSolveRateScorer, ThresholdBandFilter
 from flexkit.selectors import DifficultyBasedSelector, Selector
@@ -92,3 +92,10 @@ def test_a_config_class_gives_the_default_config() -> None:
     assert GroupSolveRateScorer().config == flexkit.sample.GroupSolveRateConfig()
     with pytest.raises(TypeError):  # a config with a required field has no defaults to fall back on
         flexkit.selectors.OfflineEasy2HardSelector(size=3)
+
+
+def test_a_trainers_group_size_is_its_config_field_and_none_without_one() -> None:
+    from flexkit.run.simulator import SimulatorConfig
+
+    assert group_size_of(SimulatorConfig(group_size=4)) == 4
+    assert group_size_of(flexkit.selectors.RandomConfig()) is None and group_size_of(None) is None
