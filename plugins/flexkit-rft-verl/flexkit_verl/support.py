@@ -1,43 +1,60 @@
 """What the verl adapter honours of a pipeline (:class:`flexkit.host.HostSupport`), importable without verl
-(``flexkit validate --for verl`` reads :data:`SUPPORT` through the ``flexkit.hosts`` entry point).
+(``flexkit validate --for verl`` and ``--for verl-legacy`` read :data:`SUPPORT` and :data:`LEGACY_SUPPORT` through
+the ``flexkit.hosts`` entry points; the construction checks take the one of the trainer being built,
+:func:`support_for`).
 
-The sample stage's keep and weights reach verl's per-token loss as ``rollout_is_weights``; validation metrics reach
-the selectors (``trainer.test_freq`` > 0 with ``data.val_files``): verl's own and, on the v1 trainer,
-``val_accuracy/<group>`` per value of the grouping column (:mod:`flexkit_verl.groups`), which a ``frontier``
-guard (``guard_metric = "val_accuracy/{}"``) reads. Refills are refused: verl generates one batch per step here.
+Both trainers: the sample stage's keep and weights reach verl's per-token loss as ``rollout_is_weights``;
+validation metrics reach the selectors (``trainer.test_freq`` > 0 with ``data.val_files``): verl's own and, on the
+v1 trainer, ``val_accuracy/<group>`` per value of the grouping column (:mod:`flexkit_verl.groups`), which a
+``frontier`` guard (``guard_metric = "val_accuracy/{}"``) reads. Refills are refused: verl generates one batch per
+step here.
 
-Rollout replay (``[replay]``, after DOTS, arXiv 2506.05316) is refused, because verl 0.9.1's v1 step offers no
-clean place for it: replaying a group means training on it with its stored advantages and its generating policy's
-log-probabilities as ``old_log_probs`` (PPO's clipped ratio is then the importance weight), but
+Rollout replay (``[replay]``, after DOTS, arXiv 2506.05316) runs in the legacy ``RayPPOTrainer``
+(:mod:`flexkit_verl.replay`): its ``_update_actor`` receives the finished batch, so stored rows join it there with
+their own advantages and generating policy's ``old_log_probs``, as in ``flexkit run``. The v1 trainer refuses it:
 
-- ``PPOTrainer._step_once`` recomputes ``old_log_probs`` with the current policy for every key the replay buffer
-  returns (``_compute_old_log_prob``), then the advantages (and the rollout-correction weights, from those
-  log-probs) over the whole batch by ``uid`` (``_compute_advantage``): the stored values would be overwritten
-  inside verl's own methods, and restoring them means overriding both;
-- trajectories leave TransferQueue at the end of their step (``kv_clear`` in ``fit``): a buffer would have to copy
-  every field of each replayed trajectory (token and position ids, masks, multimodal inputs, tags) out and back
-  under new keys, and store all of it in ``data.pt`` for an exact resume;
-- ``_balance_batch`` pads the batch to a multiple of ``ppo_mini_batch_size × rollout.n`` (and the data-parallel
-  size) with synthetic samples, so a varying number of replayed groups varies the optimizer steps of each verl
-  step against an LR schedule verl sizes from ``total_training_steps``.
-
-``flexkit run`` replays; in verl, remove ``[replay]``.
+- ``PPOTrainer._step_once`` recomputes ``old_log_probs`` for every key the replay buffer returns
+  (``_compute_old_log_prob``) and then the advantages over the whole batch by ``uid``
+  (``_compute_advantage``); keeping a stored row's own values would mean overriding both over split key sets
+  (``_balance_batch``'s padding keys included), which this adapter does not do;
+- verl's own rollout correction could weigh a replayed row instead (``old_log_probs`` recomputed, its stored
+  ``rollout_log_probs`` as the behaviour policy, ``rollout_is`` weights ``exp(old − rollout)``): a different
+  objective (a truncated weight π_now/π_generating outside PPO's clip around π_now) that needs every field of
+  each trajectory copied back into TransferQueue under new keys and saved for resume; it is not implemented or
+  tested here.
 """
 
 from __future__ import annotations
 
 from flexkit.host import HostSupport
 
-__all__ = ["SUPPORT"]
+__all__ = ["LEGACY_SUPPORT", "SUPPORT", "support_for"]
 
-#: The sample stage and validation metrics.
+_REFILL = "verl generates one batch per step here: remove [sample.refill] (the filter still drops groups)"
+_EVALUATION = "set trainer.test_freq > 0 with data.val_files, or remove the key"
+
+#: verl's v1 trainer (``trainer.use_v1=true``, verl's default, ``flexkit_verl.main_ppo``): the sample stage and
+#: validation metrics; no replay.
 SUPPORT = HostSupport(
-    name="verl (flexkit_verl)", sample=True, evaluation=True,
+    name="verl's v1 trainer (flexkit_verl)", sample=True, evaluation=True,
     advice={
-        "refill": "verl generates one batch per step here: remove [sample.refill] (the filter still drops groups)",
+        "refill": _REFILL,
         "replay": "verl's v1 step recomputes old_log_probs and advantages for every sampled row, so replayed rows "
-                  "cannot keep their own (see flexkit_verl.support): remove [replay], or run the recipe with "
-                  "flexkit run",
-        "evaluation": "set trainer.test_freq > 0 with data.val_files, or remove the key",
+                  "cannot keep their own (see flexkit_verl.support): run verl's legacy RayPPOTrainer "
+                  "(trainer.use_v1=false with FlexkitTrainerMixin, which replays; flexkit validate --for "
+                  "verl-legacy), remove [replay], or run the recipe with flexkit run",
+        "evaluation": _EVALUATION,
     },
 )
+
+#: verl's legacy ``RayPPOTrainer`` (``trainer.use_v1=false``) with
+#: :class:`~flexkit_verl.FlexkitTrainerMixin`: the sample stage, rollout replay and validation metrics.
+LEGACY_SUPPORT = HostSupport(
+    name="verl's legacy RayPPOTrainer (flexkit_verl)", sample=True, replay=True, evaluation=True,
+    advice={"refill": _REFILL, "evaluation": _EVALUATION},
+)
+
+
+def support_for(*, v1: bool) -> HostSupport:
+    """:data:`SUPPORT` for the v1 trainer, :data:`LEGACY_SUPPORT` for the legacy one."""
+    return SUPPORT if v1 else LEGACY_SUPPORT
