@@ -11,17 +11,22 @@ step here.
 
 Rollout replay (``[replay]``, after DOTS, arXiv 2506.05316) runs in the legacy ``RayPPOTrainer``
 (:mod:`flexkit_verl.replay`): its ``_update_actor`` receives the finished batch, so stored rows join it there with
-their own advantages and generating policy's ``old_log_probs``, as in ``flexkit run``. The v1 trainer refuses it:
+their own advantages and generating policy's ``old_log_probs``, as in ``flexkit run``. The v1 trainer refuses it,
+because it is not implemented there:
 
-- ``PPOTrainer._step_once`` recomputes ``old_log_probs`` for every key the replay buffer returns
-  (``_compute_old_log_prob``) and then the advantages over the whole batch by ``uid``
-  (``_compute_advantage``); keeping a stored row's own values would mean overriding both over split key sets
-  (``_balance_batch``'s padding keys included), which this adapter does not do;
-- verl's own rollout correction could weigh a replayed row instead (``old_log_probs`` recomputed, its stored
-  ``rollout_log_probs`` as the behaviour policy, ``rollout_is`` weights ``exp(old − rollout)``): a different
-  objective (a truncated weight π_now/π_generating outside PPO's clip around π_now) that needs every field of
-  each trajectory copied back into TransferQueue under new keys and saved for resume; it is not implemented or
-  tested here.
+- the v1 step reads each trajectory from TransferQueue and clears it at the end of its step (``kv_clear`` in
+  ``fit``), so replaying means putting every field of each stored trajectory back under new keys from the replay
+  buffer's ``sample``, and saving them for resume;
+- what verl then does decides the objective: ``_compute_old_log_prob`` recomputes ``old_log_probs`` with the
+  current policy for every sampled key (in ``bypass_mode`` it copies the stored ``rollout_log_probs`` instead) and
+  ``_compute_advantage`` recomputes the advantages by ``uid`` (the stored ones for GRPO without
+  ``use_kl_in_reward``). Without ``bypass_mode`` the generating policy would then enter through verl's rollout
+  correction (``rollout_is``: a truncated weight exp(old − rollout) outside PPO's clip around the current policy),
+  not as ``flexkit run``'s clipped ratio π_θ / π_generating; keeping the stored ``old_log_probs`` instead would
+  mean overriding both methods over split key sets (``_balance_batch``'s padding keys included).
+
+Neither route is built or tested here; ``flexkit validate --for verl`` and the v1 construction checks refuse
+``[replay]`` and name the legacy trainer.
 """
 
 from __future__ import annotations
@@ -39,10 +44,11 @@ SUPPORT = HostSupport(
     name="verl's v1 trainer (flexkit_verl)", sample=True, evaluation=True,
     advice={
         "refill": _REFILL,
-        "replay": "verl's v1 step recomputes old_log_probs and advantages for every sampled row, so replayed rows "
-                  "cannot keep their own (see flexkit_verl.support): run verl's legacy RayPPOTrainer "
-                  "(trainer.use_v1=false with FlexkitTrainerMixin, which replays; flexkit validate --for "
-                  "verl-legacy), remove [replay], or run the recipe with flexkit run",
+        "replay": "replay is not implemented for verl's v1 trainer (its step recomputes old_log_probs and "
+                  "advantages for every sampled row and clears each trajectory after its step; see "
+                  "flexkit_verl.support): run verl's legacy RayPPOTrainer (trainer.use_v1=false with "
+                  "FlexkitTrainerMixin, which replays; flexkit validate --for verl-legacy), remove [replay], or run "
+                  "the recipe with flexkit run",
         "evaluation": _EVALUATION,
     },
 )
