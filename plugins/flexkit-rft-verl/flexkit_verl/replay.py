@@ -84,17 +84,17 @@ class VerlReplay:
         the stored groups it may replay in whole mini-batches (``data`` itself when there are none); ``data``'s
         informative groups are stored for later steps."""
         fresh = storable_rows(data, step)
-        trained = self.buffer.extend(fresh, step)
-        replayed = np.arange(fresh.batch_size, trained.batch_size)
-        rows = replayed[_whole_groups(np.asarray(trained["uid"])[replayed], self.mini_batch)]
+        # the stored groups alone: extend's fresh part is none of data's rows (they are not copied), only its fields
+        replayed = self.buffer.extend(RolloutBatch.concat_rows([fresh], [np.arange(0)]), step)
+        rows = _whole_groups(np.asarray(replayed["uid"]), self.mini_batch)
         self.buffer.store(RolloutBatch.concat_rows([fresh], [_live_groups(fresh)]), step)
         self.buffer.last_responses = len(rows)
-        self.buffer.last_groups = len(np.unique(np.asarray(trained["uid"])[rows]))
+        self.buffer.last_groups = len(np.unique(np.asarray(replayed["uid"])[rows]))
         if not rows.size:
             return data
         from verl import DataProto
 
-        return DataProto.concat([data, data_proto(RolloutBatch.concat_rows([trained], [rows]))])
+        return DataProto.concat([data, data_proto(RolloutBatch.concat_rows([replayed], [rows]))])
 
     # -- checkpoint ---------------------------------------------------------------------------------------
 
