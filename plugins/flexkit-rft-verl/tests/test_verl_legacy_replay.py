@@ -27,6 +27,7 @@ from verl_legacy_harness import (
     log_probs,
     replay_pipeline,
     resumed_trainer,
+    rollout,
     run_steps,
     verl_config,
 )
@@ -219,8 +220,6 @@ def test_resume_refuses_a_checkpoint_without_the_buffer_or_with_objects(tmp_path
 
 def test_multimodal_inputs_are_refused_when_stored(tmp_path: Path) -> None:
     trainer = legacy_trainer(verl_config(tmp_path), replay_pipeline(tmp_path))
-    from verl_legacy_harness import rollout
-
     batch = rollout(trainer, [0, 1, 2, 3], step=1)
     batch.non_tensor_batch["multi_modal_inputs"][0] = {"pixel_values": [[0.5]]}
     trainer.global_steps = 1
