@@ -199,6 +199,12 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "plugins/flexkit-rft-verl/flexkit_verl/dataset.py::dataset_indices: TypeError, ValueError": _DATA,
     "plugins/flexkit-rft-verl/flexkit_verl/resume.py::restore_sampler: Exception":
         _DATA + " (whatever torch.load refuses, named in a CheckpointError)",
+    "plugins/flexkit-rft-verl/flexkit_verl/replay.py::VerlReplay.load: Exception":
+        _DATA + " (whatever torch.load refuses, named in a CheckpointError)",
+    "plugins/flexkit-rft-verl/flexkit_verl/replay.py::_from_portable: AttributeError, KeyError, TypeError, ValueError":
+        _DATA + " (a saved [replay] buffer of the wrong shape, named in a CheckpointError)",
+    "plugins/flexkit-rft-verl/flexkit_verl/replay_rows.py::_json_column: TypeError, ValueError":
+        _DATA + " (json.dumps of a verl non-tensor field, named in a SampleError)",
 }
 
 #: Exception classes defined outside ``flexkit/errors.py``, and why they are not flexkit errors.

@@ -12,7 +12,7 @@ sample stage alone); see :mod:`flexkit_verl.replay_buffer`, :mod:`flexkit_verl.t
 - :func:`apply_token_weights`: the pipeline's sample stage on a ``DataProto``, multiplied into
   ``rollout_is_weights``;
 - :class:`FlexkitTrainerMixin`: ``class Trainer(FlexkitTrainerMixin, RayPPOTrainer)`` calls both before each
-  actor update.
+  actor update, and with ``[replay]`` adds the stored groups of earlier steps to it (:mod:`flexkit_verl.replay`).
 
 verl itself is imported only where a function needs it, so this package imports without verl.
 """

@@ -16,12 +16,15 @@
 - validation: a selector that reads held-out evaluations (``frontier``'s ``guard_metric``) needs verl to
   validate during the run (``trainer.test_freq`` > 0), and a per-group guard (``"val_accuracy/{}"``) needs the
   validation rows to carry its grouping column (:mod:`flexkit_verl.groups`); the legacy trainer feeds no
-  ``val_accuracy/{}`` guard (only verl's own ``val-core/<data_source>/...`` metrics reach the selectors).
+  ``val_accuracy/{}`` guard (only verl's own ``val-core/<data_source>/...`` metrics reach the selectors);
+- what the trainer does not honour of the pipeline (:func:`~flexkit_verl.support.support_for`: ``[sample.refill]``
+  on both, ``[replay]`` on v1), and on the legacy trainer what ``[replay]`` cannot work with
+  (:mod:`flexkit_verl.replay_checks`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -29,24 +32,15 @@ import attrs
 from flexkit import ConfigError, ConfigIssue, Pipeline
 from flexkit.host import pipeline_needs, unmet_needs
 from flexkit_verl.groups import GUARD_TEMPLATE, column_issues, group_columns
-from flexkit_verl.support import SUPPORT
+from flexkit_verl.keys import config_get
+from flexkit_verl.replay_checks import replay_issues
+from flexkit_verl.support import support_for
 
 #: Policy losses that do not multiply ``rollout_is_weights`` into the per-token loss (verl 0.9.1).
 WEIGHT_BLIND_LOSSES = {
     "bypass_mode": "recomputes its own IS weights and ignores the batch's rollout_is_weights",
     "geo_mean": "aggregates the log of rollout_is_weights per sequence (a dropped sample is not zeroed)",
 }
-
-
-def _get(config: Any, dotted: str, default: Any = None) -> Any:
-    node = config
-    for part in dotted.split("."):
-        if not isinstance(node, Mapping):  # a dict or an OmegaConf DictConfig (a Mapping too)
-            return default
-        node = node.get(part, None)
-        if node is None:
-            return default
-    return node
 
 
 def _weights_stage(pipeline: Pipeline) -> str | None:
@@ -60,7 +54,7 @@ def _weights_stage(pipeline: Pipeline) -> str | None:
 
 def batch_size_issues(config: Any, pipeline: Pipeline) -> list[ConfigIssue]:
     """``data.train_batch_size`` against ``[run] batch_size``."""
-    verl_bs, flex_bs = _get(config, "data.train_batch_size"), pipeline.scheduler.batch_size
+    verl_bs, flex_bs = config_get(config, "data.train_batch_size"), pipeline.scheduler.batch_size
     if verl_bs is not None and int(verl_bs) != flex_bs:
         return [ConfigIssue("data.train_batch_size", f"is {verl_bs} but the pipeline's [run] batch_size is {flex_bs}: "
                             "one verl step must be one scheduler batch; set both to the same value")]
@@ -69,8 +63,8 @@ def batch_size_issues(config: Any, pipeline: Pipeline) -> list[ConfigIssue]:
 
 def run_length_issues(config: Any, pipeline: Pipeline, *, steps_per_epoch: int) -> list[ConfigIssue]:
     """verl's total steps against the pipeline's (``steps_per_epoch`` is the trainer's own count)."""
-    steps = _get(config, "trainer.total_training_steps")
-    epochs = _get(config, "trainer.total_epochs")
+    steps = config_get(config, "trainer.total_training_steps")
+    epochs = config_get(config, "trainer.total_epochs")
     if steps is not None:
         verl_total, verl_keys = int(steps), f"trainer.total_training_steps={steps}"
     elif epochs is not None:
@@ -99,15 +93,15 @@ def loss_mode_issues(config: Any, pipeline: Pipeline, *, v1: bool) -> list[Confi
         return []
     issues = []
     stage = f"the pipeline's [sample] stage ({mechanism}) writes rollout_is_weights, but"
-    if _get(config, "algorithm.rollout_correction.bypass_mode", False):
+    if config_get(config, "algorithm.rollout_correction.bypass_mode", False):
         issues.append(ConfigIssue("algorithm.rollout_correction.bypass_mode", f"is true: {stage} verl's bypass_mode "
                                   f"loss {WEIGHT_BLIND_LOSSES['bypass_mode']}; set it to false"))
-    mode = _get(config, "actor_rollout_ref.actor.policy_loss.loss_mode", "vanilla")
+    mode = config_get(config, "actor_rollout_ref.actor.policy_loss.loss_mode", "vanilla")
     if mode in WEIGHT_BLIND_LOSSES:
         issues.append(ConfigIssue("actor_rollout_ref.actor.policy_loss.loss_mode",
                                   f"is {mode!r}: {stage} this loss {WEIGHT_BLIND_LOSSES[mode]}"))
-    rollout_is = _get(config, "algorithm.rollout_correction.rollout_is")
-    if v1 and rollout_is is not None and not _get(config, "algorithm.rollout_correction.bypass_mode", False):
+    rollout_is = config_get(config, "algorithm.rollout_correction.rollout_is")
+    if v1 and rollout_is is not None and not config_get(config, "algorithm.rollout_correction.bypass_mode", False):
         issues.append(ConfigIssue("algorithm.rollout_correction.rollout_is",
                                   f"is {rollout_is!r}: {stage} verl's v1 trainer computes its rollout-correction "
                                   "weights after sampling and writes them over flexkit's; set it to null or use "
@@ -118,8 +112,8 @@ def loss_mode_issues(config: Any, pipeline: Pipeline, *, v1: bool) -> list[Confi
 def v1_sampling_issues(config: Any, pipeline: Pipeline) -> list[ConfigIssue]:
     """What the v1 replay buffer needs: rewards at sampling time, a ``post_reward`` scorer."""
     issues = []
-    colocated_rm = not _get(config, "reward.reward_model.enable_resource_pool", False)
-    if _get(config, "reward.reward_model.enable", False) and colocated_rm:
+    colocated_rm = not config_get(config, "reward.reward_model.enable_resource_pool", False)
+    if config_get(config, "reward.reward_model.enable", False) and colocated_rm:
         issues.append(ConfigIssue("reward.reward_model.enable_resource_pool", "is false with reward.reward_model."
                                   "enable=true: a colocated reward model scores after replay-buffer sampling, where "
                                   "flexkit needs the rewards; set enable_resource_pool=true or use a rule-based "
@@ -140,12 +134,12 @@ def validation_issues(config: Any, pipeline: Pipeline, val_columns: Iterable[str
     if not guards:
         return []
     issues = []
-    test_freq = _get(config, "trainer.test_freq")
+    test_freq = config_get(config, "trainer.test_freq")
     if test_freq is not None and int(test_freq) <= 0:
         issues.append(ConfigIssue("trainer.test_freq", f"is {test_freq}, but {', '.join(guards)} steers by held-out "
                                   "evaluations, which come from verl's validation: set trainer.test_freq > 0 (e.g. "
                                   '5) with data.val_files, or turn the guard off (guard_metric = "")'))
-    if config is not None and _get(config, "data") is not None and not _get(config, "data.val_files"):
+    if config is not None and config_get(config, "data") is not None and not config_get(config, "data.val_files"):
         issues.append(ConfigIssue("data.val_files", f"is unset, but {', '.join(guards)} steers by held-out "
                                   "evaluations: give verl validation files"))
     if val_columns is not None:
@@ -171,15 +165,17 @@ def legacy_guard_issues(pipeline: Pipeline) -> list[ConfigIssue]:
 
 
 def check_trainer_config(config: Any, pipeline: Pipeline, *, steps_per_epoch: int | None, v1: bool,
-                         val_columns: Iterable[str] | None = None) -> None:
+                         val_columns: Iterable[str] | None = None, multimodal: bool = False) -> None:
     """Every check above that applies; raises one :class:`~flexkit.ConfigError` listing all problems
-    (``val_columns``: the validation dataset's column names, when known)."""
+    (``val_columns``: the validation dataset's column names, when known; ``multimodal``: verl built a processor for
+    the model)."""
     issues = batch_size_issues(config, pipeline) + loss_mode_issues(config, pipeline, v1=v1)
-    issues += unmet_needs(pipeline_needs(pipeline), SUPPORT)  # what this adapter does not honour (flexkit.host)
+    # what this trainer does not honour (flexkit.host; the v1 trainer does not replay, the legacy one does)
+    issues += unmet_needs(pipeline_needs(pipeline), support_for(v1=v1))
     if v1:
         issues += validation_issues(config, pipeline, val_columns)
     else:
-        issues += legacy_guard_issues(pipeline)
+        issues += legacy_guard_issues(pipeline) + replay_issues(config, pipeline, multimodal=multimodal)
     if steps_per_epoch is not None:
         issues += run_length_issues(config, pipeline, steps_per_epoch=steps_per_epoch)
     if issues:

@@ -36,10 +36,12 @@ import transfer_queue as tq  # type: ignore[import-untyped]
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
 
 from flexkit import ConfigError, Mix, Pipeline, RolloutBatch, pipeline_metrics
+from flexkit.host import pipeline_needs, unmet_needs
 from flexkit_verl.checks import loss_mode_issues, v1_sampling_issues
 from flexkit_verl.config import flexkit_settings, pipeline_from_settings
 from flexkit_verl.groups import ValidationGroups, final_outputs, group_columns
 from flexkit_verl.sampler import FlexkitSampler
+from flexkit_verl.support import support_for
 from flexkit_verl.tq_batch import read_batch, read_validation, write_token_weights
 
 
@@ -72,10 +74,12 @@ class FlexkitSampling:
         self.pipeline = pipeline_from_settings(settings, key=key)
         self._check_mode(self.trainer_mode)  # type: ignore[attr-defined]  # verl's ReplayBuffer sets it
         self.validation = ValidationGroups(group_columns(self.pipeline))  # ConfigError: a guard no run can feed
+        # what the v1 trainer does not honour ([replay], [sample.refill]), also when no trainer mixin checks it
+        issues = unmet_needs(pipeline_needs(self.pipeline), support_for(v1=True))
         if root is not None:
-            issues = loss_mode_issues(root, self.pipeline, v1=True) + v1_sampling_issues(root, self.pipeline)
-            if issues:
-                raise ConfigError(issues, source="verl config vs flexkit pipeline")
+            issues += loss_mode_issues(root, self.pipeline, v1=True) + v1_sampling_issues(root, self.pipeline)
+        if issues:
+            raise ConfigError(issues, source="verl config vs flexkit pipeline")
 
     def _check_mode(self, mode: str) -> None:
         wanted = "FlexkitReplayBuffer" if mode == "sync" else "FlexkitReplayBufferAsync"

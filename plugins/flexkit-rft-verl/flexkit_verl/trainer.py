@@ -12,6 +12,8 @@ It also checks the verl config against the pipeline when verl builds the dataloa
 (:func:`~flexkit_verl.checks.check_trainer_config`), restores the sampler from ``data.pt`` after verl's
 ``_load_checkpoint`` (which skips that file at epoch boundaries), and adds ``flexkit/...`` metrics to the actor
 update's metrics, which verl logs with the step. Steps in critic warm-up (no actor update) give no feedback.
+With ``[replay]`` each actor update also trains on the stored groups of earlier steps (:mod:`flexkit_verl.replay`),
+and the buffer is saved with verl's checkpoint (``global_step_<N>/flexkit_replay.pt``) and restored on resume.
 Each validation's metrics (``val-core/<data_source>/acc/mean@1``, ...) reach the selectors
 (:meth:`~flexkit.Pipeline.evaluation`), so a ``frontier`` guard can read them (``guard_metric =
 "val-core/{}/acc/mean@1"`` with the tasks grouped by their ``data_source``).
@@ -19,11 +21,15 @@ Each validation's metrics (``val-core/<data_source>/acc/mean@1``, ...) reach the
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sized
 from typing import Any, Protocol, runtime_checkable
 
 from flexkit import Pipeline, TasksetScheduler, pipeline_metrics
 from flexkit_verl.checks import check_trainer_config
+from flexkit_verl.keys import config_get
+from flexkit_verl.replay import VerlReplay
+from flexkit_verl.replay_checks import replay_issues
 from flexkit_verl.resume import checkpoint_folder, loader_sampler, restore_sampler
 from flexkit_verl.sampler import FlexkitSampler
 from flexkit_verl.weights import apply_token_weights
@@ -45,8 +51,12 @@ class FlexkitTrainerMixin:
     """
 
     flexkit_pipeline: Pipeline | None = None
-    #: verl's attributes, which ``RayPPOTrainer`` sets as it goes (``train_dataloader`` when it builds the
-    #: dataloaders, ``global_steps`` in ``fit`` and on resume): their values before then.
+    #: The ``[replay]`` buffer (:mod:`flexkit_verl.replay`), built with the dataloader when the pipeline has one.
+    flexkit_replay: VerlReplay | None = None
+    #: verl's attributes, which ``RayPPOTrainer`` sets as it goes (``processor`` before the dataloaders, for a
+    #: multimodal model; ``train_dataloader`` when it builds them; ``global_steps`` in ``fit`` and on resume): their
+    #: values before then.
+    processor: Any = None
     train_dataloader: Any = None
     global_steps: int = 0
 
@@ -67,22 +77,40 @@ class FlexkitTrainerMixin:
         if pipeline is not None:
             steps = len(self.train_dataloader) if sampler is not None else None
             config = self.config  # type: ignore[attr-defined]
-            if sampler is None:  # a sample stage alone: only the loss modes matter
+            multimodal = self.processor is not None
+            if sampler is None:  # a sample stage alone: only the loss modes and replay matter
                 from flexkit_verl.checks import loss_mode_issues
 
                 issues = loss_mode_issues(config, pipeline, v1=False)
+                issues += replay_issues(config, pipeline, multimodal=multimodal)
                 if issues:
                     from flexkit import ConfigError
 
                     raise ConfigError(issues, source="verl config vs flexkit pipeline")
             else:
-                check_trainer_config(config, pipeline, steps_per_epoch=steps, v1=False)
+                check_trainer_config(config, pipeline, steps_per_epoch=steps, v1=False, multimodal=multimodal)
+            replay = pipeline.config.replay
+            if replay is not None:
+                self.flexkit_replay = VerlReplay(replay.groups, replay.max_age, mini_batch=int(
+                    config_get(config, "actor_rollout_ref.actor.ppo_mini_batch_size", 1)))
         return result
 
+    def _save_checkpoint(self) -> Any:
+        """The ``[replay]`` buffer into ``global_step_<N>/flexkit_replay.pt``, then verl's checkpoint (whose
+        ``latest_checkpointed_iteration.txt`` then names a folder that holds the buffer)."""
+        if self.flexkit_replay is not None:
+            trainer = self.config.trainer  # type: ignore[attr-defined]
+            self.flexkit_replay.save(os.path.join(str(trainer.default_local_dir), f"global_step_{self.global_steps}"))
+        return super()._save_checkpoint()  # type: ignore[misc]
+
     def _load_checkpoint(self) -> Any:
-        """verl's checkpoint load, then the flexkit sampler from ``data.pt`` even where verl skipped it."""
+        """verl's checkpoint load, then the flexkit sampler from ``data.pt`` even where verl skipped it, and the
+        ``[replay]`` buffer."""
         result = super()._load_checkpoint()  # type: ignore[misc]
-        restore_sampler(self.train_dataloader, checkpoint_folder(self.config, self.global_steps))  # type: ignore[attr-defined]
+        folder = checkpoint_folder(self.config, self.global_steps)  # type: ignore[attr-defined]
+        restore_sampler(self.train_dataloader, folder)
+        if self.flexkit_replay is not None and folder is not None:
+            self.flexkit_replay.load(folder)
         return result
 
     def _validate(self, *args: Any, **kwargs: Any) -> Any:
@@ -96,17 +124,34 @@ class FlexkitTrainerMixin:
         return result
 
     def _update_actor(self, batch: Any) -> Any:
-        """Feed the batch back, weight its tokens, run the trainer's own actor update, add flexkit's metrics."""
+        """Feed the batch back, weight its tokens, add the replayed groups (``[replay]``), run the trainer's own
+        actor update, add flexkit's metrics."""
         sampler = self._flexkit_sampler()
         payload = sampler.update(batch) if sampler is not None else None
         pipeline = self.flexkit_pipeline or (sampler.pipeline if sampler is not None else None)
         if pipeline is not None and pipeline.has_sample_stage:
             apply_token_weights(pipeline, batch, step=int(self.global_steps),
                                 index_key=sampler.index_key if sampler is not None else "flexkit_index")
-        output = super()._update_actor(batch)  # type: ignore[misc]
+        output = super()._update_actor(self._with_replay(batch))  # type: ignore[misc]
         source = self._flexkit_source(sampler)
         metrics = output.meta_info.get("metrics") if isinstance(output, _HasMetaInfo) else None
         if source is not None and isinstance(metrics, dict):
             rollouts = len(batch) if isinstance(batch, Sized) else None
-            metrics.update({k: [v] for k, v in pipeline_metrics(source, feedback=payload, rollouts=rollouts).items()})
+            replay = self.flexkit_replay.buffer if self.flexkit_replay is not None else None
+            metrics.update({k: [v] for k, v in
+                            pipeline_metrics(source, feedback=payload, rollouts=rollouts, replay=replay).items()})
         return output
+
+    def _with_replay(self, batch: Any) -> Any:
+        """``batch`` followed by the groups ``[replay]`` replays this step (:meth:`VerlReplay.train_batch`), balanced
+        across data-parallel ranks as verl balances a batch (``trainer.balance_batch``), with its
+        ``global_token_num``; ``batch`` itself without replay or with nothing to replay."""
+        if self.flexkit_replay is None:
+            return batch
+        train = self.flexkit_replay.train_batch(batch, step=int(self.global_steps))
+        if train is batch:
+            return batch
+        if config_get(self.config, "trainer.balance_batch", False):  # type: ignore[attr-defined]
+            self._balance_batch(train, metrics={})  # type: ignore[attr-defined]
+        train.meta_info["global_token_num"] = train.batch["attention_mask"].sum(dim=-1).tolist()
+        return train
