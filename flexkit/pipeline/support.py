@@ -7,7 +7,10 @@ trainer mixin, Trinity-RFT's selector. Some parts of a pipeline need something o
 * ``refill``: ``[sample.refill]``, which needs the host to roll out again within a step;
 * ``replay``: ``[replay]``, which needs the host to train on stored rows weighed by their behaviour log-probabilities;
 * ``evaluation``: a selector that reads held-out evaluations (``frontier``'s ``guard_metric``), which needs the host
-  to hand it evaluations (:meth:`flexkit.Pipeline.evaluation`).
+  to hand it evaluations (:meth:`flexkit.Pipeline.evaluation`);
+* ``group_accuracy``: a selector that reads each group's validation accuracy as ``val_accuracy/<group>``
+  (``guard_metric = "val_accuracy/{}"``), which needs the host to compute it from its validation rewards pooled by
+  the selector's grouping column (:mod:`flexkit.pipeline.guard_groups`).
 
 Each host declares a :class:`HostSupport`; :func:`check_support` is the one rule for all of them: every part the
 pipeline needs and the host does not give is a :class:`~flexkit.ConfigError` naming the table or key and what to do,
@@ -27,9 +30,9 @@ from flexkit.selectors.base import Selector
 __all__ = ["PARTS", "HostSupport", "Need", "check_support", "pipeline_needs", "selector_needs", "unmet_needs"]
 
 #: A part of a pipeline that needs something of its host.
-Part = Literal["sample", "refill", "replay", "evaluation"]
+Part = Literal["sample", "refill", "replay", "evaluation", "group_accuracy"]
 #: Every :data:`Part`, in the order problems are reported.
-PARTS: tuple[Part, ...] = ("sample", "refill", "replay", "evaluation")
+PARTS: tuple[Part, ...] = ("sample", "refill", "replay", "evaluation", "group_accuracy")
 
 #: What each part asks of a host, for the messages.
 _WHAT: dict[str, str] = {
@@ -37,6 +40,7 @@ _WHAT: dict[str, str] = {
     "refill": "rolls out again within a step for [sample.refill]",
     "replay": "trains on replayed rows weighed by their behaviour log-probabilities ([replay])",
     "evaluation": "hands the pipeline held-out evaluations (Pipeline.evaluation)",
+    "group_accuracy": "reports each group's validation accuracy as val_accuracy/<group>",
 }
 
 
@@ -51,12 +55,15 @@ class HostSupport:
     refill: bool = False
     replay: bool = False
     evaluation: bool = False
+    #: Each group's validation accuracy as ``val_accuracy/<group>``; by default wherever evaluations are given.
+    group_accuracy: bool = attrs.field(default=attrs.Factory(lambda self: self.evaluation, takes_self=True))
     #: Per part: what to do when the pipeline needs it and this host does not give it.
     advice: Mapping[str, str] = attrs.field(factory=dict)
 
     def gives(self, part: Part) -> bool:
         """Whether this host honours ``part``."""
-        flags = {"sample": self.sample, "refill": self.refill, "replay": self.replay, "evaluation": self.evaluation}
+        flags = {"sample": self.sample, "refill": self.refill, "replay": self.replay, "evaluation": self.evaluation,
+                 "group_accuracy": self.group_accuracy}
         return flags[part]
 
 
@@ -71,10 +78,13 @@ class Need:
 
 def selector_needs(selector: Any, prefix: str) -> list[Need]:
     """The needs of one selector, its keys under ``prefix`` (``"tasksets[0].selector"``): an ``evaluation`` need
-    per key of :meth:`~flexkit.Selector.evaluation_keys`. A plugin selector that does not derive from
+    per key of :meth:`~flexkit.Selector.evaluation_keys` and a ``group_accuracy`` need per key of
+    :meth:`~flexkit.Selector.group_accuracy_keys`. A plugin selector that does not derive from
     :class:`~flexkit.Selector` declares none."""
-    keys = selector.evaluation_keys() if isinstance(selector, Selector) else ()
-    return [Need("evaluation", f"{prefix}.{key}") for key in keys]
+    if not isinstance(selector, Selector):
+        return []
+    return ([Need("evaluation", f"{prefix}.{key}") for key in selector.evaluation_keys()]
+            + [Need("group_accuracy", f"{prefix}.{key}") for key in selector.group_accuracy_keys()])
 
 
 def pipeline_needs(pipe: Any) -> list[Need]:
@@ -98,9 +108,10 @@ def unmet_needs(needs: list[Need], support: HostSupport) -> list[ConfigIssue]:
     that ``support`` does not give, in :data:`PARTS` order, each naming the key, the host, what the part needs and
     the host's advice."""
     issues = []
+    no_evaluation = {need.key for need in needs if need.part == "evaluation" and not support.evaluation}
     for need in sorted(needs, key=lambda n: PARTS.index(n.part)):
-        if support.gives(need.part):
-            continue
+        if support.gives(need.part) or (need.part == "group_accuracy" and need.key in no_evaluation):
+            continue  # a key refused for want of any evaluation is not refused twice
         advice = support.advice.get(need.part) or f"remove {need.key}"
         issues.append(ConfigIssue(need.key, f"{support.name} does not honour this: it needs a host that "
                                             f"{_WHAT[need.part]}; {advice}"))

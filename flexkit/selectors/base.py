@@ -243,6 +243,13 @@ class Selector(Configurable, abc.ABC):
         The default: none."""
         return ()
 
+    def group_accuracy_keys(self) -> tuple[str, ...]:
+        """The keys among :meth:`evaluation_keys` whose setting reads each group's validation accuracy under the
+        host-neutral name ``val_accuracy/<group>`` (:data:`flexkit.host.GUARD_TEMPLATE`), which a host computes
+        from its validation rewards pooled by the selector's grouping column; a host that hands evaluations but
+        not those refuses such a selector. The default: none."""
+        return ()
+
     def observe_evaluation(self, metrics: Mapping[str, float]) -> None:
         """Take the trainer's latest held-out evaluation (metric name → value, as ``evaluate`` returned it).
 

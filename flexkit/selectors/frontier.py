@@ -414,6 +414,11 @@ class FrontierSelector(Selector):
         """``("guard_metric",)`` when the guard is on: it steers by held-out evaluations."""
         return ("guard_metric",) if self.config.guard_metric else ()
 
+    def group_accuracy_keys(self) -> tuple[str, ...]:
+        """``("guard_metric",)`` when the guard reads ``"val_accuracy/{}"``, each group's validation accuracy under
+        the name every host reports it by (a template of the host's own names is checked at its first evaluation)."""
+        return ("guard_metric",) if self.config.guard_metric == VALIDATION_TEMPLATE else ()
+
     def observe_evaluation(self, metrics: Mapping[str, float]) -> None:
         """With ``guard_metric``: record each group's held-out accuracy from the trainer's evaluation."""
         if self.config.guard_metric:

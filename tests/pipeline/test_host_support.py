@@ -33,7 +33,22 @@ def _with(path: Path, tmp_path: Path, extra: str) -> Path:
 def test_the_quickstart_needs_replay_and_evaluations() -> None:
     needs = pipeline_needs(load_pipeline(QUICKSTART))
     assert [(n.part, n.key) for n in needs] == [("replay", "replay"),
-                                                ("evaluation", "tasksets[0].selector.guard_metric")]
+                                                ("evaluation", "tasksets[0].selector.guard_metric"),
+                                                ("group_accuracy", "tasksets[0].selector.guard_metric")]
+
+
+def test_a_host_with_evaluations_but_not_per_group_accuracy_refuses_the_recipes_guard_once() -> None:
+    """verl's legacy trainer hands its own validation metrics, never val_accuracy/<group>: validate used to call the
+    quickstart valid there and the trainer refused it at construction."""
+    pipe = load_pipeline(QUICKSTART)
+    own_names = HostSupport(name="h", replay=True, evaluation=True, group_accuracy=False,
+                            advice={"group_accuracy": "name my metrics"})
+    issues = unmet_needs(pipeline_needs(pipe), own_names)
+    assert [i.path for i in issues] == ["tasksets[0].selector.guard_metric"]
+    assert "reports each group's validation accuracy as val_accuracy/<group>; name my metrics" in issues[0].message
+    none = HostSupport(name="h", replay=True)  # no evaluation at all: one issue for the key, not two
+    assert [i.path for i in unmet_needs(pipeline_needs(pipe), none)] == ["tasksets[0].selector.guard_metric"]
+    assert HostSupport(name="h", evaluation=True).group_accuracy  # by default wherever evaluations are given
 
 
 def test_a_host_that_gives_nothing_refuses_every_need_with_its_advice() -> None:
@@ -96,13 +111,14 @@ def _guarded(**extra: object) -> object:
 
 
 def test_a_selector_declares_the_keys_that_need_evaluations() -> None:
-    assert [n.key for n in selector_needs(_guarded(), "data_selector")] == ["data_selector.guard_metric"]
+    assert [(n.part, n.key) for n in selector_needs(_guarded(), "data_selector")] == [
+        ("evaluation", "data_selector.guard_metric"), ("group_accuracy", "data_selector.guard_metric")]
     levels = np.repeat(np.arange(1, 4), 10)
     plain = make_selector("frontier", size=levels.size, features={"level": levels}, feature_keys=["level"],
                           guard_metric="")
     assert selector_needs(plain, "data_selector") == []
     by_default = make_selector("frontier", size=levels.size, features={"level": levels}, feature_keys=["level"])
-    assert [n.key for n in selector_needs(by_default, "s")] == ["s.guard_metric"]  # the recipe's guard
+    assert {n.key for n in selector_needs(by_default, "s")} == {"s.guard_metric"}  # the recipe's guard
     assert unmet_needs(selector_needs(_guarded(), "s"), HostSupport(name="h", evaluation=True)) == []
 
 

@@ -27,11 +27,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import attrs
-
 from flexkit import ConfigError, ConfigIssue, Pipeline
 from flexkit.host import pipeline_needs, unmet_needs
-from flexkit_verl.groups import GUARD_TEMPLATE, column_issues, group_columns
+from flexkit_verl.groups import column_issues, group_columns
 from flexkit_verl.keys import config_get
 from flexkit_verl.replay_checks import replay_issues
 from flexkit_verl.support import support_for
@@ -147,35 +145,19 @@ def validation_issues(config: Any, pipeline: Pipeline, val_columns: Iterable[str
     return issues
 
 
-def legacy_guard_issues(pipeline: Pipeline) -> list[ConfigIssue]:
-    """The legacy ``RayPPOTrainer`` hands the selectors verl's own validation metrics only
-    (``val-core/<data_source>/...``): a per-group guard on :data:`~flexkit_verl.groups.GUARD_TEMPLATE` would never
-    see a value there."""
-    issues = []
-    for i, taskset in enumerate(pipeline.config.tasksets):
-        config = taskset.selector.config
-        params = attrs.asdict(config, recurse=False) if attrs.has(type(config)) else {}
-        if params.get("guard_metric") == GUARD_TEMPLATE:
-            issues.append(ConfigIssue(f"tasksets[{i}].selector.guard_metric", (
-                f"is {GUARD_TEMPLATE!r}, which verl's v1 trainer feeds (trainer.use_v1=true, flexkit_verl.main_ppo); "
-                "the legacy RayPPOTrainer hands the selectors verl's own validation metrics only: use the v1 "
-                "trainer, or group by data_source (feature_keys = [\"data_source\"]) with guard_metric = "
-                "\"val-core/{}/acc/mean@1\"")))
-    return issues
-
-
 def check_trainer_config(config: Any, pipeline: Pipeline, *, steps_per_epoch: int | None, v1: bool,
                          val_columns: Iterable[str] | None = None, multimodal: bool = False) -> None:
     """Every check above that applies; raises one :class:`~flexkit.ConfigError` listing all problems
     (``val_columns``: the validation dataset's column names, when known; ``multimodal``: verl built a processor for
     the model)."""
     issues = batch_size_issues(config, pipeline) + loss_mode_issues(config, pipeline, v1=v1)
-    # what this trainer does not honour (flexkit.host; the v1 trainer does not replay, the legacy one does)
+    # what this trainer does not honour (flexkit.host; the v1 trainer does not replay, the legacy one does and
+    # reports verl's own validation metrics only, not val_accuracy/<group>)
     issues += unmet_needs(pipeline_needs(pipeline), support_for(v1=v1))
     if v1:
         issues += validation_issues(config, pipeline, val_columns)
     else:
-        issues += legacy_guard_issues(pipeline) + replay_issues(config, pipeline, multimodal=multimodal)
+        issues += replay_issues(config, pipeline, multimodal=multimodal)
     if steps_per_epoch is not None:
         issues += run_length_issues(config, pipeline, steps_per_epoch=steps_per_epoch)
     if issues:

@@ -54,10 +54,16 @@ SUPPORT = HostSupport(
 )
 
 #: verl's legacy ``RayPPOTrainer`` (``trainer.use_v1=false``) with
-#: :class:`~flexkit_verl.FlexkitTrainerMixin`: the sample stage, rollout replay and validation metrics.
+#: :class:`~flexkit_verl.FlexkitTrainerMixin`: the sample stage, rollout replay and verl's own validation metrics
+#: (``val-core/<data_source>/...``), not each group's ``val_accuracy/<group>``.
 LEGACY_SUPPORT = HostSupport(
     name="verl's legacy RayPPOTrainer (flexkit_verl)", sample=True, replay=True, evaluation=True,
-    advice={"refill": _REFILL, "evaluation": _EVALUATION},
+    group_accuracy=False,
+    advice={"refill": _REFILL, "evaluation": _EVALUATION,
+            "group_accuracy": ("it hands the selectors verl's own validation metrics only (val-core/<data_source>/"
+                               "...): use the v1 trainer (trainer.use_v1=true, flexkit_verl.main_ppo), group by "
+                               'data_source (feature_keys = ["data_source"]) with guard_metric = '
+                               '"val-core/{}/acc/mean@1", or turn the guard off (guard_metric = "")')},
 )
 
 
