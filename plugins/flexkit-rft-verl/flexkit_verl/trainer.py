@@ -108,5 +108,7 @@ class FlexkitTrainerMixin:
         metrics = output.meta_info.get("metrics") if isinstance(output, _HasMetaInfo) else None
         if source is not None and isinstance(metrics, dict):
             rollouts = len(batch) if isinstance(batch, Sized) else None
-            metrics.update({k: [v] for k, v in pipeline_metrics(source, feedback=payload, rollouts=rollouts).items()})
+            total = sampler.rollouts if sampler is not None else None
+            metrics.update({k: [v] for k, v in pipeline_metrics(source, feedback=payload, rollouts=rollouts,
+                                                                run_rollouts=total).items()})
         return output
