@@ -170,9 +170,11 @@ METRICS: tuple[Metric, ...] = (
     Metric(FEEDBACK_PASS_RATE_MAX, False, True, "their maximum"),
     Metric(FEEDBACK_ZERO_FRACTION, False, True, "share of fed-back tasks never solved (no learning signal)"),
     Metric(FEEDBACK_ONE_FRACTION, False, True, "share of fed-back tasks always solved (no learning signal)"),
-    Metric(selector_metric("<taskset>", "<key>"), False, True,
-           "the selector's `summary()`, and `predicted_pass_rate_mean` for selectors that keep an estimate per "
-           "task (tasksets up to 10⁶ tasks)"),
+    Metric(selector_metric("<taskset>", "<key>"), True, True,
+           "the selector's `summary()` (`frontier`: per group `pass_rate/<group>`, `informative/<group>`, "
+           "`floor_share/<group>` with `retain`, `guard_share/<group>` with `guard_metric`), after the step's "
+           "feedback (and evaluation); hosts also get `predicted_pass_rate_mean` for selectors that keep an estimate "
+           "per task (tasksets up to 10⁶ tasks)"),
     Metric(EVAL_ACCURACY, True, False,
            "held-out test accuracy (the trainer's `eval_accuracy`), on evaluation steps: what runs are judged on"),
     Metric(eval_level("<level>"), True, False,

@@ -41,7 +41,7 @@ from flexkit.metric_names import (
     selector_metric,
 )
 from flexkit.pipeline.pipeline import Pipeline
-from flexkit.run.estimates import predicted_pass_rates
+from flexkit.run.estimates import predicted_pass_rates, summary_metrics
 from flexkit.sample.refill_count import RefillCount
 from flexkit.sample.replay import ReplayBuffer
 from flexkit.scheduler.feedback import SELECTOR_METRIC
@@ -170,10 +170,7 @@ def selector_metrics(scheduler: Any) -> dict[str, float]:
 
 def _one_selector(entry: Any) -> dict[str, float]:
     selector = entry.selector
-    out: dict[str, float] = {}
-    for key, value in dict(members.summary(selector)).items():
-        if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
-            out[selector_metric(entry.name, key)] = float(value)
+    out = summary_metrics(entry.name, selector)
     if members.flag(selector, "learns_from_feedback") and entry.size <= ESTIMATE_MEAN_LIMIT:
         estimates = predicted_pass_rates(selector, entry.size)
         if estimates is not None:
