@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -98,9 +99,10 @@ def summary_metrics(taskset: str, selector: Any) -> dict[str, float]:
 
 
 def selector_summaries(scheduler: Any) -> dict[str, float]:
-    """Every selector's :func:`summary_metrics` (holding ``scheduler`` idle: no prefetch selects meanwhile)."""
+    """Every selector's finite :func:`summary_metrics`, for a ``metrics.jsonl`` record (holding ``scheduler`` idle:
+    no prefetch selects meanwhile)."""
     out: dict[str, float] = {}
     with scheduler.idle():
         for entry in scheduler.entries:
             out.update(summary_metrics(entry.name, entry.selector))
-    return out
+    return {key: value for key, value in out.items() if math.isfinite(value)}
