@@ -320,7 +320,7 @@ def _stacked_mix(ax: Any, run: _Run, key: str, title: str, label: str, colors: l
     ax.set_xlabel("steps")
     ax.set_ylabel("share of drawn tasks")
     ax.set_title(title + (f" (mean of {window} steps)" if window > 1 else ""), fontsize=10)
-    _legend_below(ax, ncols=min(6, len(names)))
+    _legend_below(ax, ncols=min(3, len(names)))  # three a row: the labels fit a single panel's width
 
 
 def _taskset_mix(ax: Any, run: _Run) -> None:

@@ -213,3 +213,12 @@ def test_regression_legends_sit_below_their_panel_off_the_data(run_dir: Path) ->
     for ax in (step_ax, mix_ax):
         legend, frame = ax.get_legend().get_window_extent(), ax.get_window_extent()
         assert legend.y1 <= frame.y0, ax.get_title()
+    records = read_metrics(run_dir)
+    for record in records[1:]:
+        record["flexkit/level_mix"].update({"5": 1, "6": 1})  # six levels, as the quickstart's
+    alone = Figure(figsize=(4.2, 3.3), layout="constrained")  # mix.png of one taskset: one panel wide
+    ax = alone.subplots()
+    _FIGURES["mix.png"][1].draw(ax, _Run(run_dir, records))
+    alone.canvas.draw()
+    legend, page = ax.get_legend().get_window_extent(), alone.bbox
+    assert page.x0 <= legend.x0 and legend.x1 <= page.x1  # six levels' labels were cut off at both sides
