@@ -28,8 +28,8 @@ __all__ = [
     "PREDICTED_PASS_RATE", "PREFIX", "REPLAY_GROUPS", "REPLAY_RESPONSES", "REWARD_MEAN", "ROLLOUTS",
     "RUN_GENERATED_TOKENS", "RUN_ROLLOUTS", "RUN_SECONDS", "SCHEDULER_STEP", "STEP", "TASKSET_MIX",
     "TRAINER_EVAL_ACCURACY", "TRAINER_VAL_ACCURACY", "TRAINER_VAL_PREFIX", "VAL_ACCURACY", "Metric", "eval_level",
-    "evaluation_of", "mix_share", "plain_evaluation", "proportion", "record_evaluation", "record_validation",
-    "sample_metric", "selector_metric", "upgrade_record", "val_level",
+    "evaluation_of", "group_mix_share", "mix_share", "plain_evaluation", "proportion", "record_evaluation",
+    "record_validation", "sample_metric", "selector_metric", "upgrade_record", "val_level",
 ]
 
 #: The prefix of every flexkit metric name.
@@ -82,6 +82,11 @@ def mix_share(taskset: str) -> str:
     return f"{PREFIX}mix/{taskset}"
 
 
+def group_mix_share(taskset: str, group: str) -> str:
+    """``flexkit/group_mix/<taskset>/<group>``."""
+    return f"{PREFIX}group_mix/{taskset}/{group}"
+
+
 def sample_metric(name: str) -> str:
     """The sample stage's metric ``name`` (``kept_groups``, ``sample/kept_groups`` or already ``flexkit/sample/...``)
     as ``flexkit/sample/<name>``."""
@@ -128,13 +133,19 @@ METRICS: tuple[Metric, ...] = (
     Metric(SCHEDULER_STEP, False, True, "batches the scheduler has handed out (a refill round reads one)"),
     Metric(EPOCH, False, True, "the scheduler's current epoch"),
     Metric(mix_share("<taskset>"), False, True, "share of the latest batch drawn from each taskset (several tasksets)"),
+    Metric(group_mix_share("<taskset>", "<group>"), False, True,
+           "share of the step's fed-back tasks of a taskset in each group of its grouping column (the selector's "
+           "`feature_keys`, cut into its `bins`; else the taskset's first categorical column), as `flexkit preview` "
+           "counts them"),
     Metric(TASKSET_MIX, True, False, "tasks drawn this step per taskset name, every round (a table)"),
     Metric(LEVEL_MIX, True, False, "tasks drawn this step per integer `level` of their rows (a table)"),
     Metric(PREDICTED_PASS_RATE, True, False,
            "histograms of the selectors' predicted pass rates before the step: `selected` (the drawn tasks) and "
            "`pool`"),
     Metric(ROLLOUTS, False, True, "responses generated this step, every round (when the adapter knows it)"),
-    Metric(RUN_ROLLOUTS, True, False, "responses generated so far in the run, refills included"),
+    Metric(RUN_ROLLOUTS, True, True,
+           "responses generated so far in the run, refills included (host adapters: the total they counted, "
+           "checkpointed with the curriculum)"),
     Metric(RUN_GENERATED_TOKENS, True, False, "response tokens generated so far in the run (`response_mask` summed)"),
     Metric(RUN_SECONDS, True, False,
            "wall seconds of the run so far, when the record is written: from the start of its step loop (trainer "
@@ -159,9 +170,11 @@ METRICS: tuple[Metric, ...] = (
     Metric(FEEDBACK_PASS_RATE_MAX, False, True, "their maximum"),
     Metric(FEEDBACK_ZERO_FRACTION, False, True, "share of fed-back tasks never solved (no learning signal)"),
     Metric(FEEDBACK_ONE_FRACTION, False, True, "share of fed-back tasks always solved (no learning signal)"),
-    Metric(selector_metric("<taskset>", "<key>"), False, True,
-           "the selector's `summary()`, and `predicted_pass_rate_mean` for selectors that keep an estimate per "
-           "task (tasksets up to 10⁶ tasks)"),
+    Metric(selector_metric("<taskset>", "<key>"), True, True,
+           "the selector's `summary()` (`frontier`: per group `pass_rate/<group>`, `informative/<group>`, "
+           "`floor_share/<group>` with `retain`, `guard_share/<group>` with `guard_metric`), after the step's "
+           "feedback (and evaluation); hosts also get `predicted_pass_rate_mean` for selectors that keep an estimate "
+           "per task (tasksets up to 10⁶ tasks)"),
     Metric(EVAL_ACCURACY, True, False,
            "held-out test accuracy (the trainer's `eval_accuracy`), on evaluation steps: what runs are judged on"),
     Metric(eval_level("<level>"), True, False,

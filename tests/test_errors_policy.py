@@ -127,6 +127,7 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/scheduler/scheduler.py::TasksetScheduler.evaluation: Exception":
         _NAMED + " (a ComponentError naming the selector)",
     "flexkit/integrations/host_metrics.py::feedback_metrics: TypeError, ValueError": "metrics never stop a run",
+    "flexkit/integrations/host_metrics.py::group_mix_metrics: TypeError, ValueError": "metrics never stop a run",
     "flexkit/integrations/_state.py::to_portable: TypeError": "dtypes torch lacks are kept as lists",
     "flexkit/integrations/torch.py::FlexkitSampler.locate: TypeError, ValueError": _DATA,
     "flexkit/integrations/torch.py::_as_numpy: TypeError, ValueError": _DATA,
@@ -138,7 +139,7 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/plot/figures.py::_resolved: ValueError": "best effort: a plot without target lines, the sample stage "
                                                       "read from the records",
     "flexkit/plot/figures.py::_targets: KeyError, TypeError": "best effort: a plot without target lines",
-    "flexkit/cli/preview.py::_natural: ValueError": _DATA,
+    "flexkit/pipeline/grouping.py::_natural: ValueError": _DATA,
     "flexkit/plugins/registrar.py::Component.build: AttributeError, TypeError":
         "a frozen or slotted component keeps its class's name",
     "flexkit/plugins/local_import.py::exit_is_import_error: BaseException": "sys.exit() while importing a plugin",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -133,3 +134,40 @@ def test_a_scheduler_is_read_while_idle_and_an_adapters_entries_as_they_are(tmp_
     assert "flexkit/selector/t0/predicted_pass_rate_mean" in from_scheduler
     assert selector_metrics(SimpleNamespace(entries=list(sched.entries))) == from_scheduler  # Trinity's monitor
     assert held == [True, True, True]
+def _labelled_pipeline(tmp_path: Path, selectors: list[dict]) -> object:  # type: ignore[type-arg]
+    """Two tasksets of 30 rows with a ``source`` label (``s<i % 3>``) and a ``difficulty`` of ``i / 30``."""
+    for name in ("a", "b"):
+        rows = [{"prompt": f"q{i}", "id": i, "source": f"s{i % 3}", "difficulty": i / 30} for i in range(30)]
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    tasksets = [{"name": name, "path": f"{name}.jsonl", "selector": selector}
+                for name, selector in zip(("a", "b"), selectors, strict=True)]
+    return pipeline_from_dict({"run": {"batch_size": 6, "seed": 0, "total_steps": 5}, "tasksets": tasksets},
+                              base_dir=tmp_path)
+
+
+def test_regression_the_fed_back_tasks_mix_is_reported_by_any_grouping_column(tmp_path: Path) -> None:
+    """Hosts logged only the taskset mix: a ``source`` label (the selector's, or the first categorical column for a
+    selector that groups nothing) and a number column in the selector's bins now give
+    ``flexkit/group_mix/<taskset>/<group>``, the shares ``flexkit preview`` counts."""
+    pipe = _labelled_pipeline(tmp_path, [{"type": "frontier", "feature_keys": ["source"]}, {"type": "random"}])
+    payload = {SELECTOR_METRIC: {0: {"indices": [0, 3, 4, 7], "values": [1.0] * 4},
+                                 "b": {"indices": [2, 5], "values": [0.0, 1.0]}}}
+    out = pipeline_metrics(pipe, feedback=payload)
+    mix = {k: v for k, v in out.items() if k.startswith("flexkit/group_mix/")}
+    assert mix == {"flexkit/group_mix/a/s0": 0.5, "flexkit/group_mix/a/s1": 0.5, "flexkit/group_mix/b/s2": 1.0}
+    binned = _labelled_pipeline(tmp_path, [{"type": "frontier", "feature_keys": ["difficulty"], "bins": 2}] * 2)
+    out = pipeline_metrics(binned, feedback={SELECTOR_METRIC: {1: {"indices": [0, 1, 2, 29], "values": [0.0] * 4}}})
+    assert [v for k, v in out.items() if k.startswith("flexkit/group_mix/b/")] == [0.75, 0.25]
+    assert not any(k.startswith("flexkit/group_mix/a/") for k in out)  # nothing of it was fed back
+    for malformed in ({0: {"indices": [99]}}, {0: {"indices": ["x"]}}, {7: {"indices": [1]}}, {"c": {}}):
+        assert not any(k.startswith("flexkit/group_mix/") for k in pipeline_metrics(
+            pipe, feedback={SELECTOR_METRIC: malformed}))
+
+
+def test_regression_a_host_logs_the_running_total_of_rollouts(tmp_path: Path) -> None:
+    """``flexkit/rollouts`` is the step's count; the total an adapter counted is ``flexkit/run/rollouts``, the name
+    ``flexkit run`` records it under."""
+    pipe = make_pipeline(tmp_path, sizes=(12,), selectors=[{"type": "shuffle"}])
+    out = pipeline_metrics(pipe, rollouts=32, run_rollouts=96)
+    assert (out["flexkit/rollouts"], out["flexkit/run/rollouts"]) == (32, 96)
+    assert "flexkit/run/rollouts" not in pipeline_metrics(pipe, rollouts=32)

@@ -177,3 +177,20 @@ def test_ci_runs_the_core_suite_on_the_oldest_and_newest_declared_python() -> No
     assert (listed[0], listed[-1]) == (declared[0], declared[-1])  # the pipeline the script runs picks them
     assert 'torch==2.13.0' in script and '"$clone[test]"' in script
 
+
+
+def test_the_test_extra_runs_pytest_n() -> None:
+    """``pytest -n N`` (and ``-n 0``) needs pytest-xdist, which ``pip install -e ".[test]"`` lacked."""
+    extra = _project(ROOT / "pyproject.toml")["optional-dependencies"]["test"]
+    assert any(re.match(r"pytest-xdist\b", requirement) for requirement in extra), extra
+
+
+def test_the_trl_plugin_pins_the_minor_series_its_guide_names() -> None:
+    """The plugin overrides TRL's private methods: trl and transformers are pinned to the minor series it is tested
+    with (transformers was unpinned), and docs/integrations/trl.md names the same bounds."""
+    dependencies = _project(ROOT / "plugins" / "flexkit-rft-trl" / "pyproject.toml")["dependencies"]
+    guide = (ROOT / "docs" / "integrations" / "trl.md").read_text(encoding="utf-8")
+    for name in ("trl", "transformers"):
+        pins = [d for d in dependencies if re.match(rf"{name}>=\d+\.\d+,<\d+\.\d+$", d)]
+        assert len(pins) == 1, (name, dependencies)
+        assert f"`{pins[0]}`" in guide, pins[0]

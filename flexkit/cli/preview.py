@@ -19,100 +19,15 @@ import attrs
 import numpy as np
 
 from flexkit.errors import FlexkitError
+from flexkit.pipeline.grouping import TasksetGrouping
 from flexkit.plugins.contract import group_size_of
 from flexkit.run.estimates import level_mix
-from flexkit.selectors._grouping import TaskGroups, group_label
-from flexkit.selectors.base import feature_keys_of
 from flexkit.tasksets.base import finite_number
 
 #: Responses per task when the pipeline names no ``[trainer] group_size``.
 DEFAULT_GROUP_SIZE = 8
 #: Equal-width bins of [0, 1] for a ``--feedback FIELD`` summary.
 FIELD_BINS = 4
-#: Rows read (evenly strided) to find a taskset's first categorical column.
-CATEGORY_SAMPLE = 256
-#: Most distinct values a categorical column has among those rows (and at most half as many as the rows).
-MAX_CATEGORIES = 32
-
-
-@attrs.frozen
-class TasksetGrouping:
-    """How preview counts one taskset's drawn tasks: by the columns ``keys``, cut into the pool's quantile
-    ``bins`` (then ``groups``, the selector's own grouping of the pool) or by their values."""
-
-    keys: tuple[str, ...]
-    bins: int = 0
-    groups: TaskGroups | None = None
-
-    @property
-    def title(self) -> str:
-        """``level``, ``source`` or ``difficulty (4 bins)``."""
-        return ", ".join(self.keys) + (f" ({self.bins} bins)" if self.bins else "")
-
-    def name(self, task: Any) -> str:
-        """The group of ``task`` (a value, ``"[0.1, 0.3)"`` for a bin; ``key=value, ...`` for several columns)."""
-        if self.groups is not None:
-            name = self.groups.names[int(self.groups.group[task.index])]
-        else:
-            row = task.data if isinstance(task.data, Mapping) else {}
-            name = ", ".join(f"{key}={group_label(row[key]) if key in row else '?'}" for key in self.keys)
-        if len(self.keys) == 1:
-            name = name.removeprefix(self.keys[0]).removeprefix("=").removeprefix("∈")
-        return name
-
-    def counts(self, tasks: Sequence[Any]) -> dict[str, int]:
-        """How many of ``tasks`` fall in each group (the groups' order, numbers by value)."""
-        counts: dict[str, int] = {}
-        for task in tasks:
-            name = self.name(task)
-            counts[name] = counts.get(name, 0) + 1
-        if self.groups is not None:
-            order = {name.removeprefix(self.keys[0]).removeprefix("∈") if len(self.keys) == 1 else name: i
-                     for i, name in enumerate(self.groups.names)}
-            return dict(sorted(counts.items(), key=lambda item: order.get(item[0], len(order))))
-        return dict(sorted(counts.items(), key=lambda item: _natural(item[0])))
-
-
-def _natural(name: str) -> tuple[int, float, str]:
-    try:
-        return (0, float(name), name)
-    except ValueError:
-        return (1, 0.0, name)
-
-
-def taskset_grouping(selector_config: Any, taskset: Any, name: str) -> TasksetGrouping | None:
-    """The grouping of a taskset's preview: the ``feature_keys`` of a selector that groups tasks (its config has
-    ``bins``: 0 groups by value, k by the pool's k quantile bins, as the selector does), else the taskset's first
-    categorical column (:func:`first_categorical_column`); ``None`` when there is none."""
-    params = attrs.asdict(selector_config, recurse=False) if attrs.has(type(selector_config)) else {}
-    keys = feature_keys_of(selector_config)
-    if keys and "bins" in params:
-        bins = int(params["bins"] or 0)
-        if bins > 0:
-            groups = TaskGroups.from_features(taskset.features(keys), keys, len(taskset), bins=bins,
-                                              owner=f"preview of {name!r}")
-            return TasksetGrouping(keys, bins, groups)
-        return TasksetGrouping(keys)
-    column = first_categorical_column(taskset)
-    return TasksetGrouping((column,)) if column is not None else None
-
-
-def first_categorical_column(taskset: Any) -> str | None:
-    """The first column (in row order) of :data:`CATEGORY_SAMPLE` evenly strided rows whose values are all labels
-    (strings or integers) with at most :data:`MAX_CATEGORIES` distinct values, and at most half as many as the rows
-    (an id or a prompt is no category); ``None`` when no column is."""
-    size = len(taskset)
-    if size == 0:
-        return None
-    rows = taskset.read(np.unique(np.linspace(0, size - 1, min(size, CATEGORY_SAMPLE)).astype(np.int64)))
-    limit = min(MAX_CATEGORIES, max(1, len(rows) // 2))
-    for key in rows[0]:
-        values = [row.get(key) for row in rows]
-        if not all(isinstance(v, (str, int, np.integer)) and not isinstance(v, bool) for v in values):
-            continue
-        if len({group_label(v) for v in values}) <= limit:
-            return str(key)
-    return None
 
 
 @attrs.define
@@ -215,16 +130,6 @@ def _summary(sched: Any, step: int, epoch: int, tasks: Sequence[Any], feedback_m
                        feedback=values, groups=groups or None)
 
 
-def _groupings(pipe: Any) -> dict[str, TasksetGrouping]:
-    """Each taskset's :func:`taskset_grouping` (those with one)."""
-    out: dict[str, TasksetGrouping] = {}
-    for spec, entry in zip(pipe.config.tasksets, pipe.scheduler.entries, strict=True):
-        grouping = taskset_grouping(spec.selector.config, entry.taskset, entry.name)
-        if grouping is not None:
-            out[entry.name] = grouping
-    return out
-
-
 def preview_steps(pipe: Any, steps: int, feedback: str = "none") -> Iterator[PreviewStep]:
     """Draw up to ``steps`` batches of ``pipe`` and summarise each (see the module docstring). Ends early when
     the pipeline's run ends; the caller closes the scheduler."""
@@ -234,7 +139,7 @@ def preview_steps(pipe: Any, steps: int, feedback: str = "none") -> Iterator[Pre
     rng = np.random.default_rng(pipe.config.run.seed)
     sample = pipe.config.sample
     refill = sample is not None and sample.refill is not None and feedback != "none"
-    groupings = _groupings(pipe)
+    groupings = pipe.task_groupings()
     for shown in range(steps):
         if refill:  # a step reads the scheduler once per round: steps are counted here, as flexkit run does
             if shown >= sched.total_steps:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,7 +23,8 @@ from flexkit.log import say
 if TYPE_CHECKING:
     from flexkit.plugins.manager import PluginHost
 
-__all__ = ["DEFAULT_SCHEMA_PATH", "Origin", "cmd_plugins", "cmd_schema", "distribution_origin", "version_report"]
+__all__ = ["DEFAULT_SCHEMA_PATH", "Origin", "cmd_plugins", "cmd_schema", "distribution_origin", "flexkit_distributions",
+           "version_report"]
 
 DEFAULT_SCHEMA_PATH = Path("schemas") / "pipeline.schema.json"
 
@@ -94,20 +96,43 @@ def distribution_origin(name: str) -> Origin:
         return Origin(name, None, "missing")
 
 
-def version_report() -> str:
-    """``flexkit --version``: the version, where the core and every distribution with ``flexkit`` entry points
-    came from, and where this process imports flexkit from."""
-    import flexkit
+def _requires_core(dist: importlib.metadata.Distribution) -> bool:
+    """Whether ``dist`` declares a requirement on the core distribution (extras included)."""
+    for line in dist.requires or ():
+        name = re.split(r"[\s\[<>=!~;(@]", line.strip(), maxsplit=1)[0]
+        if _normalise(name) == DISTRIBUTION:
+            return True
+    return False
+
+
+def _normalise(name: str) -> str:
+    """A distribution name as PEP 503 compares it (``Flexkit_RFT`` is ``flexkit-rft``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def flexkit_distributions() -> dict[str, Origin]:
+    """Where the core and every installed flexkit distribution came from, by name: those that require the core
+    (a plugin with no component, such as ``flexkit-rft-ray``, included) and those with ``flexkit`` or
+    ``flexkit.hosts`` entry points."""
     from flexkit.plugins.manager import ENTRY_POINT_GROUP
 
     origins = {DISTRIBUTION: distribution_origin(DISTRIBUTION)}
-    for group in (ENTRY_POINT_GROUP, f"{ENTRY_POINT_GROUP}.hosts"):
-        for ep in importlib.metadata.entry_points(group=group):
-            dist = getattr(ep, "dist", None)
-            if dist is not None and dist.metadata["Name"] not in origins:
-                origins[dist.metadata["Name"]] = origin_of(dist)
+    found = [ep.dist for group in (ENTRY_POINT_GROUP, f"{ENTRY_POINT_GROUP}.hosts")
+             for ep in importlib.metadata.entry_points(group=group)]
+    found += [dist for dist in importlib.metadata.distributions() if _requires_core(dist)]
+    for dist in found:
+        if dist is not None and dist.metadata["Name"] and _normalise(dist.metadata["Name"]) not in origins:
+            origins[_normalise(dist.metadata["Name"])] = origin_of(dist)
+    return dict(sorted(origins.items()))
+
+
+def version_report() -> str:
+    """``flexkit --version``: the version, where the core and every flexkit distribution came from
+    (:func:`flexkit_distributions`), and where this process imports flexkit from."""
+    import flexkit
+
     lines = [f"flexkit {__version__}"]
-    lines += [f"  {origins[name].describe()}" for name in sorted(origins)]
+    lines += [f"  {origin.describe()}" for origin in flexkit_distributions().values()]
     lines.append(f"  imports flexkit from {Path(flexkit.__file__).parent}")
     return "\n".join(lines)
 
@@ -148,10 +173,12 @@ def cmd_plugins(args: argparse.Namespace) -> int:
                 print(f"{current}:")
             origin = f"{row['distribution'] or 'local'} {row['version'] or ''}".strip()
             print(f"  {row['name']:<22} {origin:<22} {row['description']}")
-        if origins:
-            print("distributions:")
-            for name in sorted(origins):
-                print(f"  {origins[name].describe()}")
+        listed = flexkit_distributions()
+        for name, found in origins.items():
+            listed.setdefault(_normalise(name), found)
+        print("distributions:")
+        for name in sorted(listed):
+            print(f"  {listed[name].describe()}")
     for failure in host.failures:
         say("plugin_problem", f"problem: {failure}", level="warning", plugin=failure.plugin,
             distribution=failure.distribution, phase=failure.phase, error=failure.error)

@@ -25,6 +25,7 @@ from flexkit.errors import (
 )
 from flexkit.pipeline.checkpoint import load_state, save_state
 from flexkit.pipeline.fingerprint import compare_fingerprints, fingerprint_hints, pipeline_fingerprint
+from flexkit.pipeline.grouping import TasksetGrouping, taskset_grouping
 from flexkit.pipeline.state import EXTRA_KEY, PIPELINE_KEY, checkpoint_problems, component_of, refusing_component
 from flexkit.plugins.contract import FeedbackOperator, component_bugs
 from flexkit.plugins.manager import PluginHost, get_plugins
@@ -57,6 +58,7 @@ class Pipeline:
     _scheduler: TasksetScheduler | None = attrs.field(default=None, init=False, repr=False)
     _feedback: FeedbackOperator | None = attrs.field(default=None, init=False, repr=False)
     _sample_stage: SampleStage | None = attrs.field(default=None, init=False, repr=False)
+    _groupings: dict[str, TasksetGrouping] | None = attrs.field(default=None, init=False, repr=False)
 
     @property
     def sample_stage(self) -> SampleStage:
@@ -109,6 +111,15 @@ class Pipeline:
         _exps, metrics = self.feedback_operator.process(experiences)
         self.scheduler.feedback(metrics)
         return metrics
+
+    def task_groupings(self) -> dict[str, TasksetGrouping]:
+        """Each taskset's grouping of its drawn tasks, by taskset name (those with one; built once):
+        :func:`~flexkit.pipeline.grouping.taskset_grouping`."""
+        if self._groupings is None:
+            found = {entry.name: taskset_grouping(spec.selector.config, entry.taskset, entry.name)
+                     for spec, entry in zip(self.config.tasksets, self.scheduler.entries, strict=True)}
+            self._groupings = {name: grouping for name, grouping in found.items() if grouping is not None}
+        return self._groupings
 
     def evaluation(self, metrics: Mapping[str, Any]) -> None:
         """Pass the trainer's held-out evaluation to the selectors

@@ -15,13 +15,17 @@ Written into ``RUN_DIR/plots/`` (or ``--out``), each only when the run has somet
 * ``filtering.png`` — the fraction of responses kept by the sample stage and the filter rounds per step
   (``flexkit/sample/kept_fraction``, ``flexkit/sample/filter_rounds``); not drawn without a ``[sample]`` stage;
 * ``replay.png`` — the groups and responses ``[replay]`` trained on again per step (``flexkit/replay/groups``,
-  ``flexkit/replay/responses``).
+  ``flexkit/replay/responses``);
+* ``floor.png`` — per group, the share of its uniform draws ``frontier``'s floor keeps (``retain``: 0 while the
+  group is not learnt) and the share its held-out guard holds (``guard_metric``), from the selectors' summaries
+  (``flexkit/selector/<taskset>/floor_share/<group>``, ``.../guard_share/<group>``); not drawn without a floor,
+  or while no group was ever learnt.
 
 A panel without data is left out (a figure with none is not written, and ``on_skip`` says why). Each level has
-the same colour in every panel. The records are read under the current names (:mod:`flexkit.metric_names`; older
-run folders included). Values a plot cannot draw (a string where a number belongs, a malformed count table or
-histogram) are left out, with a note naming the key (:func:`flexkit.plot.records.drawable_records`); the rest is
-drawn.
+the same colour in every panel; legends sit below their panel, off the data; per-group shares are drawn as one
+row per group. The records are read under the current names (:mod:`flexkit.metric_names`; older run folders
+included). Values a plot cannot draw (a string where a number belongs, a malformed count table or histogram) are
+left out, with a note naming the key (:func:`flexkit.plot.records.drawable_records`); the rest is drawn.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from flexkit.metric_names import (
     TASKSET_MIX,
     VAL_ACCURACY,
 )
+from flexkit.plot.groups import draw_group_shares, group_series
 from flexkit.plot.records import drawable_records
 from flexkit.run.folder import METRICS_FILE, read_metrics
 
@@ -59,7 +64,7 @@ __all__ = ["PLOT_FILES", "compact_count", "plot_run"]
 
 #: The files :func:`plot_run` may write, in order.
 PLOT_FILES: tuple[str, ...] = ("overview.png", "accuracy.png", "mix.png", "pass_rates.png", "filtering.png",
-                               "replay.png")
+                               "replay.png", "floor.png")
 
 _INSTALL = 'pip install "flexkit-rft[plot]"'
 
@@ -144,6 +149,9 @@ class _Run:
         levels |= {str(n) for r in self.steps_records if isinstance(r.get(LEVEL_MIX), dict) for n in r[LEVEL_MIX]}
         #: Every level the run names (evaluations and drawn tasks), in order: each keeps its colour everywhere.
         self.levels = sorted(levels, key=_natural)
+        #: Per group: the floor share and the guard's share of the selectors' summaries over the steps.
+        self.floor = group_series(self.steps_records, "floor_share")
+        self.guard = group_series(self.steps_records, "guard_share")
 
     def level_color(self, level: str) -> Any:
         """The colour of ``level`` in every panel."""
@@ -240,6 +248,11 @@ def _smooth(values: np.ndarray, window: int) -> np.ndarray:
     return out / counts
 
 
+def _legend_below(ax: Any, ncols: int) -> None:
+    """The panel's legend under its x-axis label, where it hides no data."""
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=max(1, ncols), frameon=False)
+
+
 def _count_axis(axis: Any) -> None:
     """Compact labels (``100k``, ``1.2M``) and at most five ticks on a count axis."""
     from matplotlib.ticker import FuncFormatter, MaxNLocator
@@ -278,8 +291,8 @@ def _accuracy(ax: Any, run: _Run, by_rollouts: bool) -> None:
     ax.set_ylabel("accuracy")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    if not by_rollouts:  # the same colours in the panel beside it
-        ax.legend(fontsize=7, loc="best", ncols=2, framealpha=0.7)
+    if not by_rollouts:  # the same colours in the panel beside it; below the axes, off the lines
+        _legend_below(ax, ncols=4)
 
 
 def _accuracy_by_step(ax: Any, run: _Run) -> None:
@@ -307,7 +320,7 @@ def _stacked_mix(ax: Any, run: _Run, key: str, title: str, label: str, colors: l
     ax.set_xlabel("steps")
     ax.set_ylabel("share of drawn tasks")
     ax.set_title(title + (f" (mean of {window} steps)" if window > 1 else ""), fontsize=10)
-    ax.legend(fontsize=7, loc="upper left", reverse=True)
+    _legend_below(ax, ncols=min(3, len(names)))  # three a row: the labels fit a single panel's width
 
 
 def _taskset_mix(ax: Any, run: _Run) -> None:
@@ -425,17 +438,39 @@ def _replay_responses(ax: Any, run: _Run) -> None:
     _count_axis(ax.yaxis)
 
 
+def _floor_shares(ax: Any, run: _Run) -> None:
+    draw_group_shares(ax, run.floor, "floor per group (selector's retain)", "share of its uniform draws kept")
+
+
+def _no_floor(run: _Run) -> str | None:
+    if not run.floor:
+        return "the selectors keep no floor (frontier's retain)"
+    if not any((ys > 0).any() for _xs, ys in run.floor.values()):
+        return "no group was learnt: the floor was never used"
+    return None
+
+
+def _guard_shares(ax: Any, run: _Run) -> None:
+    draw_group_shares(ax, run.guard, "held-out guard's share per group", "share of the floor it allows")
+
+
+def _no_guard(run: _Run) -> str | None:
+    return None if run.guard else "the selectors have no held-out guard (frontier's guard_metric)"
+
+
 _ACCURACY = [_Panel(_accuracy_by_step, _no_evaluations), _Panel(_accuracy_by_rollouts, _no_rollout_counts)]
 _MIX = [_Panel(_taskset_mix, _one_taskset), _Panel(_level_mix, _one_level)]
 _KEPT = _Panel(_kept_fraction, _sample_series(KEPT_FRACTION))
 _REPLAY = _Panel(_replay_groups, _replay_series(REPLAY_GROUPS))
+_FLOOR = _Panel(_floor_shares, _no_floor)
 #: The panels of each file, in order.
 _FIGURES: dict[str, list[_Panel]] = {
-    "overview.png": [*_ACCURACY, *_MIX, _Panel(_pass_rates_late, _no_estimates), _KEPT, _REPLAY],
+    "overview.png": [*_ACCURACY, *_MIX, _Panel(_pass_rates_late, _no_estimates), _KEPT, _REPLAY, _FLOOR],
     "accuracy.png": _ACCURACY,
     "mix.png": _MIX,
     "pass_rates.png": [_Panel(panel, _no_estimates) for panel in (_pass_rates_early, _pass_rates_middle,
                                                                     _pass_rates_late)],
     "filtering.png": [_KEPT, _Panel(_filter_rounds, _sample_series(FILTER_ROUNDS))],
     "replay.png": [_REPLAY, _Panel(_replay_responses, _replay_series(REPLAY_RESPONSES))],
+    "floor.png": [_FLOOR, _Panel(_guard_shares, _no_guard)],
 }

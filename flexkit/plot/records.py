@@ -19,6 +19,7 @@ from flexkit.metric_names import (
     KEPT_FRACTION,
     LEVEL_MIX,
     PREDICTED_PASS_RATE,
+    PREFIX,
     REPLAY_GROUPS,
     REPLAY_RESPONSES,
     RUN_ROLLOUTS,
@@ -32,8 +33,9 @@ __all__ = ["LEVEL_PREFIXES", "NUMBER_KEYS", "TABLE_KEYS", "drawable_records"]
 #: Keys drawn as one number per record (besides those starting with :data:`LEVEL_PREFIXES`).
 NUMBER_KEYS: tuple[str, ...] = (EVAL_ACCURACY, VAL_ACCURACY, RUN_ROLLOUTS, KEPT_FRACTION, FILTER_ROUNDS,
                                 REPLAY_GROUPS, REPLAY_RESPONSES)
-#: Prefixes of the per-level numbers drawn (``flexkit/eval/accuracy/<level>``, ``flexkit/val/accuracy/<level>``).
-LEVEL_PREFIXES: tuple[str, ...] = (EVAL_ACCURACY + "/", VAL_ACCURACY + "/")
+#: Prefixes of the per-level and per-group numbers drawn (``flexkit/eval/accuracy/<level>``,
+#: ``flexkit/val/accuracy/<level>``, the selectors' ``flexkit/selector/<taskset>/<key>``).
+LEVEL_PREFIXES: tuple[str, ...] = (EVAL_ACCURACY + "/", VAL_ACCURACY + "/", PREFIX + "selector/")
 #: Keys drawn as a table of counts per record (name -> count).
 TABLE_KEYS: tuple[str, ...] = (TASKSET_MIX, LEVEL_MIX)
 _HISTOGRAMS = PREDICTED_PASS_RATE

@@ -9,18 +9,24 @@
   [0, 1]. With ``[run] prefetch = true`` a batch is selected one feedback earlier than the snapshot, so the drawn
   tasks' estimates are those the selector holds just before their rollout.
 * **Level mix.** When the drawn tasks' rows carry an integer ``level``, how many of each level were drawn.
+* **Selector summaries.** Each selector's ``summary()`` numbers as ``flexkit/selector/<taskset>/<key>``, the names
+  the host adapters log them under (:func:`summary_metrics`): ``frontier``'s pass rate, informative rate, floor
+  share and guard share per group.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from flexkit.metric_names import selector_metric
 from flexkit.selectors import members
 
-__all__ = ["PASS_RATE_BINS", "EstimateSnapshot", "level_mix", "predicted_pass_rates"]
+__all__ = ["PASS_RATE_BINS", "EstimateSnapshot", "level_mix", "predicted_pass_rates", "selector_summaries",
+           "summary_metrics"]
 
 #: Equal-width bins of [0, 1] of the recorded pass-rate histograms.
 PASS_RATE_BINS = 20
@@ -83,3 +89,20 @@ def level_mix(tasks: Sequence[Any]) -> dict[str, int] | None:
         if isinstance(level, (int, np.integer)) and not isinstance(level, bool):
             counts[int(level)] = counts.get(int(level), 0) + 1
     return {str(k): counts[k] for k in sorted(counts)} if counts else None
+
+
+def summary_metrics(taskset: str, selector: Any) -> dict[str, float]:
+    """The numbers of ``selector``'s ``summary()`` as ``flexkit/selector/<taskset>/<key>`` (values that are not
+    numbers, and bools, are left out)."""
+    return {selector_metric(taskset, key): float(value) for key, value in dict(members.summary(selector)).items()
+            if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)}
+
+
+def selector_summaries(scheduler: Any) -> dict[str, float]:
+    """Every selector's finite :func:`summary_metrics`, for a ``metrics.jsonl`` record (holding ``scheduler`` idle:
+    no prefetch selects meanwhile)."""
+    out: dict[str, float] = {}
+    with scheduler.idle():
+        for entry in scheduler.entries:
+            out.update(summary_metrics(entry.name, entry.selector))
+    return {key: value for key, value in out.items() if math.isfinite(value)}

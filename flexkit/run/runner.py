@@ -41,7 +41,7 @@ from flexkit.pipeline.state import EXTRA_KEY, TRAINER_KEY
 from flexkit.pipeline.support import HostSupport, check_support
 from flexkit.plugins.contract import Trainer, set_progress
 from flexkit.run.counters import RUNNER_KEY, RunCounters
-from flexkit.run.estimates import EstimateSnapshot
+from flexkit.run.estimates import EstimateSnapshot, selector_summaries
 from flexkit.run.folder import (
     CHECKPOINT_DIR,
     INITIAL_STEP,
@@ -329,6 +329,7 @@ def _loop(
                 counters.last_eval, validation = evaluate_splits(pipe, trainer, step + 1)
                 record.update(record_evaluation(counters.last_eval))
                 record.update(record_validation(validation))
+            record.update(selector_summaries(sched))  # after the step's feedback and evaluation
             record.update(clock())
             out.write(json.dumps(record) + "\n")
             out.flush()

@@ -446,14 +446,22 @@ class FrontierSelector(Selector):
         self.pass_rates.update_groups(gids, values)
 
     def summary(self) -> dict[str, float]:
-        """Per group (up to :data:`SUMMARY_GROUPS`): its posterior informative rate and its pass rate."""
+        """Per group (up to :data:`SUMMARY_GROUPS`): its posterior informative rate and its pass rate; with
+        ``retain``, its share of the floor (``floor_share/<group>``, :meth:`floor_shares`: 0 while not learnt); with
+        ``guard_metric``, the share the guard holds for it (``guard_share/<group>``, whether learnt or not)."""
         out: dict[str, float] = {"groups": float(self.groups.count)}
         if self.groups.count <= SUMMARY_GROUPS:
             rates, passes = self.informative_rates(), self.pass_rates.values
+            floor = self.floor_shares() if self.config.retain else None
+            guard = self.held_out.share if self.config.guard_metric else None
             for g, name in enumerate(self.groups.names):
                 out[f"informative/{name}"] = float(rates[g])
                 if not np.isnan(passes[g]):
                     out[f"pass_rate/{name}"] = float(passes[g])
+                if floor is not None:
+                    out[f"floor_share/{name}"] = float(floor[g])
+                if guard is not None:
+                    out[f"guard_share/{name}"] = float(guard[g])
         return out
 
     def state_dict(self) -> dict[str, Any]:

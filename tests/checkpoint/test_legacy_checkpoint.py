@@ -26,10 +26,11 @@ DATA = Path(__file__).parent / "data"
 RUN = DATA / "main_mix_run"
 def _records(path: Path) -> list[dict]:
     """The metrics records of a file, under today's names (old lines are renamed as every reader renames them),
-    without the validation split's ``flexkit/val/...`` and the wall clock, ``flexkit/run/seconds`` (both recorded
-    since; nothing else changed)."""
+    without the validation split's ``flexkit/val/...``, the selectors' summaries ``flexkit/selector/...`` and the
+    wall clock, ``flexkit/run/seconds`` (all recorded since; nothing else changed)."""
     records = without_clock(upgrade_record(json.loads(line)) for line in path.read_text().splitlines())
-    return [{k: v for k, v in record.items() if not k.startswith("flexkit/val/")} for record in records]
+    return [{k: v for k, v in record.items() if not k.startswith(("flexkit/val/", "flexkit/selector/"))}
+            for record in records]
 
 
 UNINTERRUPTED_RECORDS = _records(DATA / "main_mix_uninterrupted.jsonl")  # on another CPU: within_rounding

@@ -121,3 +121,24 @@ def test_a_local_plugin_has_no_distribution_origin(tmp_path: Path, monkeypatch: 
     rows = {(r["stage"], r["name"]): r for r in json.loads(capsys.readouterr().out)}
     assert rows[("feedback", "origin_rate")]["distribution"] is None
     assert rows[("feedback", "origin_rate")]["origin"] is None
+
+
+def test_regression_a_plugin_distribution_without_components_is_named(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A distribution that requires the core but registers no component (as ``flexkit-rft-ray``) used to be left out
+    of ``flexkit --version`` and ``flexkit plugins``; one that does not require the core is still left out."""
+    site = tmp_path / "site"
+    actor = _dist_info(site, "Flexkit_RFT-actor", "3.0", {"url": "file:///src/actor", "dir_info": {"editable": True}})
+    (actor / "METADATA").write_text((actor / "METADATA").read_text()
+                                    + "Requires-Dist: ray>=2.9\nRequires-Dist: flexkit-rft<0.2,>=0.1.0\n")
+    other = _dist_info(site, "unrelated", "1.0", None)
+    (other / "METADATA").write_text((other / "METADATA").read_text() + "Requires-Dist: flexkit-rft-actor\n")
+    monkeypatch.syspath_prepend(str(site))
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    version = capsys.readouterr().out.splitlines()
+    assert main(["plugins"]) == 0
+    listed = capsys.readouterr().out.split("distributions:\n", 1)[1].splitlines()
+    for lines in (version, listed):
+        assert "  Flexkit_RFT-actor 3.0: editable checkout /src/actor" in lines
+        assert not any("unrelated" in line for line in lines)

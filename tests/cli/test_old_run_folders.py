@@ -66,9 +66,10 @@ def _old_folder(new_run: Path, tmp_path: Path) -> Path:
 
 
 def _without_validation(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The records without the keys that postdate the old run folder: the validation split's ``flexkit/val/...``
-    and the wall clock, ``flexkit/run/seconds``."""
-    return [{k: v for k, v in r.items() if not k.startswith("flexkit/val/")} for r in without_clock(records)]
+    """The records without the keys that postdate the old run folder: the validation split's ``flexkit/val/...``,
+    the selectors' summaries ``flexkit/selector/...`` and the wall clock, ``flexkit/run/seconds``."""
+    return [{k: v for k, v in r.items() if not k.startswith(("flexkit/val/", "flexkit/selector/"))}
+            for r in without_clock(records)]
 
 
 def _without_seconds(records: RunRecords) -> RunRecords:

@@ -28,7 +28,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp / "run"
 
 
-DRAWN = [name for name in PLOT_FILES if name != "replay.png"]  # the run has no [replay]
+DRAWN = [name for name in PLOT_FILES if name not in ("replay.png", "floor.png")]  # no [replay], no floor
 
 
 def test_plot_writes_every_png_the_run_has_data_for(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -38,7 +38,9 @@ def test_plot_writes_every_png_the_run_has_data_for(run_dir: Path, capsys: pytes
     assert out.split() == [str(run_dir / "plots" / name) for name in DRAWN]
     for name in DRAWN:
         assert (run_dir / "plots" / name).read_bytes().startswith(PNG)
-    assert err == "note: not drawn: replay.png: the run has no [replay]\n"
+    assert err == ("note: not drawn: replay.png: the run has no [replay]\n"
+                   "note: not drawn: floor.png: the selectors keep no floor (frontier's retain); the selectors have "
+                   "no held-out guard (frontier's guard_metric)\n")
     assert not (run_dir / "plots" / "replay.png").exists()
 
 
@@ -59,7 +61,9 @@ def test_plot_of_a_run_without_evaluations_estimates_or_sample_stage(tmp_path: P
     assert notes == ["accuracy.png: no evaluations: set [run] eval_every > 0",
                      "pass_rates.png: the selectors keep no pass-rate estimate (random, shuffle, ...); "
                      "difficulty_based, learnability and thompson_target do",
-                     "filtering.png: the run has no [sample] stage", "replay.png: the run has no [replay]"]
+                     "filtering.png: the run has no [sample] stage", "replay.png: the run has no [replay]",
+                     "floor.png: the selectors keep no floor (frontier's retain); the selectors have no held-out "
+                     "guard (frontier's guard_metric)"]
     run = _Run(tmp_path / "run", records)
     assert not run.has_sample_stage
     assert [panel.draw.__name__ for panel in _FIGURES["overview.png"] if panel.missing(run) is None] == [
@@ -76,7 +80,8 @@ def test_a_run_with_replay_gets_its_figure_and_panel(run_dir: Path, tmp_path: Pa
         record.update({"flexkit/replay/groups": groups, "flexkit/replay/responses": 4 * groups})
     (copy / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     run = _Run(copy, records)
-    assert _FIGURES["overview.png"][-1].missing(run) is None
+    assert [panel.draw.__name__ for panel in _FIGURES["overview.png"] if panel.missing(run) is None][-1] == (
+        "_replay_groups")
     assert run.series("flexkit/replay/groups")[1].tolist()[:6] == [0, 1, 2, 3, 4, 0]
     notes: list[str] = []
     written = plot_run(copy, dpi=30, files=("overview.png", "replay.png"), on_skip=notes.append)
@@ -152,3 +157,68 @@ def test_plot_of_a_folder_that_is_no_run(tmp_path: Path, capsys: pytest.CaptureF
     assert "no run folder" in capsys.readouterr().err
     assert main(["plot", str(tmp_path)]) == 1
     assert "no metrics to plot" in capsys.readouterr().err
+
+
+def _with_floor(run_dir: Path, copy: Path, learnt: bool) -> list[dict]:  # type: ignore[type-arg]
+    """``run_dir``'s run with ``frontier``'s per-group summaries added: level 1 learnt from step 10 (its floor share
+    the guard's, which a slide at step 20 raises), the other levels not (floor share 0)."""
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("plots"))
+    records = read_metrics(copy)
+    for record in records[1:]:
+        guard = 1.0 if 20 <= record["step"] < 25 else 0.5
+        for level in ("1", "2", "3", "4"):
+            on = learnt and level == "1" and record["step"] >= 10
+            record[f"flexkit/selector/hard/floor_share/level={level}"] = guard if on else 0.0
+            record[f"flexkit/selector/hard/guard_share/level={level}"] = guard if level == "1" else 0.5
+    (copy / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return records
+
+
+def test_regression_the_floor_and_the_guards_share_per_group_are_drawn(run_dir: Path, tmp_path: Path) -> None:
+    """The floor and the guard's share were drawn nowhere: ``floor.png`` draws both per group from the selectors'
+    summaries (one row per group: equal shares hide no group), and the overview a floor panel."""
+    pytest.importorskip("matplotlib")
+    records = _with_floor(run_dir, tmp_path / "floored", learnt=True)
+    run = _Run(tmp_path / "floored", records)
+    assert list(run.floor) == ["level=1", "level=2", "level=3", "level=4"] and list(run.guard) == list(run.floor)
+    assert run.floor["level=1"][1].tolist()[9:12] == [0.0, 0.5, 0.5] and run.guard["level=1"][1][20] == 1.0
+    notes: list[str] = []
+    written = plot_run(tmp_path / "floored", dpi=30, files=("overview.png", "floor.png"), on_skip=notes.append)
+    assert [path.name for path in written] == ["overview.png", "floor.png"] and not notes
+    assert "_floor_shares" in [panel.draw.__name__ for panel in _FIGURES["overview.png"] if panel.missing(run) is None]
+
+
+def test_a_floor_no_group_ever_used_is_left_out(run_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    records = _with_floor(run_dir, tmp_path / "unused", learnt=False)
+    notes: list[str] = []
+    written = plot_run(tmp_path / "unused", dpi=30, files=("floor.png",), on_skip=notes.append)
+    assert [path.name for path in written] == ["floor.png"]  # the guard's share alone
+    run = _Run(tmp_path / "unused", records)
+    assert _FIGURES["floor.png"][0].missing(run) == "no group was learnt: the floor was never used"
+
+
+def test_regression_legends_sit_below_their_panel_off_the_data(run_dir: Path) -> None:
+    """The accuracy legend covered level 1's line at 1.0 and the mix legend the stacked shares: both now sit under
+    the axes."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    run = _Run(run_dir, read_metrics(run_dir))
+    fig = Figure(figsize=(8.4, 3.3), layout="constrained")
+    step_ax, mix_ax = fig.subplots(1, 2)
+    _FIGURES["accuracy.png"][0].draw(step_ax, run)
+    _FIGURES["mix.png"][1].draw(mix_ax, run)
+    fig.canvas.draw()
+    for ax in (step_ax, mix_ax):
+        legend, frame = ax.get_legend().get_window_extent(), ax.get_window_extent()
+        assert legend.y1 <= frame.y0, ax.get_title()
+    records = read_metrics(run_dir)
+    for record in records[1:]:
+        record["flexkit/level_mix"].update({"5": 1, "6": 1})  # six levels, as the quickstart's
+    alone = Figure(figsize=(4.2, 3.3), layout="constrained")  # mix.png of one taskset: one panel wide
+    ax = alone.subplots()
+    _FIGURES["mix.png"][1].draw(ax, _Run(run_dir, records))
+    alone.canvas.draw()
+    legend, page = ax.get_legend().get_window_extent(), alone.bbox
+    assert page.x0 <= legend.x0 and legend.x1 <= page.x1  # six levels' labels were cut off at both sides

@@ -29,6 +29,7 @@ BAD = {
     "flexkit/taskset_mix": [1, 2],
     "flexkit/level_mix": {"1": "three"},
     "flexkit/predicted_pass_rate": {"selected": [1, 2], "pool": [1, 2, 3]},
+    "flexkit/selector/hard/floor_share/level=1": "half",
 }
 HISTOGRAMS = "flexkit/predicted_pass_rate"
 
@@ -61,7 +62,7 @@ def test_regression_values_of_the_wrong_type_are_left_out_with_a_note(run_dir: P
     damaged = _damaged(run_dir, tmp_path)
     assert main(["plot", str(damaged), "--dpi", "30"]) == 0
     out, err = capsys.readouterr()
-    drawn = [name for name in PLOT_FILES if name != "replay.png"]  # the run has no [replay]
+    drawn = [name for name in PLOT_FILES if name not in ("replay.png", "floor.png")]  # no [replay], no floor
     assert out.split() == [str(damaged / "plots" / name) for name in drawn]
     for name in drawn:
         assert (damaged / "plots" / name).read_bytes().startswith(PNG)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from flexkit.cli.main import main
-from flexkit.cli.preview import first_categorical_column
+from flexkit.pipeline.grouping import first_categorical_column
 from flexkit.pipeline.pipeline import load_pipeline
 
 SOURCES = ("gsm8k", "math", "aime")

@@ -179,3 +179,20 @@ def test_predicted_pass_rates_are_copied_from_the_selector() -> None:
     snapshot = EstimateSnapshot({0: values})
     selector.estimate[:] = 1.0
     assert snapshot.estimates[0].tolist() == [0.25] * 4
+
+
+def test_a_record_holds_the_finite_numbers_of_each_selectors_summary() -> None:
+    """A selector's summary reaches ``metrics.jsonl`` under the host metrics' names; values a JSON record cannot
+    hold as numbers (NaN, infinity, strings, bools) are left out."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from flexkit.run.estimates import selector_summaries
+
+    class Plugin:
+        def summary(self) -> dict[str, object]:
+            return {"width": 3, "mean": 0.25, "unknown": float("nan"), "far": float("inf"), "name": "x", "on": True}
+
+    scheduler = SimpleNamespace(entries=[SimpleNamespace(name="math", selector=Plugin())],
+                                idle=contextlib.nullcontext)
+    assert selector_summaries(scheduler) == {"flexkit/selector/math/width": 3.0, "flexkit/selector/math/mean": 0.25}

@@ -537,3 +537,34 @@ def test_a_run_whose_guard_read_the_test_split_does_not_resume_under_the_new_nam
     assert "steered on the test split" in " ".join(fingerprint_hints(diffs))
     state = json_round_trip(pipe.state_dict(), back_to_arrays=True)
     _load(_write(tmp_path)).load_state_dict(state)  # the held-out state is per group, whatever the names
+
+
+def test_the_summary_holds_each_groups_floor_and_guard_share() -> None:
+    """What ``flexkit plot`` draws per group: the floor a learnt group keeps (0 while not learnt) and the guard's
+    share, which a slide raises and a hold lowers to ``guard_min``."""
+    sel = _guarded(guard_min=0.25, guard_raise=0.5, guard_lower=0.25)
+    sel.feedback(np.arange(0, 200), np.ones(200))  # level 1 learnt (its 200 tasks solved)
+    sel.observe_evaluation({f"val_accuracy/{level}": 1.0 for level in range(1, 7)})
+    sel.observe_evaluation({"val_accuracy/1": 0.5, **{f"val_accuracy/{level}": 1.0 for level in range(2, 7)}})
+    summary = sel.summary()
+    assert summary["guard_share/level=1"] == 0.75 and summary["floor_share/level=1"] == 0.75  # raised by the slide
+    assert summary["guard_share/level=2"] == 0.25 and summary["floor_share/level=2"] == 0.0  # held; not learnt
+    plain = make_selector("frontier", size=len(LEVELS), seed=0, features={"level": LEVELS}, feature_keys=["level"])
+    assert not any(key.startswith(("floor_share/", "guard_share/")) for key in plain.summary())
+
+
+def test_regression_flexkit_run_records_each_groups_floor_and_guard_share(tmp_path: Path) -> None:
+    """``metrics.jsonl`` held no per-group floor or guard share for ``flexkit plot`` to draw: each step's record now
+    holds the selectors' summaries under the host metrics' names, after the step's evaluation."""
+    run_pipeline(_load(_write(tmp_path)), run_dir=tmp_path / "run", progress=None)
+    records = read_metrics(tmp_path / "run")[1:]
+    pipe = _load(tmp_path / "pipeline.toml")
+    pipe.load_checkpoint(tmp_path / "run" / "checkpoint")
+    last = pipe.scheduler.entries[0].selector.summary()
+    assert {f"flexkit/selector/graded/{key}": value for key, value in last.items()} == {
+        key: value for key, value in records[-1].items() if key.startswith("flexkit/selector/graded/")}
+    assert {"flexkit/selector/graded/floor_share/level=1", "flexkit/selector/graded/guard_share/level=1"} <= set(
+        records[-1])
+    floors = [m["flexkit/selector/graded/floor_share/level=1"] for m in records]
+    assert floors[0] == 0.0 and max(floors) > 0  # not learnt at first; learnt and given the floor later
+    assert not any(key.startswith("flexkit/selector/plain/") for key in records[-1])  # random keeps no summary

@@ -247,9 +247,10 @@ def test_a_short_addition_run_is_unchanged(tmp_path: Path) -> None:
     got = without_clock(read_metrics(tmp_path / "run"))  # the wall clock came later too
     want = [json.loads(line) for line in TINY_RUN_METRICS.read_text().splitlines()]
     assert len(got) == len(want)
-    # the validation split came later: its records are new, everything else (test split included) is as stored
+    # the validation split and the selectors' summaries came later: their records are new, everything else (test
+    # split included) is as stored
     assert [("flexkit/val/accuracy" in g) for g in got] == [("flexkit/eval/accuracy" in w) for w in want]
-    got = [{k: v for k, v in g.items() if not k.startswith("flexkit/val/")} for g in got]
+    got = [{k: v for k, v in g.items() if not k.startswith(("flexkit/val/", "flexkit/selector/"))} for g in got]
     problems = [d for i, (g, w) in enumerate(zip(got, want, strict=True)) for d in _differences(g, w, f"record {i}")]
     assert not problems, problems[:10]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -242,6 +243,25 @@ def test_the_warm_start_reports_progress() -> None:
     assert seen == [("warm start", i, 7) for i in range(1, 8)]
 
 
+README = Path(__file__).resolve().parents[3] / "README.md"
+#: The README's statement of the quickstart's outcome, which the slow test checks a run against.
+QUICKSTART_RANGE = re.compile(r"expect overall\s+accuracy between \*\*([0-9.]+) and ([0-9.]+)\*\* and level 2 "
+                              r"between \*\*([0-9.]+) and ([0-9.]+)\*\*")
+
+
+def readme_quickstart_range() -> tuple[tuple[float, float], tuple[float, float]]:
+    """The overall and level-2 accuracy ranges the README states for the quickstart, on any machine."""
+    found = QUICKSTART_RANGE.search(README.read_text(encoding="utf-8"))
+    assert found is not None, "README.md no longer states the quickstart's range as the slow test reads it"
+    low, high, low2, high2 = (float(x) for x in found.groups())
+    return (low, high), (low2, high2)
+
+
+def test_the_readme_states_a_quickstart_range_the_slow_test_can_check() -> None:
+    (low, high), (low2, high2) = readme_quickstart_range()
+    assert 0 < low < high < 1 and 0 < low2 < high2 <= 1
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(__import__("os").environ.get("FLEXKIT_SLOW") != "1",
                     reason="set FLEXKIT_SLOW=1 to run the whole quickstart (about 2 minutes)")
@@ -249,10 +269,11 @@ def test_quickstart_learns_on_the_frontier_and_counts_its_rollouts(tmp_path: Pat
     quickstart = Path(__file__).resolve().parents[3] / "examples" / "quickstart.toml"
     result = run_pipeline(load_pipeline(quickstart), run_dir=tmp_path / "run", progress=None)
     first, last = result.first_eval, result.last_eval
+    (low, high), (low2, high2) = readme_quickstart_range()
     assert first["eval_accuracy/1"] > 0.9 and first["eval_accuracy/3"] < 0.1  # the warm start's spread
     assert first["eval_accuracy"] == pytest.approx(0.192, abs=0.0005)  # the shipped warm start, on every machine
-    assert 0.30 <= last["eval_accuracy"] <= 0.38  # the range the README states for any machine
-    assert 0.70 <= last["eval_accuracy/2"] <= 0.95  # the frontier level learns most
+    assert low <= last["eval_accuracy"] <= high  # the range the README states for any machine
+    assert low2 <= last["eval_accuracy/2"] <= high2  # the frontier level learns most
     assert last["eval_accuracy/3"] - first["eval_accuracy/3"] >= 0.02  # and the selector moves on to the next
     assert last["eval_accuracy/1"] > 0.9  # and the solved level is kept
     assert result.last_metrics["flexkit/replay/groups"] > 0  # the recipe replays informative groups

@@ -114,6 +114,8 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         self.flexkit_sampler: TrackedSampler | None = None
         self._flexkit_feedback: dict[str, Any] | None = None
         self._flexkit_rollouts: int | None = None
+        #: Completions generated for training so far, every process's (``flexkit/run/rollouts``; checkpointed).
+        self._flexkit_run_rollouts = 0
         #: The latest training generation batch's rewards (weighted sums, NaN: unscored) and dataset indices, from
         #: every process.
         self._flexkit_scored: tuple[torch.Tensor, np.ndarray] | None = None
@@ -164,16 +166,19 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         return super()._prepare_inputs(generation_batch)
 
     def _flexkit_extra_state(self) -> dict[str, Any]:
-        """Adapter state saved beside the pipeline's in every checkpoint: the generation batches scored so far and
-        the ``[replay]`` buffer."""
-        extra: dict[str, Any] = {"generations": self._flexkit_generations}
+        """Adapter state saved beside the pipeline's in every checkpoint: the generation batches scored so far, the
+        completions generated for them and the ``[replay]`` buffer."""
+        extra: dict[str, Any] = {"generations": self._flexkit_generations, "rollouts": self._flexkit_run_rollouts}
         if self.flexkit_replay is not None:
             extra[REPLAY_KEY] = self.flexkit_replay.state_dict()
         return extra
 
     def _load_flexkit_extra_state(self, extra: dict[str, Any]) -> None:
-        """Restore :meth:`_flexkit_extra_state`'s output."""
+        """Restore :meth:`_flexkit_extra_state`'s output (a checkpoint saved before the completions were counted:
+        one generation batch of completions per generation)."""
         self._flexkit_generations = int(extra.get("generations", 0))
+        generated = self._flexkit_generations * int(self._grpo_args.generation_batch_size)
+        self._flexkit_run_rollouts = int(extra.get("rollouts", generated))
         if self.flexkit_replay is not None:
             self.flexkit_replay.load_state_dict(extra.get(REPLAY_KEY))
 
@@ -214,6 +219,7 @@ class FlexkitGRPOTrainer(GRPOTrainer):
             values = rewards[scored].double().cpu().numpy()
             self._flexkit_feedback = self.flexkit_sampler.feedback(indices[keep], values)
             self._flexkit_rollouts = len(indices)
+            self._flexkit_run_rollouts += len(indices)
             self._flexkit_scored = (self._weighted_rewards(rewards_per_func), indices)
         elif self.model is not None and not self.model.training and self.flexkit_eval_groups.columns:
             names = [c.name for c in self.flexkit_eval_groups.columns]
@@ -314,7 +320,8 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         if training and self.flexkit_sampler is not None:
             replay = self.flexkit_replay.buffer if self.flexkit_replay is not None else None
             logs = {**logs, **pipeline_metrics(self.flexkit_pipeline, feedback=self._flexkit_feedback,
-                                               rollouts=self._flexkit_rollouts, replay=replay)}
+                                               rollouts=self._flexkit_rollouts, replay=replay,
+                                               run_rollouts=self._flexkit_run_rollouts)}
         super().log(logs, *args, **kwargs)
         if training:
             return

@@ -163,6 +163,8 @@ def test_grpo_trainer_draws_from_the_pipeline_and_feeds_rewards_back(tmp_path: P
     assert logged[0]["flexkit/feedback/pass_rate_mean"] == pytest.approx(sum(i % 2 for i in calls[0][::2]) / 4)
     assert logged[-1]["flexkit/feedback/pass_rate_mean"] == pytest.approx(sum(i % 2 for i in calls[1][::2]) / 4)
     assert logged[-1]["flexkit/rollouts"] == 8
+    # and the running total of completions (it used to be absent: a reader had only the per-generation count)
+    assert [e["flexkit/run/rollouts"] for e in logged] == [8, 8, 16, 16]
     assert logged[-1]["flexkit/step"] == pipe.scheduler.step  # batches handed out (the loader reads one ahead)
 
 

@@ -69,7 +69,7 @@ def test_kill_and_resume_continues_the_curriculum_exactly(tmp_path: Path, accumu
     gradient accumulation), and a new trainer with a new pipeline resumes from it: every generation batch after
     the checkpoint, and the pipeline's final state, are those of the uninterrupted run. (Regression: the
     curriculum restarted from the pipeline's first batch, and the Trainer's fast-forward drew batches again.)"""
-    whole, whole_pipe, _ = _run(tmp_path, "whole", accumulation=accumulation, max_steps=max_steps)
+    whole, whole_pipe, whole_trainer = _run(tmp_path, "whole", accumulation=accumulation, max_steps=max_steps)
     assert len(whole) == 5 and len({tuple(c) for c in whole}) > 1
     done = kill_at * accumulation // 2  # generation batches trained on before the checkpoint
     killed, _, _ = _run(tmp_path, "resumed", accumulation=accumulation, max_steps=max_steps, kill_at=kill_at)
@@ -81,6 +81,10 @@ def test_kill_and_resume_continues_the_curriculum_exactly(tmp_path: Path, accumu
     assert resumed == whole[done:]
     assert str(pipe.state_dict()) == str(whole_pipe.state_dict())
     assert trainer.state.global_step == max_steps
+    # the running total of completions goes on from the checkpoint's (it restarted from 0: no total was saved)
+    totals = [[e["flexkit/run/rollouts"] for e in t.state.log_history if "flexkit/run/rollouts" in e]
+              for t in (whole_trainer, trainer)]
+    assert totals[1][-1] == totals[0][-1] == len(whole) * len(whole[0])
 
 
 def test_saving_between_generations_is_refused(tmp_path: Path) -> None:

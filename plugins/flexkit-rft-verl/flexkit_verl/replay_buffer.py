@@ -123,7 +123,9 @@ class FlexkitSampling:
             payload = self.flexkit_sampler.update_groups(data["uid"], data["indices"], rewards)
         if self.pipeline.has_sample_stage:
             self._apply_stage(keys, pid, data, step=step)
-        metrics: dict[str, float] = pipeline_metrics(self.pipeline, feedback=payload, rollouts=len(keys))
+        total = self.flexkit_sampler.rollouts if self.flexkit_sampler is not None else None
+        metrics: dict[str, float] = pipeline_metrics(self.pipeline, feedback=payload, rollouts=len(keys),
+                                                     run_rollouts=total)
         return metrics
 
     def _index_key(self) -> str:

@@ -43,6 +43,9 @@ class FlexkitSampler(_TorchSampler):  # type: ignore[misc]  # flexkit exports it
         super().__init__(source, data_source)
         self.index_key = index_key
         self.reward_key = reward_key
+        #: Responses fed back so far (``flexkit/run/rollouts``), kept in :meth:`state_dict`; ``None`` after loading
+        #: a state saved before they were counted.
+        self.rollouts: int | None = 0
 
     def update(self, batch: Any) -> dict[str, Any]:
         """Feed a rollout ``DataProto`` back (the name of verl's former curriculum-sampler hook).
@@ -79,4 +82,17 @@ class FlexkitSampler(_TorchSampler):  # type: ignore[misc]  # flexkit exports it
             raise FeedbackError(f"uid {uids[b]!r} groups samples of dataset indices {int(first[group[b]])} and "
                                 f"{int(indices[b])}; one uid must be one prompt")
         payload: dict[str, Any] = self.feedback(first, sums / sizes)
+        if self.rollouts is not None:
+            self.rollouts += len(indices)
         return payload
+
+    def state_dict(self) -> dict[str, Any]:
+        """The torch sampler's state (pipeline, position) and the responses fed back so far."""
+        state: dict[str, Any] = {**super().state_dict(), "rollouts": self.rollouts}
+        return state
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore :meth:`state_dict`'s output (a state without ``rollouts``: the total is unknown, ``None``)."""
+        super().load_state_dict(state)
+        rollouts = state.get("rollouts")
+        self.rollouts = int(rollouts) if rollouts is not None else None

@@ -138,8 +138,9 @@ class FlexkitTrainerMixin:
         if source is not None and isinstance(metrics, dict):
             rollouts = len(batch) if isinstance(batch, Sized) else None
             replay = self.flexkit_replay.buffer if self.flexkit_replay is not None else None
-            metrics.update({k: [v] for k, v in
-                            pipeline_metrics(source, feedback=payload, rollouts=rollouts, replay=replay).items()})
+            total = sampler.rollouts if sampler is not None else None
+            metrics.update({k: [v] for k, v in pipeline_metrics(source, feedback=payload, rollouts=rollouts,
+                                                                replay=replay, run_rollouts=total).items()})
         return output
 
     def _with_replay(self, batch: Any) -> Any:

@@ -187,6 +187,23 @@ def test_update_feeds_uid_group_means_to_the_right_tasksets(tmp_path: Path) -> N
     assert got == {1: {2: 0.75}, 0: {2: 0.625}}
 
 
+def test_regression_the_sampler_counts_the_responses_fed_back_across_a_resume(tmp_path: Path) -> None:
+    """verl's logs had only each step's responses (``flexkit/rollouts``); the sampler now keeps their running
+    total in its state (verl's ``data.pt``), which the adapters log as ``flexkit/run/rollouts``."""
+    sampler = FlexkitSampler(make_pipeline(tmp_path))
+    sampler.update(rollout([14, 2, 2], n=4))
+    sampler.update(rollout([1, 5], n=4, step=1))
+    assert sampler.rollouts == 20
+    resumed = FlexkitSampler(make_pipeline(tmp_path))
+    resumed.load_state_dict(pickle.loads(pickle.dumps(sampler.state_dict())))
+    resumed.update(rollout([3], n=4, step=2))
+    assert resumed.rollouts == 24
+    old = {k: v for k, v in sampler.state_dict().items() if k != "rollouts"}  # saved before they were counted
+    resumed.load_state_dict(old)
+    resumed.update(rollout([3], n=4, step=3))
+    assert resumed.rollouts is None  # unknown: not logged rather than counted from 0
+
+
 def test_update_rejects_batches_it_cannot_attribute(tmp_path: Path) -> None:
     sampler = FlexkitSampler(make_pipeline(tmp_path))
     data = rollout([1, 2], n=2)
@@ -236,6 +253,7 @@ def test_mixin_feeds_back_and_weights_before_verl_update(tmp_path: Path) -> None
     assert torch.equal(trainer.seen[:2], 0 * verl_weights[:2]) and torch.equal(trainer.seen[2:], verl_weights[2:])
     after = sampler.state_dict()["pipeline"]["scheduler"]["selectors"][0]
     assert str(before) != str(after)  # the difficulty_based posterior learned from the batch
+    assert sampler.rollouts == 4
 
 
 def test_indexed_dataset_adds_the_index_without_touching_the_rows() -> None:
