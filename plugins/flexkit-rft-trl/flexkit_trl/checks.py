@@ -15,8 +15,7 @@ otherwise ignore or outrun silently.
   (``[sample.refill]``) is refused: TRL's generation batch is one loader batch that every process draws from the
   sampler in lockstep, so a step cannot roll out more prompts than the loader handed it.
 * **Rollout replay.** ``[replay]`` (DOTS, arXiv 2506.05316) runs in one process (:mod:`flexkit_trl.replay`); with
-  more, each process would keep a buffer of its own rows and hand TRL a different number of them, which is not
-  tested, so it is refused.
+  more it is refused by :func:`flexkit_trl.support.trainer_support` through :func:`flexkit.host.check_support`.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from typing import Any
 
 from flexkit import ConfigError, ConfigIssue, Pipeline
 
-__all__ = ["STAGE_TIMINGS", "check_batch_size", "check_replay_processes", "check_run_length", "check_sample_stage",
+__all__ = ["STAGE_TIMINGS", "check_batch_size", "check_run_length", "check_sample_stage",
            "generation_batches_needed"]
 
 #: The sample stage timings FlexkitGRPOTrainer runs (both at the same point: after TRL's advantages).
@@ -81,16 +80,6 @@ def check_sample_stage(pipeline: Any) -> None:
             f"FlexkitGRPOTrainer runs the [sample] stage after TRL's rewards and advantages "
             f"({' and '.join(STAGE_TIMINGS)}), but the scorer {type(stage.scorer).__name__} runs at "
             f"{stage.timing!r}: use a scorer of one of those timings"))])
-
-
-def check_replay_processes(num_processes: int) -> None:
-    """Refuse ``[replay]`` on more than one process (see the module docstring)."""
-    if num_processes > 1:
-        raise ConfigError([ConfigIssue("replay", (
-            f"FlexkitGRPOTrainer runs [replay] in one process, and this run has {num_processes}: each process would "
-            "keep a buffer of its own completions and hand TRL a different number of rows, which is not tested. "
-            "Remove the [replay] table (the selector part of the recipe applies as it is), run on one process, or "
-            "run the recipe with flexkit run"))])
 
 
 def check_batch_size(args: Any, num_generations: int, scheduler: Any) -> None:

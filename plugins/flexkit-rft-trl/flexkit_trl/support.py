@@ -18,13 +18,20 @@ _ADVICE = {
                    "eval_strategy other than 'no'), or turn the guard off (guard_metric = \"\")"),
 }
 
-#: The trainer with an evaluation configured: the sample stage (no refills), rollout replay (one process:
-#: :mod:`flexkit_trl.checks`) and evaluations for the guard.
+#: The trainer with an evaluation configured, on one process: the sample stage (no refills), rollout replay
+#: (:mod:`flexkit_trl.replay`) and evaluations for the guard.
 SUPPORT = HostSupport(name="FlexkitGRPOTrainer (TRL)", sample=True, replay=True, evaluation=True, advice=_ADVICE)
 
 
-def trainer_support(eval_dataset: Any) -> HostSupport:
-    """:data:`SUPPORT` for a trainer given ``eval_dataset``: evaluations only with one (``evaluate()`` may be called
-    by hand, so ``eval_strategy = "no"`` is not refused)."""
-    return HostSupport(name=SUPPORT.name, sample=True, replay=True, evaluation=eval_dataset is not None,
-                       advice=_ADVICE)
+def trainer_support(eval_dataset: Any, processes: int = 1) -> HostSupport:
+    """:data:`SUPPORT` for a trainer given ``eval_dataset`` on ``processes`` processes: evaluations only with an
+    ``eval_dataset`` (``evaluate()`` may be called by hand, so ``eval_strategy = "no"`` is not refused), replay only
+    on one process (each process would keep a buffer of its own completions and hand TRL a different number of
+    rows, which is not tested)."""
+    advice = dict(_ADVICE)
+    if processes > 1:
+        advice["replay"] = (f"this run has {processes} processes, and FlexkitGRPOTrainer replays in one: remove the "
+                            "[replay] table (the selector part of the recipe applies as it is), run on one process, "
+                            "or run the recipe with flexkit run")
+    return HostSupport(name=SUPPORT.name, sample=True, replay=processes == 1, evaluation=eval_dataset is not None,
+                       advice=advice)

@@ -46,7 +46,7 @@ from trl.models.utils import disable_gradient_checkpointing
 
 from flexkit import FlexkitSampler, Mix, Pipeline, TasksetScheduler, pipeline_metrics
 from flexkit.host import REPLAY_KEY, check_support
-from flexkit_trl.checks import check_batch_size, check_replay_processes, check_run_length, check_sample_stage
+from flexkit_trl.checks import check_batch_size, check_run_length, check_sample_stage
 from flexkit_trl.dataset import INDEX_COLUMN, with_index_column
 from flexkit_trl.groups import EvalGroups, check_eval_columns, group_columns
 from flexkit_trl.replay import OLD_LOGPS, GenerationReplay
@@ -130,7 +130,8 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         check_save_alignment(self.args, self._generate_every)
         replay = pipeline.config.replay if isinstance(pipeline, Pipeline) else None
         if replay is not None:
-            check_replay_processes(self.accelerator.num_processes)
+            processes = self.accelerator.num_processes  # known once TRL built its accelerator
+            check_support(pipeline, trainer_support(bound.arguments.get("eval_dataset"), processes))
             self.flexkit_replay = GenerationReplay(replay.groups, replay.max_age,
                                                    num_generations=cast(int, self.num_generations),
                                                    steps_per_generation=int(self._grpo_args.steps_per_generation))

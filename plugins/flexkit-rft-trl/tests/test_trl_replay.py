@@ -17,12 +17,14 @@ pytest.importorskip("flexkit_trl")
 
 from datasets import Dataset  # noqa: E402 - after the skips
 from flexkit_trl import FlexkitGRPOTrainer  # noqa: E402
-from flexkit_trl.checks import check_replay_processes  # noqa: E402
 from flexkit_trl.replay import loss_mask  # noqa: E402
+from flexkit_trl.support import trainer_support  # noqa: E402
 from test_trl_resume import KillAt, Killed  # noqa: E402
 from trl_harness import grouped_rows, grpo_args, pipeline, tiny_model_and_tokenizer  # noqa: E402
 
+import flexkit  # noqa: E402
 from flexkit import ConfigError  # noqa: E402
+from flexkit.host import check_support  # noqa: E402
 
 ROWS = grouped_rows(12, "level", [1, 2, 3])
 REPLAY = {"replay": {"groups": 4, "max_age": 2}}
@@ -166,8 +168,12 @@ def test_kill_and_resume_with_a_full_buffer_continues_exactly(tmp_path: Path) ->
         assert torch.equal(a, b)
 
 
-def test_replay_on_more_than_one_process_is_refused() -> None:
-    check_replay_processes(1)
-    with pytest.raises(ConfigError, match=r"replay: FlexkitGRPOTrainer runs \[replay\] in one process, and this run "
-                                          r"has 2.*Remove the \[replay\] table"):
-        check_replay_processes(2)
+def test_replay_on_more_than_one_process_is_refused_by_the_host_rule(tmp_path: Path) -> None:
+    pipe = flexkit.pipeline_from_dict({"run": {"batch_size": 2, "seed": 0, "total_steps": 2},
+                                       "tasksets": [{"name": "t", "storage_type": "simulated", "size": 8,
+                                                     "selector": {"type": "random"}}],
+                                       "replay": {"groups": 1, "max_age": 1}}, base_dir=tmp_path)
+    check_support(pipe, trainer_support(None, processes=1))
+    with pytest.raises(ConfigError, match=r"replay: FlexkitGRPOTrainer \(TRL\) does not honour this.*this run has 2 "
+                                          r"processes.*remove the \[replay\] table"):
+        check_support(pipe, trainer_support(None, processes=2))
