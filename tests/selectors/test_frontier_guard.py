@@ -291,10 +291,14 @@ levels = [1, 2, 3, 4]
 [tasksets.selector]
 type = "frontier"
 feature_keys = ["level"]
+discount = 0.95
 retain = 1.0
 retain_above = 0.6
 guard_metric = "val_accuracy/{}"
 guard_margin = 0.0
+guard_raise = 1.0          # the guard as a switch, as GUARD above
+guard_lower = 1.0
+guard_min = 0.0
 
 [[tasksets]]
 name = "plain"
@@ -549,7 +553,8 @@ def test_the_summary_holds_each_groups_floor_and_guard_share() -> None:
     summary = sel.summary()
     assert summary["guard_share/level=1"] == 0.75 and summary["floor_share/level=1"] == 0.75  # raised by the slide
     assert summary["guard_share/level=2"] == 0.25 and summary["floor_share/level=2"] == 0.0  # held; not learnt
-    plain = make_selector("frontier", size=len(LEVELS), seed=0, features={"level": LEVELS}, feature_keys=["level"])
+    plain = make_selector("frontier", size=len(LEVELS), seed=0, features={"level": LEVELS}, feature_keys=["level"],
+                          retain=0.0)  # no floor, so no guard
     assert not any(key.startswith(("floor_share/", "guard_share/")) for key in plain.summary())
 
 
