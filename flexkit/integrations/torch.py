@@ -77,8 +77,8 @@ class FlexkitSampler(torch.utils.data.Sampler[int]):
         host: what the loop driving the sampler honours of ``source`` (:class:`~flexkit.host.HostSupport`); every
             part it does not give is refused here (:class:`~flexkit.ConfigError` naming the key and what to do).
             Default :data:`SAMPLER_SUPPORT`: selection and feedback only. ``None``: a host adapter checks the
-            source and calls :meth:`declare_host` before the first batch (else that batch is refused as by
-            :data:`UNDECLARED_SUPPORT`).
+            source and calls :meth:`declare_host` before the first batch (else the first batch checks the source
+            against :data:`UNDECLARED_SUPPORT`, which gives no part).
     """
 
     def __init__(
