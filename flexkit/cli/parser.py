@@ -113,7 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--for", dest="host", metavar="HOST", default=None,
                    help="also refuse what this host would not honour ([sample], [sample.refill], [replay], a guard "
                    "that needs evaluations): run (flexkit run with the [trainer], the default when there is one), "
-                   "or an installed adapter's name (trl, verl, trinity)")
+                   "sampler (the torch FlexkitSampler in your own loop), or an installed adapter's name (trl, verl, "
+                   "verl-legacy, trinity, ray)")
     _add_plugin_option(p)
     p.set_defaults(func=cmd_validate)
 

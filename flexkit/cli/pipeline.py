@@ -48,9 +48,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def _check_host(pipe: Pipeline, host: str | None) -> str | None:
     """Refuse what the host would not honour (:func:`~flexkit.pipeline.support.check_support`); returns the host's
-    name. ``host``: ``"run"`` (``flexkit run`` with the pipeline's ``[trainer]``, built but not set up: cheap), an
-    adapter's name from the ``flexkit.hosts`` entry points (``trl``, ``verl``, ``trinity``), or ``None``: ``run``
-    when the pipeline has a ``[trainer]``, else no host check."""
+    name. ``host``: ``"run"`` (``flexkit run`` with the pipeline's ``[trainer]``, built but not set up: cheap), a
+    host's name from the ``flexkit.hosts`` entry points (``sampler``, the core's torch sampler; ``trl``, ``verl``,
+    ``trinity``, ``ray`` from the adapters), or ``None``: ``run`` when the pipeline has a ``[trainer]``, else no
+    host check."""
     if host is None and pipe.config.trainer is None:
         return None
     if host in (None, "run"):

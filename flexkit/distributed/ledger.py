@@ -138,6 +138,15 @@ class BatchLedger:
         self._next_apply = self.scheduler.step  # in-order mode: the next batch id to apply
         self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
 
+    # -- evaluations ---------------------------------------------------------------------------------------
+
+    def evaluation(self, metrics: Mapping[str, Any]) -> None:
+        """Hand the selectors a held-out evaluation (:meth:`flexkit.Pipeline.evaluation`), applied at once: it
+        reaches the selections of the batches read after it, and checkpoints with the selectors' state. With
+        ``max_staleness`` the run stays reproducible when each evaluation arrives at the same point of the batch
+        order (e.g. the learner's, between its steps)."""
+        self.pipeline.evaluation(metrics)
+
     # -- handing out --------------------------------------------------------------------------------------
 
     @property

@@ -19,6 +19,15 @@ loader whose ``batch_size`` is the pipeline's gets exactly one scheduler batch p
 fine) and their rewards, turns them into per-task pass rates with the pipeline's feedback operator (default
 ``pass_rate_calculator``) and routes them to the selectors.
 
+**What your loop honours.** The sampler chooses tasks and routes feedback; a pipeline part that needs more of
+its host (a ``[sample]`` stage's weights in the loss, ``[replay]``, ``[sample.refill]``, a ``frontier`` guard that
+reads held-out evaluations) is refused where the sampler is built (:func:`flexkit.host.check_support` with
+``host``, by default :data:`SAMPLER_SUPPORT`, which gives none), naming the key and what to do. A loop that gives
+a part declares it: ``FlexkitSampler(pipe, dataset, host=HostSupport(name="my loop", evaluation=True))`` and
+:meth:`FlexkitSampler.evaluation` after each evaluation. ``host=None`` is for a host adapter (TRL's, verl's) that
+checks the pipeline itself and declares its own support with :meth:`FlexkitSampler.declare_host`; a sampler that
+none declared is checked at its first batch as a host that gives nothing (:data:`UNDECLARED_SUPPORT`).
+
 **State.** :meth:`~FlexkitSampler.state_dict` holds the whole pipeline state plus the position inside the
 current batch, so torchdata's ``StatefulDataLoader`` (which saves a sampler that has ``state_dict`` and
 ``load_state_dict``) resumes exactly, mid-epoch and mid-batch included. Arrays are stored as tensors, so the
@@ -40,10 +49,15 @@ import torch.utils.data
 
 from flexkit.errors import ConfigError, ConfigTypeError, FeedbackError, StateMismatchError
 from flexkit.integrations._state import from_portable, to_portable
+from flexkit.integrations.support import SAMPLER_SUPPORT, UNDECLARED_SUPPORT
 from flexkit.pipeline.pipeline import Pipeline, make_selector
+from flexkit.pipeline.support import HostSupport, check_support
 from flexkit.scheduler.feedback import PassRateCalculator
 from flexkit.scheduler.scheduler import TasksetEntry, TasksetScheduler
 from flexkit.tasksets import InMemoryTaskset
+
+__all__ = ["SAMPLER_STATE_VERSION", "SAMPLER_SUPPORT", "UNDECLARED_SUPPORT", "FlexkitSampler", "WithIndex",
+           "check_dataset", "sampler_for_dataset"]
 
 #: Version of :meth:`FlexkitSampler.state_dict`'s layout.
 SAMPLER_STATE_VERSION = 1
@@ -60,6 +74,11 @@ class FlexkitSampler(torch.utils.data.Sampler[int]):
         mini_repeat_count: how many times each index is repeated in a row (responses per prompt).
         repeat_count: how many times each whole scheduler batch is repeated (TRL's ``RepeatSampler`` layout:
             ``for _ in range(repeat_count): for i in batch: for _ in range(mini_repeat_count): yield i``).
+        host: what the loop driving the sampler honours of ``source`` (:class:`~flexkit.host.HostSupport`); every
+            part it does not give is refused here (:class:`~flexkit.ConfigError` naming the key and what to do).
+            Default :data:`SAMPLER_SUPPORT`: selection and feedback only. ``None``: a host adapter checks the
+            source and calls :meth:`declare_host` before the first batch (else the first batch checks the source
+            against :data:`UNDECLARED_SUPPORT`, which gives no part).
     """
 
     def __init__(
@@ -69,6 +88,7 @@ class FlexkitSampler(torch.utils.data.Sampler[int]):
         *,
         mini_repeat_count: int = 1,
         repeat_count: int = 1,
+        host: HostSupport | None = SAMPLER_SUPPORT,
     ) -> None:
         if isinstance(source, Pipeline):
             self.pipeline: Pipeline | None = source
@@ -94,6 +114,27 @@ class FlexkitSampler(torch.utils.data.Sampler[int]):
         self._buffer: list[int] = []  # the current batch's indices (with repeats)
         self._pos = 0  # how many of them were yielded
         self._yielded = 0  # indices yielded in the current epoch
+        #: The host whose support the source was checked against (:meth:`declare_host`); ``None`` until one is.
+        self.host: HostSupport | None = None
+        if host is not None:
+            self.declare_host(host)
+
+    # -- the host --------------------------------------------------------------------------------------
+
+    def declare_host(self, support: HostSupport) -> None:
+        """Check the source against what the host driving this sampler honours
+        (:func:`~flexkit.host.check_support`: a :class:`~flexkit.ConfigError` naming every part it does not give)
+        and record it as :attr:`host`. A host adapter that built the sampler with ``host=None`` calls it."""
+        check_support(self.pipeline if self.pipeline is not None else self.scheduler, support)
+        self.host = support
+
+    def evaluation(self, metrics: Mapping[str, Any]) -> None:
+        """Hand the selectors a held-out evaluation (metric name → value: :meth:`flexkit.Pipeline.evaluation`), e.g.
+        a ``frontier`` guard's ``val_accuracy/<group>``; declare it with ``host=HostSupport(..., evaluation=True)``."""
+        if self.pipeline is not None:
+            self.pipeline.evaluation(metrics)
+        else:
+            self.scheduler.evaluation(metrics)
 
     # -- the sampler ----------------------------------------------------------------------------------
 
@@ -111,6 +152,8 @@ class FlexkitSampler(torch.utils.data.Sampler[int]):
         return self._epoch()
 
     def _epoch(self) -> Iterator[int]:
+        if self.host is None:  # host=None and no adapter declared itself: nothing but selection and feedback
+            self.declare_host(UNDECLARED_SUPPORT)
         if self._yielded >= len(self):
             self._yielded = 0
         while self._yielded < len(self):
@@ -252,11 +295,15 @@ def sampler_for_dataset(
     features: Mapping[str, Any] | None = None,
     total_epochs: int | None = None,
     total_steps: int | None = None,
+    host: HostSupport | None = SAMPLER_SUPPORT,
     **params: Any,
 ) -> FlexkitSampler:
     """A :class:`FlexkitSampler` over ``dataset`` without a pipeline file: one taskset of ``len(dataset)`` tasks
     with the registered selector ``selector`` (``params`` are its settings, checked as in a TOML table;
-    ``features`` its feature columns). Without ``total_epochs``/``total_steps`` the run is unbounded."""
+    ``features`` its feature columns). Without ``total_epochs``/``total_steps`` the run is unbounded. ``host`` is
+    the sampler's (what your loop honours): a ``frontier`` grouped by ``feature_keys`` guards by held-out
+    evaluations by default, so give ``host=HostSupport(name="my loop", evaluation=True)`` and call
+    :meth:`FlexkitSampler.evaluation`, or ``guard_metric=""``."""
     size = len(dataset)
     sel = make_selector(selector, size=size, seed=np.random.SeedSequence(seed, spawn_key=(0, 0)),
                         features=features, **params)
@@ -267,7 +314,7 @@ def sampler_for_dataset(
     scheduler = TasksetScheduler([TasksetEntry(name="dataset", taskset=taskset, selector=sel)],
                                  batch_size=batch_size, seed=seed, total_epochs=total_epochs,
                                  total_steps=total_steps, prefetch=False)
-    return FlexkitSampler(scheduler, dataset)
+    return FlexkitSampler(scheduler, dataset, host=host)
 
 
 def _as_numpy(values: Any, *, floats: bool = False) -> np.ndarray:

@@ -12,6 +12,9 @@ trainer mixin, Trinity-RFT's selector. Some parts of a pipeline need something o
   (``guard_metric = "val_accuracy/{}"``), which needs the host to compute it from its validation rewards pooled by
   the selector's grouping column (:mod:`flexkit.pipeline.guard_groups`).
 
+A bare :class:`~flexkit.TasksetScheduler` (the torch sampler's ``sampler_for_dataset``, a hand-built scheduler)
+has no ``[sample]`` or ``[replay]`` table: its needs are its selectors'.
+
 Each host declares a :class:`HostSupport`; :func:`check_support` is the one rule for all of them: every part the
 pipeline needs and the host does not give is a :class:`~flexkit.ConfigError` naming the table or key and what to do,
 raised where the host is built (and by ``flexkit validate --for HOST``), never a part silently ignored.
@@ -25,6 +28,8 @@ from typing import Any, Literal
 import attrs
 
 from flexkit.errors import ConfigError, ConfigIssue
+from flexkit.pipeline.pipeline import Pipeline
+from flexkit.scheduler.scheduler import TasksetScheduler
 from flexkit.selectors.base import Selector
 
 __all__ = ["PARTS", "HostSupport", "Need", "check_support", "pipeline_needs", "selector_needs", "unmet_needs"]
@@ -87,18 +92,23 @@ def selector_needs(selector: Any, prefix: str) -> list[Need]:
             + [Need("group_accuracy", f"{prefix}.{key}") for key in selector.group_accuracy_keys()])
 
 
-def pipeline_needs(pipe: Any) -> list[Need]:
-    """Every :class:`Need` of ``pipe`` (a :class:`~flexkit.Pipeline`), from its config and its selectors'
-    :meth:`~flexkit.Selector.evaluation_keys` (this builds the scheduler: its tasksets are opened)."""
+def pipeline_needs(pipe: Pipeline | TasksetScheduler) -> list[Need]:
+    """Every :class:`Need` of ``pipe``: a :class:`~flexkit.Pipeline`'s from its config and its selectors'
+    :meth:`~flexkit.Selector.evaluation_keys` (this builds the scheduler: its tasksets are opened); a bare
+    :class:`~flexkit.TasksetScheduler`'s from its selectors alone (it has no ``[sample]`` or ``[replay]``)."""
     needs: list[Need] = []
-    config = pipe.config
-    if config.sample is not None:
-        needs.append(Need("sample", "sample"))
-        if config.sample.refill is not None:
-            needs.append(Need("refill", "sample.refill"))
-    if config.replay is not None:
-        needs.append(Need("replay", "replay"))
-    for number, entry in enumerate(pipe.scheduler.entries):
+    if isinstance(pipe, TasksetScheduler):
+        scheduler = pipe
+    else:
+        config = pipe.config
+        if config.sample is not None:
+            needs.append(Need("sample", "sample"))
+            if config.sample.refill is not None:
+                needs.append(Need("refill", "sample.refill"))
+        if config.replay is not None:
+            needs.append(Need("replay", "replay"))
+        scheduler = pipe.scheduler
+    for number, entry in enumerate(scheduler.entries):
         needs.extend(selector_needs(entry.selector, f"tasksets[{number}].selector"))
     return needs
 
@@ -118,9 +128,9 @@ def unmet_needs(needs: list[Need], support: HostSupport) -> list[ConfigIssue]:
     return issues
 
 
-def check_support(pipe: Any, support: HostSupport) -> None:
-    """Refuse ``pipe`` for this host: a :class:`~flexkit.ConfigError` listing every unmet need
-    (:func:`unmet_needs`); nothing when the host honours the whole pipeline."""
+def check_support(pipe: Pipeline | TasksetScheduler, support: HostSupport) -> None:
+    """Refuse ``pipe`` (a pipeline or a bare scheduler) for this host: a :class:`~flexkit.ConfigError` listing every
+    unmet need (:func:`unmet_needs`), attributed to the pipeline's file; nothing when the host honours it whole."""
     issues = unmet_needs(pipeline_needs(pipe), support)
     if issues:
-        raise ConfigError(issues, pipe.source)
+        raise ConfigError(issues, None if isinstance(pipe, TasksetScheduler) else pipe.source)

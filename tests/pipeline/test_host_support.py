@@ -93,6 +93,17 @@ def test_validate_for_trl_accepts_the_quickstart_with_its_replay_and_guard() -> 
     assert "valid for FlexkitGRPOTrainer (TRL)" in done.stdout
 
 
+def test_validate_for_sampler_answers_for_the_torch_sampler_in_your_own_loop() -> None:
+    """The core's own host (the flexkit.hosts entry point ``sampler``): a plain loop gives no part."""
+    done = _validate(str(QUICKSTART), "--for", "sampler")
+    assert done.returncode == 1, done.stdout
+    assert "replay: FlexkitSampler in your own loop does not honour this" in done.stderr
+    assert "tasksets[0].selector.guard_metric: FlexkitSampler in your own loop" in done.stderr
+    plain = _validate(str(ROOT / "examples" / "multi_taskset_difficulty.toml"), "--for", "sampler")
+    assert plain.returncode == 0, plain.stderr
+    assert "valid for FlexkitSampler in your own loop" in plain.stdout
+
+
 def test_validate_for_run_says_the_host_when_valid() -> None:
     done = _validate(str(QUICKSTART), "--for", "run")
     assert done.returncode == 0, done.stderr

@@ -20,13 +20,14 @@ import ray
 from flexkit.distributed import Lease
 from flexkit_ray.runtime import local_runtime
 from flexkit_ray.service import SchedulerService
+from flexkit_ray.support import SERVICE_SUPPORT
 
 __version__ = "0.1.0"
 
 #: :class:`SchedulerService` as a Ray actor class (an async actor: calls share one event loop).
 SchedulerActor = ray.remote(SchedulerService)
 
-__all__ = ["SchedulerActor", "SchedulerService", "local_runtime", "run_worker"]
+__all__ = ["SERVICE_SUPPORT", "SchedulerActor", "SchedulerService", "local_runtime", "run_worker"]
 
 
 def run_worker(

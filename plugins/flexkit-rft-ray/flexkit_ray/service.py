@@ -4,6 +4,11 @@
 is ``ray.remote(SchedulerService)``. Its methods are coroutines, so Ray runs the actor as an *async actor*: all
 calls share one event loop, which serialises every change to the ledger (the single writer), while callers
 blocked in :meth:`SchedulerService.lease` wait without holding anything up.
+
+The service refuses, where it is built, every part of the pipeline its ``host`` does not honour
+(:func:`flexkit.host.check_support`; by default :data:`~flexkit_ray.support.SERVICE_SUPPORT`: selection and
+feedback only), so that a guard no evaluation reaches, or a ``[replay]`` no learner trains on, is an error naming
+the key instead of a part silently ignored.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from typing import Any
 
 from flexkit import load_pipeline, pipeline_from_dict
 from flexkit.distributed import BatchLedger, Lease
+from flexkit.host import HostSupport, check_support
+from flexkit_ray.support import SERVICE_SUPPORT
 
 #: Longest a waiting :meth:`SchedulerService.lease` sleeps before looking again (expiries wake it earlier).
 POLL_S = 1.0
@@ -31,6 +38,10 @@ class SchedulerService:
         base_dir: where a dict pipeline's relative paths live (default: the current directory).
         plugins: extra local plugins, as for :func:`flexkit.load_pipeline`.
         checkpoint: a checkpoint directory to resume from (written by :meth:`save_checkpoint`).
+        host: what the run around the service honours of the pipeline (:class:`flexkit.host.HostSupport`); every
+            part it does not give is a :class:`~flexkit.ConfigError` here, naming the key and what to do. Default
+            :data:`~flexkit_ray.support.SERVICE_SUPPORT` (selection and feedback only); a learner that calls
+            :meth:`evaluation` passes ``HostSupport(name="my learner", evaluation=True)``.
         **ledger: options of :class:`~flexkit.distributed.BatchLedger` (``lease_timeout``, ``max_staleness``,
             ``on_expiry``, ``max_attempts``, ``late``).
     """
@@ -42,12 +53,16 @@ class SchedulerService:
         base_dir: str | os.PathLike[str] | None = None,
         plugins: Sequence[str] = (),
         checkpoint: str | os.PathLike[str] | None = None,
+        host: HostSupport = SERVICE_SUPPORT,
         **ledger: Any,
     ) -> None:
         if isinstance(pipeline, Mapping):
             pipe = pipeline_from_dict(dict(pipeline), base_dir=base_dir or ".", plugins=plugins)
         else:
             pipe = load_pipeline(pipeline, plugins=plugins)
+        check_support(pipe, host)
+        #: What the run around the service honours of the pipeline (checked above).
+        self.host = host
         self.ledger = BatchLedger(pipe, **ledger)
         self._changed: asyncio.Condition | None = None
         if checkpoint is not None:
@@ -99,6 +114,13 @@ class SchedulerService:
         status = self.ledger.feedback_experiences(batch_id, experiences)
         await self._notify()
         return status
+
+    async def evaluation(self, metrics: Mapping[str, Any]) -> None:
+        """Hand the selectors a held-out evaluation (metric name → value,
+        :meth:`~flexkit.distributed.BatchLedger.evaluation`), e.g. a ``frontier`` guard's ``val_accuracy/<group>``;
+        it reaches the batches leased after it. Declare it with ``host=HostSupport(..., evaluation=True)``."""
+        self.ledger.evaluation(metrics)
+        await self._notify()
 
     async def renew(self, batch_id: int) -> bool:
         """Heartbeat: extend batch ``batch_id``'s lease; False if it is no longer out."""

@@ -45,7 +45,7 @@ from trl import GRPOTrainer  # type: ignore[attr-defined]
 from trl.models.utils import disable_gradient_checkpointing
 
 from flexkit import FlexkitSampler, Mix, Pipeline, TasksetScheduler, pipeline_metrics
-from flexkit.host import REPLAY_KEY, check_support
+from flexkit.host import REPLAY_KEY, SAMPLER_SUPPORT, HostSupport, check_support
 from flexkit_trl.checks import check_batch_size, check_run_length, check_sample_stage
 from flexkit_trl.dataset import INDEX_COLUMN, with_index_column
 from flexkit_trl.groups import EvalGroups, check_eval_columns, group_columns
@@ -69,9 +69,11 @@ def repeat_sampler(
     num_iterations: int = 1,
     steps_per_generation: int = 1,
     sampler_class: type[FlexkitSampler] = FlexkitSampler,
+    host: HostSupport | None = SAMPLER_SUPPORT,
 ) -> FlexkitSampler:
     """A :class:`FlexkitSampler` (or ``sampler_class``) with ``RepeatSampler``'s layout for these GRPO settings
-    (checked against the pipeline's ``batch_size``)."""
+    (checked against the pipeline's ``batch_size``); ``host`` is the sampler's (what the loop driving it honours:
+    :class:`FlexkitGRPOTrainer` passes its own support, your loop what it gives)."""
     prompts = generation_batch_size // num_generations
     scheduler = source.scheduler if isinstance(source, Pipeline) else source
     if prompts * num_generations != generation_batch_size or scheduler.batch_size != prompts:
@@ -80,7 +82,7 @@ def repeat_sampler(
             f"generation_batch_size ({generation_batch_size}) // num_generations ({num_generations}) = {prompts}"
         )
     return sampler_class(source, dataset, mini_repeat_count=num_generations,
-                         repeat_count=num_iterations * steps_per_generation)
+                         repeat_count=num_iterations * steps_per_generation, host=host)
 
 
 class FlexkitGRPOTrainer(GRPOTrainer):
@@ -105,8 +107,9 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         columns = group_columns(pipeline)
         if bound.arguments.get("eval_dataset") is not None:
             check_eval_columns(columns, bound.arguments["eval_dataset"])
-        if isinstance(pipeline, Pipeline):  # what this trainer does not honour, refused before the model is set up
-            check_support(pipeline, trainer_support(bound.arguments.get("eval_dataset")))
+        # what this trainer does not honour (a bare scheduler's guard too), refused before the model is set up
+        self._flexkit_support = trainer_support(bound.arguments.get("eval_dataset"))
+        check_support(pipeline, self._flexkit_support)
         bound.arguments["train_dataset"] = with_index_column(bound.arguments["train_dataset"])
         self.flexkit_pipeline = pipeline
         #: The evaluation's rewards per group of the selectors' grouping columns (``eval_accuracy/<group>``).
@@ -128,10 +131,11 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         check_batch_size(self._grpo_args, cast(int, self.num_generations), scheduler)
         check_run_length(self.args, scheduler)
         check_save_alignment(self.args, self._generate_every)
+        # the number of processes is known once TRL built its accelerator: replay is refused on more than one
+        self._flexkit_support = trainer_support(bound.arguments.get("eval_dataset"), self.accelerator.num_processes)
+        check_support(pipeline, self._flexkit_support)
         replay = pipeline.config.replay if isinstance(pipeline, Pipeline) else None
         if replay is not None:
-            processes = self.accelerator.num_processes  # known once TRL built its accelerator
-            check_support(pipeline, trainer_support(bound.arguments.get("eval_dataset"), processes))
             self.flexkit_replay = GenerationReplay(replay.groups, replay.max_age,
                                                    num_generations=cast(int, self.num_generations),
                                                    steps_per_generation=int(self._grpo_args.steps_per_generation))
@@ -154,7 +158,7 @@ class FlexkitGRPOTrainer(GRPOTrainer):
                 self.flexkit_pipeline, dataset if dataset is not None else self.train_dataset,
                 num_generations=cast(int, self.num_generations), generation_batch_size=args.generation_batch_size,
                 num_iterations=self.num_iterations, steps_per_generation=args.steps_per_generation,
-                sampler_class=TrackedSampler)
+                sampler_class=TrackedSampler, host=self._flexkit_support)
             assert isinstance(sampler, TrackedSampler)
             self.flexkit_sampler = sampler
         return self.flexkit_sampler

@@ -94,3 +94,23 @@ def test_a_guard_the_trainer_cannot_feed_is_refused(tmp_path: Path, overrides: d
         FlexkitGRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
                            train_dataset=Dataset.from_list(rows), processing_class=tokenizer, pipeline=pipe,
                            args=grpo_args(tmp_path, max_steps=2))
+
+
+def test_regression_a_bare_schedulers_guard_without_an_eval_dataset_is_refused(tmp_path: Path) -> None:
+    """The trainer checked what it honours for a Pipeline only: a bare scheduler's guard, with no eval_dataset to
+    feed it, was accepted and never saw an evaluation. The sampler it builds carries the trainer's support."""
+    rows = grouped_rows(12, "source", ["a", "b"])
+    pipe = pipeline(tmp_path, rows, {**QUICKSTART_FRONTIER, "feature_keys": ["source"]}, batch_size=4, total_steps=2)
+    model, tokenizer = tiny_model_and_tokenizer()
+
+    def build(**extra: Any) -> FlexkitGRPOTrainer:
+        return FlexkitGRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                                  train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
+                                  pipeline=pipe.scheduler, args=grpo_args(tmp_path, max_steps=2), **extra)
+
+    with pytest.raises(ConfigError, match=r"tasksets\[0\]\.selector\.guard_metric: FlexkitGRPOTrainer \(TRL\) does "
+                                          r"not honour this.*give the trainer an eval_dataset"):
+        build()
+    trainer = build(eval_dataset=Dataset.from_list(grouped_rows(4, "source", ["a", "b"])))
+    sampler = trainer._get_train_sampler()
+    assert sampler.host is not None and sampler.host.evaluation

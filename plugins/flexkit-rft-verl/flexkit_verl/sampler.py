@@ -16,6 +16,7 @@ import numpy as np
 
 from flexkit import FeedbackError, Pipeline, RolloutBatch, TasksetScheduler
 from flexkit import FlexkitSampler as _TorchSampler
+from flexkit.host import HostSupport
 from flexkit_verl.dataset import INDEX_KEY, dataset_indices
 
 
@@ -28,6 +29,11 @@ class FlexkitSampler(_TorchSampler):  # type: ignore[misc]  # flexkit exports it
         index_key: where each sample's dataset index travels (see :class:`~flexkit_verl.IndexedDataset`).
         reward_key: the reward field (default: ``token_level_scores``, else ``rm_scores``), summed over the
             response tokens.
+        host: what drives the sampler (:class:`flexkit.host.HostSupport`). Default ``None``: the trainer mixin
+            (:class:`~flexkit_verl.FlexkitTrainerMixin`, :class:`~flexkit_verl.trainer_v1.FlexkitV1TrainerMixin`)
+            checks the pipeline against what its trainer honours when verl builds the dataloader and declares
+            itself (:meth:`~flexkit.FlexkitSampler.declare_host`); a sampler no mixin declared refuses, at its first
+            batch, every pipeline part that needs more than selection and feedback.
 
     verl's ``data.train_batch_size`` must equal the pipeline's ``batch_size``.
     """
@@ -39,8 +45,9 @@ class FlexkitSampler(_TorchSampler):  # type: ignore[misc]  # flexkit exports it
         *,
         index_key: str = INDEX_KEY,
         reward_key: str | None = None,
+        host: HostSupport | None = None,
     ) -> None:
-        super().__init__(source, data_source)
+        super().__init__(source, data_source, host=host)
         self.index_key = index_key
         self.reward_key = reward_key
         #: Responses fed back so far (``flexkit/run/rollouts``), kept in :meth:`state_dict`; ``None`` after loading

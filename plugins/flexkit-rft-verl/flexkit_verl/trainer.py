@@ -26,12 +26,14 @@ from collections.abc import Sized
 from typing import Any, Protocol, runtime_checkable
 
 from flexkit import Pipeline, TasksetScheduler, pipeline_metrics
+from flexkit.host import pipeline_needs, unmet_needs
 from flexkit_verl.checks import check_trainer_config
 from flexkit_verl.keys import config_get
 from flexkit_verl.replay import VerlReplay
 from flexkit_verl.replay_checks import replay_issues
 from flexkit_verl.resume import checkpoint_folder, loader_sampler, restore_sampler
 from flexkit_verl.sampler import FlexkitSampler
+from flexkit_verl.support import LEGACY_SUPPORT
 from flexkit_verl.weights import apply_token_weights
 
 
@@ -82,6 +84,7 @@ class FlexkitTrainerMixin:
                 from flexkit_verl.checks import loss_mode_issues
 
                 issues = loss_mode_issues(config, pipeline, v1=False)
+                issues += unmet_needs(pipeline_needs(pipeline), LEGACY_SUPPORT)  # a guard on val_accuracy/{}
                 issues += replay_issues(config, pipeline, multimodal=multimodal)
                 if issues:
                     from flexkit import ConfigError
@@ -93,6 +96,8 @@ class FlexkitTrainerMixin:
             if replay is not None:
                 self.flexkit_replay = VerlReplay(replay.groups, replay.max_age, mini_batch=int(
                     config_get(config, "actor_rollout_ref.actor.ppo_mini_batch_size", 1)))
+        if sampler is not None:  # this trainer drives the sampler (checked above; a bare scheduler's guard here)
+            sampler.declare_host(LEGACY_SUPPORT)
         return result
 
     def _save_checkpoint(self) -> Any:

@@ -22,6 +22,7 @@ pytest.importorskip("flexkit_verl")
 ray_trainer = pytest.importorskip("verl.trainer.ppo.ray_trainer")
 
 from flexkit_verl import FlexkitSampler, FlexkitTrainerMixin, IndexedDataset, dataset_indices  # noqa: E402
+from flexkit_verl.support import LEGACY_SUPPORT  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402 - after the skips
 from test_integration_verl import SIZES, Rows, make_pipeline, rollout  # noqa: E402 - a sibling module (see pyproject)
 from verl import DataProto  # noqa: E402
@@ -229,3 +230,30 @@ def test_legacy_refuses_the_val_accuracy_guard(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"tasksets\[0\]\.selector\.guard_metric: verl's legacy RayPPOTrainer .* "
                                           r"val_accuracy/<group>.*use the v1 trainer"):
         legacy_trainer(Trainer, tmp_path, FlexkitSampler(pipe, dataset), dataset)
+
+
+def test_regression_a_guard_reaches_the_check_on_every_path(tmp_path: Path) -> None:
+    """A sampler over a bare scheduler passed the mixin unchecked (it checked pipelines only), and a sampler in
+    verl's RayPPOTrainer without the mixin was never checked at all: its guard never saw an evaluation. Now the
+    mixin declares itself on the sampler (:meth:`flexkit.FlexkitSampler.declare_host`), and a sampler nothing
+    declared refuses its first batch."""
+    from flexkit import ConfigError, pipeline_from_dict
+
+    make_pipeline(tmp_path)  # writes the JSONL tasksets
+    guard = {"type": "frontier", "feature_keys": ["f0"], "retain": 1.0, "guard_metric": "val_accuracy/{}"}
+    pipe = pipeline_from_dict({"run": {"batch_size": 4, "seed": 5, "total_epochs": 6}, "tasksets": [
+        {"name": f"t{i}", "path": f"t{i}.jsonl", "selector": guard} for i in range(len(SIZES))]}, base_dir=tmp_path)
+
+    class Trainer(FlexkitTrainerMixin, RayPPOTrainer):
+        pass
+
+    dataset = IndexedDataset(Rows(sum(SIZES)))
+    with pytest.raises(ConfigError, match=r"tasksets\[0\]\.selector\.guard_metric: verl's legacy RayPPOTrainer"):
+        legacy_trainer(Trainer, tmp_path, FlexkitSampler(pipe.scheduler, dataset), dataset)
+    plain = legacy_trainer(RayPPOTrainer, tmp_path, FlexkitSampler(pipe, dataset), dataset)  # no mixin
+    with pytest.raises(ConfigError, match=r"guard_metric: FlexkitSampler\(host=None\), which no host adapter "
+                                          r"declared.*FlexkitTrainerMixin"):
+        next(iter(plain.train_dataloader))
+    declared = legacy_trainer(Trainer, tmp_path, FlexkitSampler(make_pipeline(tmp_path), dataset), dataset)
+    assert declared.train_dataloader.sampler.host is LEGACY_SUPPORT
+    assert len(next(iter(declared.train_dataloader))["input_ids"]) == 4
