@@ -133,7 +133,7 @@ class SampleConfig:
 
 @attrs.frozen(kw_only=True)
 class ReplayConfig:
-    """``[replay]``: rollout replay in ``flexkit run`` (after DOTS, arXiv 2506.05316; :mod:`flexkit.sample.replay`).
+    """``[replay]``: rollout replay in ``flexkit run`` (after DOTS, arXiv 2506.05316; ``flexkit.host.ReplayBuffer``).
 
     Each step's update also trains on up to ``groups`` informative answer groups (their rewards differ) that
     earlier steps generated, newest first, none older than ``max_age`` steps. Replayed answers are not generated

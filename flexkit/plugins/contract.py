@@ -499,7 +499,8 @@ class Trainer(Configurable, abc.ABC):
 
     #: Whether :meth:`update` honours ``[replay]``: rows whose ``replay_age`` field is above 0 were generated
     #: by an earlier policy, and the loss must use their ``old_log_probs`` (the generating policy's) in the
-    #: importance ratio (:mod:`flexkit.sample.replay`). ``flexkit run`` refuses ``[replay]`` for a trainer without it.
+    #: importance ratio (:class:`flexkit.host.ReplayBuffer`). ``flexkit run`` refuses ``[replay]`` for a trainer
+    #: without it.
     supports_replay: ClassVar[bool] = False
 
     #: Whether :meth:`validate` evaluates a validation split of the trainer's own, apart from :meth:`evaluate`'s

@@ -21,7 +21,7 @@ Modules, by reader: :mod:`~flexkit.tasksets.base` (the :class:`Taskset` protocol
 
 from __future__ import annotations
 
-from flexkit.tasksets.base import LazyFeatures, Taskset, lazy_features
+from flexkit.tasksets.base import LazyFeatures, Taskset, check_rows, lazy_features
 from flexkit.tasksets.json_file import JsonTaskset
 from flexkit.tasksets.jsonl import JsonlTaskset
 from flexkit.tasksets.memory import InMemoryTaskset
@@ -42,6 +42,7 @@ __all__ = [
     "LazyFeatures",
     "ParquetTaskset",
     "Taskset",
+    "check_rows",
     "lazy_features",
     "open_file_taskset",
     "resolve_format",
