@@ -40,9 +40,9 @@ INTERNAL_RAISES: dict[str, str] = {
     "flexkit/selectors/members.py::flag: ValueError": "internal invariant: flexkit's own callers name a declared flag",
     "flexkit/scheduler/batch_plan.py::mix_counts: ValueError":
         "internal invariant: the scheduler refuses a batch_size above all tasks when it is built",
-    "flexkit/compare/statistics.py::mean_interval: ValueError":
+    "flexkit/compare/_statistics.py::mean_interval: ValueError":
         "internal invariant: compare's reports call it with at least one value",
-    "flexkit/compare/statistics.py::t_quantile: ValueError": "internal invariant: mean_interval passes n - 1 >= 1",
+    "flexkit/compare/_statistics.py::t_quantile: ValueError": "internal invariant: mean_interval passes n - 1 >= 1",
     "flexkit/sample/batch.py::RolloutBatch.concat_rows: ValueError":
         "internal invariant: the refill keeps one row selection per batch",
     "flexkit/selectors/difficulty_based/compact_grid.py::CompactGrid.__init__: ValueError":
@@ -65,11 +65,12 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "plugins/flexkit-rft-trl/flexkit_trl/run_trainer.py::_group_order: ValueError":
         "float() of a group label: a label that is no number sorts after the numbers",
     "flexkit/_files.py::open_regular: BaseException": _CLEANUP,
-    "flexkit/annotate/command.py::_load_trainer_state: Exception": _NAMED + " (a CheckpointError: the trainer's state)",
-    "flexkit/annotate/output.py::_unwritable: TypeError, ValueError": _DATA,
-    "flexkit/annotate/output.py::check_parquet_columns: TypeError, ValueError": _DATA + " (pyarrow)",
-    "flexkit/annotate/output.py::row_lines: TypeError, ValueError": _DATA,
-    "flexkit/annotate/partial.py::_line_problem: ValueError": _DATA,
+    "flexkit/annotate/_command.py::_load_trainer_state: Exception":
+        _NAMED + " (a CheckpointError: the trainer's state)",
+    "flexkit/annotate/_output.py::_unwritable: TypeError, ValueError": _DATA,
+    "flexkit/annotate/_output.py::check_parquet_columns: TypeError, ValueError": _DATA + " (pyarrow)",
+    "flexkit/annotate/_output.py::row_lines: TypeError, ValueError": _DATA,
+    "flexkit/annotate/_partial.py::_line_problem: ValueError": _DATA,
     "flexkit/pipeline/pipeline.py::_feature_array: ValueError": _DATA + " (numpy on a ragged column)",
     "flexkit/selectors/_prompt_model.py::text_column: KeyError":
         "a mapping lookup of the selector's text column: a missing column is a TasksetError naming it",
@@ -85,13 +86,13 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/pipeline/checkpoint.py::load_state: KeyError, TypeError, ValueError": _DATA + " (a CheckpointError)",
     "flexkit/cli/main.py::_output_cut: AttributeError, ValueError":
         "a replaced or closed stream has no file descriptor",
-    "flexkit/cli/compare.py::_number_list: ValueError": _DATA,
-    "flexkit/cli/registry.py::origin_of: AttributeError, KeyError, TypeError, ValueError":
+    "flexkit/cli/_compare.py::_number_list: ValueError": _DATA,
+    "flexkit/cli/_registry.py::origin_of: AttributeError, KeyError, TypeError, ValueError":
         "an installer's direct_url.json that json or its layout refuses: its origin is shown as unknown, nothing fails",
-    "flexkit/cli/pipeline.py::_check_every_row: Exception":
+    "flexkit/cli/_pipeline.py::_check_every_row: Exception":
         "flexkit validate reports every taskset's failure; a storage's own error is shown with its type",
-    "flexkit/compare/execution.py::run_in_order: Exception": "any error of one run is that run's failure, reported",
-    "flexkit/compare/run.py::_read_setting_file: ValueError": _DATA,
+    "flexkit/compare/_execution.py::run_in_order: Exception": "any error of one run is that run's failure, reported",
+    "flexkit/compare/_run.py::_read_setting_file: ValueError": _DATA,
     "flexkit/config/converter.py::_structure_attrs: ArithmeticError, TypeError, ValueError":
         "attrs' validator convention: a config class's validators signal an invalid value with these",
     "flexkit/config/converter.py::describe: ValueError": "repr() of an int past Python's digit limit",
@@ -135,10 +136,10 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/pipeline/state.py::refusing_component: Exception": "probing which component refuses its part of a state",
     "flexkit/pipeline/pipeline.py::Pipeline.load_checkpoint: Exception": _NAMED + " (a CheckpointError)",
     "flexkit/pipeline/pipeline.py::Pipeline.load_state_dict: BaseException": _CLEANUP,
-    "flexkit/plot/figures.py::_natural: ValueError": _DATA,
-    "flexkit/plot/figures.py::_resolved: ValueError": "best effort: a plot without target lines, the sample stage "
+    "flexkit/plot/_figures.py::_natural: ValueError": _DATA,
+    "flexkit/plot/_figures.py::_resolved: ValueError": "best effort: a plot without target lines, the sample stage "
                                                       "read from the records",
-    "flexkit/plot/figures.py::_targets: KeyError, TypeError": "best effort: a plot without target lines",
+    "flexkit/plot/_figures.py::_targets: KeyError, TypeError": "best effort: a plot without target lines",
     "flexkit/pipeline/grouping.py::_natural: ValueError": _DATA,
     "flexkit/plugins/registrar.py::Component.build: AttributeError, TypeError":
         "a frozen or slotted component keeps its class's name",

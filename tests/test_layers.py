@@ -52,7 +52,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 
 #: Imports against the table that are known and kept, each with its reason (importer file, imported module).
 EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("compare/run.py", "flexkit.plot.figures"): "compare draws each run's plots with flexkit plot's own code",
+    ("compare/_run.py", "flexkit.plot._figures"): "compare draws each run's plots with flexkit plot's own code",
     ("integrations/host_metrics.py", "flexkit.run.estimates"):
         "host adapters report the selectors' estimates as flexkit run does",
 }

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from flexkit import ConfigError, Pipeline, load_pipeline, run_pipeline
 from flexkit.cli.main import main
-from flexkit.compare.records import _trained
+from flexkit.compare._records import _trained
 from flexkit.errors import CheckpointError, SampleError
 from flexkit.metric_names import KEPT_FRACTION, REPLAY_RESPONSES
 from flexkit.run.simulator import SimulatorTrainer

@@ -137,7 +137,7 @@ def run_pipeline(
 ) -> RunResult:
     """Run ``pipe`` with its ``[trainer]`` to the end of its schedule, writing into ``run_dir``.
 
-    With ``resume``, continue from ``run_dir/checkpoint``. ``trackers`` (a :class:`flexkit.cli.trackers.Trackers`)
+    With ``resume``, continue from ``run_dir/checkpoint``. ``trackers`` (a :class:`flexkit.cli._trackers.Trackers`)
     also get each step's ``flexkit/...`` metrics. Raises :class:`~flexkit.ConfigError` when the pipeline has no
     trainer.
     """

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from flexkit import FlexkitError, pipeline_from_dict
-from flexkit.annotate.command import annotate
+from flexkit.annotate._command import annotate
 from flexkit.cli.main import main
 
 DATA = {

@@ -19,7 +19,7 @@ import attrs
 import pytest
 
 from flexkit import pipeline_from_dict
-from flexkit.compare.records import RunRecords, read_run_records
+from flexkit.compare._records import RunRecords, read_run_records
 from flexkit.metric_names import (
     EVAL_ACCURACY,
     FILTER_ROUNDS,
@@ -28,7 +28,7 @@ from flexkit.metric_names import (
     RUN_ROLLOUTS,
     upgrade_record,
 )
-from flexkit.plot.figures import _Run
+from flexkit.plot._figures import _Run
 from flexkit.run.result import summary_lines
 from flexkit.run.runner import run_pipeline
 from tests.fixtures import crash_run, read_metrics, within_rounding, without_clock
@@ -112,7 +112,7 @@ def test_plot_reads_an_old_run_folder_as_a_new_one(new_run: tuple[Path, Any], tm
     for key in (KEPT_FRACTION, FILTER_ROUNDS):
         assert [a.tolist() for a in old.series(key)] == [a.tolist() for a in new.series(key)]
     if importlib.util.find_spec("matplotlib") is not None:
-        from flexkit.plot.figures import plot_run
+        from flexkit.plot._figures import plot_run
 
         notes: list[str] = []
         written = plot_run(old_dir, dpi=30, files=("overview.png",), on_skip=notes.append)

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from flexkit.cli.main import main
 from flexkit.pipeline.pipeline import load_pipeline
-from flexkit.plot.figures import PLOT_FILES
-from flexkit.plot.records import NUMBER_KEYS, TABLE_KEYS, drawable_records
+from flexkit.plot._figures import PLOT_FILES
+from flexkit.plot._records import NUMBER_KEYS, TABLE_KEYS, drawable_records
 from flexkit.run.runner import run_pipeline
 from tests.cli.test_runner import PIPELINE, write
 

@@ -9,10 +9,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from flexkit.cli.compare import cmd_compare
-from flexkit.cli.pipeline import cmd_preview, cmd_validate
-from flexkit.cli.registry import DEFAULT_SCHEMA_PATH, cmd_plugins, cmd_schema, version_report
-from flexkit.cli.run import cmd_annotate, cmd_plot, cmd_run
+from flexkit.cli._compare import cmd_compare
+from flexkit.cli._pipeline import cmd_preview, cmd_validate
+from flexkit.cli._registry import DEFAULT_SCHEMA_PATH, cmd_plugins, cmd_schema, version_report
+from flexkit.cli._run import cmd_annotate, cmd_plot, cmd_run
 
 __all__ = ["build_parser"]
 

@@ -1,6 +1,6 @@
 """How ``flexkit compare`` runs its (setting, seed) jobs: one after another in this process, or several at a time,
-each in a process of its own (:mod:`flexkit.compare.worker`). Either way a run that fails becomes a
-:class:`~flexkit.compare.results.RunFailure` (exit status and the end of stderr) and the others go on."""
+each in a process of its own (:mod:`flexkit.compare._worker`). Either way a run that fails becomes a
+:class:`~flexkit.compare._results.RunFailure` (exit status and the end of stderr) and the others go on."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from flexkit.compare.results import RunFailure
+from flexkit.compare._results import RunFailure
 from flexkit.errors import ConfigError, FlexkitError
 
 __all__ = ["Job", "JobResult", "failure_from_exception", "run_in_order", "run_in_processes", "tail"]
@@ -53,7 +53,7 @@ class JobResult:
 def run_in_order(jobs: Sequence[Job]) -> Iterator[tuple[Job, JobResult | RunFailure]]:
     """Run ``jobs`` one after another in this process; an error fails its run only (exit status 1, as
     ``flexkit run`` ends). Ctrl-C is not an error of a run: it goes on."""
-    from flexkit.compare.worker import run_job
+    from flexkit.compare._worker import run_job
 
     for job in jobs:
         try:
@@ -104,7 +104,7 @@ def _start(job: Job, tmp: Path, env: dict[str, str], threads: int) -> tuple[Job,
                                    default=str), encoding="utf-8")
     stderr = run_dir / STDERR_FILE
     with stderr.open("wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "flexkit.compare.worker", str(job_file)], env=env,
+        proc = subprocess.Popen([sys.executable, "-m", "flexkit.compare._worker", str(job_file)], env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
     return job, proc, result_file, stderr
 

@@ -17,12 +17,12 @@ from typing import IO, Any
 
 import attrs
 
-from flexkit.compare.execution import Job, JobResult, run_in_order, run_in_processes
-from flexkit.compare.plot_parts import say
-from flexkit.compare.records import read_run_records
-from flexkit.compare.report import write_reports
-from flexkit.compare.results import Comparison, ReportInfo, RunFailure, RunOutcome, SettingResult, Spent
-from flexkit.compare.statistics import accuracy_at, default_budget, default_target, first_reaching, steps_to
+from flexkit.compare._execution import Job, JobResult, run_in_order, run_in_processes
+from flexkit.compare._plot_parts import say
+from flexkit.compare._records import read_run_records
+from flexkit.compare._report import write_reports
+from flexkit.compare._results import Comparison, ReportInfo, RunFailure, RunOutcome, SettingResult, Spent
+from flexkit.compare._statistics import accuracy_at, default_budget, default_target, first_reaching, steps_to
 from flexkit.config.loader import read_toml_file
 from flexkit.config.overrides import Setting, apply_overrides, command_line, folder_name
 from flexkit.errors import ConfigError, ConfigIssue, FlexkitError
@@ -75,7 +75,7 @@ def compare(
     pipeline, setting or seed is refused with :class:`~flexkit.FlexkitError`. On Ctrl-C the reports of the runs
     finished so far are written before the interrupt goes on.
 
-    With ``plots`` (and matplotlib), each run gets ``plots/overview.png`` (:func:`flexkit.plot.figures.plot_run`),
+    With ``plots`` (and matplotlib), each run gets ``plots/overview.png`` (:func:`flexkit.plot._figures.plot_run`),
     linked from ``results.md``.
     """
     _check_arguments(settings, seeds)
@@ -360,7 +360,7 @@ def _record(plan: _Plan, result: SettingResult, seed: int, finished: dict[str, A
 def _read_curves(run_dir: Path, first: dict[str, float],
                  rollouts_per_step: int) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
     """``(steps done, eval_accuracy)`` and ``(rollouts so far, eval_accuracy)`` pairs of every evaluation record
-    (see :func:`~flexkit.compare.records.read_run_records`)."""
+    (see :func:`~flexkit.compare._records.read_run_records`)."""
     records = read_run_records(run_dir, first, rollouts_per_step)
     return records.curve, records.rollout_curve
 
@@ -379,7 +379,7 @@ def _plot_runs(results: list[SettingResult]) -> None:
 
     if importlib.util.find_spec("matplotlib") is None:
         return
-    from flexkit.plot.figures import plot_run
+    from flexkit.plot._figures import plot_run
 
     for res in results:
         for run in res.runs:

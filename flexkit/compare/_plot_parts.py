@@ -1,6 +1,6 @@
 """Small pieces the comparison's text and figures share: writing a line to the report stream, legend labels, the
-thousands axis, and a mean line with its interval band (used by :mod:`flexkit.compare.report` and
-:mod:`flexkit.compare.level_plot`)."""
+thousands axis, and a mean line with its interval band (used by :mod:`flexkit.compare._report` and
+:mod:`flexkit.compare._level_plot`)."""
 
 from __future__ import annotations
 

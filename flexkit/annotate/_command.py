@@ -10,9 +10,9 @@ The workflow (docs/annotate.md): annotate with the starting policy (``--column s
 stronger reference policy where one exists (``--checkpoint RUN_DIR`` loads the trainer state of a run folder,
 ``--column strong_pass_rate``), then name both columns as the selector's ``feature_keys``. Writing is
 incremental and crash-safe: each finished chunk is committed to ``OUT.partial`` with the trainer's state
-(:mod:`flexkit.annotate.partial`), and running the same command again continues after the last committed chunk,
+(:mod:`flexkit.annotate._partial`), and running the same command again continues after the last committed chunk,
 giving the file an uninterrupted call writes. What can be refused is refused before the first rollout: the output
-suffix, the column name, values the output cannot hold (:mod:`flexkit.annotate.output`), a checkpoint of another
+suffix, the column name, values the output cannot hold (:mod:`flexkit.annotate._output`), a checkpoint of another
 pipeline, a damaged partial file or one of another call. Parquet output needs ``flexkit-rft[parquet]``.
 """
 
@@ -29,8 +29,8 @@ from typing import IO, Any
 import numpy as np
 
 from flexkit._files import require_regular_file
-from flexkit.annotate.output import output_format, row_lines, scan_rows, write_output
-from flexkit.annotate.partial import IDENTITY_VERSION, PartialOutput
+from flexkit.annotate._output import output_format, row_lines, scan_rows, write_output
+from flexkit.annotate._partial import IDENTITY_VERSION, PartialOutput
 from flexkit.errors import CheckpointError, ConfigError, FlexkitError, TasksetError
 from flexkit.pipeline.checkpoint import STATE_FILE, load_state
 from flexkit.pipeline.fingerprint import differences
@@ -137,7 +137,7 @@ def annotate(
     ``samples`` responses (whole rollouts of the trainer's group size). Returns the path written.
 
     ``chunk`` tasks are rolled out together (default: the pipeline's batch size). Continues a previous,
-    interrupted call with the same arguments from ``out.partial`` (:mod:`flexkit.annotate.partial`), giving the
+    interrupted call with the same arguments from ``out.partial`` (:mod:`flexkit.annotate._partial`), giving the
     same file as an uninterrupted call. ``column`` must not be a column of the taskset unless ``overwrite``.
     Everything that can be checked is checked before the first rollout.
     """

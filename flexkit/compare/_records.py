@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from flexkit.compare.results import Spent
+from flexkit.compare._results import Spent
 from flexkit.metric_names import (
     EVAL_ACCURACY,
     KEPT_FRACTION,
@@ -33,7 +33,7 @@ _RECORD_LEVEL_PREFIX = EVAL_ACCURACY + "/"
 
 @attrs.define
 class RunRecords:
-    """Curves and counts of one run (see :class:`~flexkit.compare.results.RunOutcome` for their meaning)."""
+    """Curves and counts of one run (see :class:`~flexkit.compare._results.RunOutcome` for their meaning)."""
 
     curve: list[tuple[int, float]] = attrs.field(factory=list)
     rollout_curve: list[tuple[int, float]] = attrs.field(factory=list)

@@ -33,7 +33,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.tensorboard or args.wandb:
         import attrs
 
-        from flexkit.cli.trackers import Trackers
+        from flexkit.cli._trackers import Trackers
 
         config = json.loads(json.dumps(attrs.asdict(pipe.config), default=str))
         trackers = Trackers(run_dir, tensorboard=args.tensorboard, wandb=args.wandb, config=config)
@@ -90,7 +90,7 @@ def _load_with_overrides(path: str, overrides: Sequence[str], plugins: Sequence[
 
 def cmd_annotate(args: argparse.Namespace) -> int:
     """``flexkit annotate``: write the taskset with the trainer policy's measured pass rate per task."""
-    from flexkit.annotate.command import annotate
+    from flexkit.annotate._command import annotate
     from flexkit.pipeline.pipeline import load_pipeline
 
     if args.samples < 1 or (args.chunk is not None and args.chunk < 1):
@@ -106,8 +106,8 @@ def cmd_annotate(args: argparse.Namespace) -> int:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     """``flexkit plot``: write a run folder's PNGs; print their paths."""
-    from flexkit.compare.saved import is_results_path, plot_saved
-    from flexkit.plot.figures import plot_run
+    from flexkit.compare._saved import is_results_path, plot_saved
+    from flexkit.plot._figures import plot_run
     from flexkit.run.folder import METRICS_FILE
 
     if args.dpi < 10:

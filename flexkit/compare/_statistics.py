@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from flexkit.compare.results import RunOutcome, SettingResult
+from flexkit.compare._results import RunOutcome, SettingResult
 
 __all__ = ["FORGETTING_MARGIN", "FORGETTING_MEASURES", "MIN_INTERVAL_VALUES", "TARGET_FRACTION", "accuracy_at",
            "below_best", "default_budget", "default_target", "final_drop", "first_reaching", "interpolated_curve",

@@ -25,7 +25,7 @@ A panel without data is left out (a figure with none is not written, and ``on_sk
 the same colour in every panel; legends sit below their panel, off the data; per-group shares are drawn as one
 row per group. The records are read under the current names (:mod:`flexkit.metric_names`; older run folders
 included). Values a plot cannot draw (a string where a number belongs, a malformed count table or histogram) are
-left out, with a note naming the key (:func:`flexkit.plot.records.drawable_records`); the rest is drawn.
+left out, with a note naming the key (:func:`flexkit.plot._records.drawable_records`); the rest is drawn.
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ from flexkit.metric_names import (
     TASKSET_MIX,
     VAL_ACCURACY,
 )
-from flexkit.plot.groups import draw_group_shares, group_series
-from flexkit.plot.records import drawable_records
+from flexkit.plot._groups import draw_group_shares, group_series
+from flexkit.plot._records import drawable_records
 from flexkit.run.folder import METRICS_FILE, read_metrics
 
 log = structlog.get_logger("flexkit.plot")

@@ -1,4 +1,4 @@
-"""One ``flexkit compare`` run in a process of its own (``--jobs`` > 1): ``python -m flexkit.compare.worker JOB``.
+"""One ``flexkit compare`` run in a process of its own (``--jobs`` > 1): ``python -m flexkit.compare._worker JOB``.
 
 ``JOB`` is a JSON file: the pipeline's varied TOML data, its base folder, source, plugins, run folder and the
 file to write the run's first and last evaluations and seconds into. Exit status 0 when the run finished, 1 on
@@ -46,7 +46,7 @@ def exit_with_parent(parent: int, interval: float = 1.0) -> threading.Thread:
 
 def run_job(job: Mapping[str, Any]) -> dict[str, Any]:
     """Run the job's pipeline into its run folder; return its first and last evaluations and seconds taken.
-    ``job`` is JSON data (the job file's, or :class:`~flexkit.compare.execution.Job` as a dict)."""
+    ``job`` is JSON data (the job file's, or :class:`~flexkit.compare._execution.Job` as a dict)."""
     from flexkit.pipeline.pipeline import pipeline_from_dict
     from flexkit.run.runner import run_pipeline
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import attrs
 
-from flexkit.compare.records import LEVEL_PREFIX
-from flexkit.compare.results import RunOutcome, SettingResult
+from flexkit.compare._records import LEVEL_PREFIX
+from flexkit.compare._results import RunOutcome, SettingResult
 from flexkit.config.overrides import Setting
 from flexkit.errors import ConfigError, FlexkitError
 
@@ -167,8 +167,8 @@ def plot_saved(paths: Sequence[str | Path], out_dir: str | Path | None = None, *
     and rollouts, with the first file's targets) and ``levels.png`` (one panel per level), into ``out_dir`` (default:
     ``plots/`` beside the first file). Raises :class:`~flexkit.errors.FlexkitError` without matplotlib, and
     :class:`~flexkit.errors.ConfigError` when no file holds a finished run."""
-    from flexkit.compare.level_plot import write_level_plot
-    from flexkit.compare.report import write_plot
+    from flexkit.compare._level_plot import write_level_plot
+    from flexkit.compare._report import write_plot
 
     try:
         import matplotlib  # noqa: F401

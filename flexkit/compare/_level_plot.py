@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from flexkit.compare.plot_parts import band, legend_label, say, thousands_axis
-from flexkit.compare.results import RunOutcome, SettingResult
-from flexkit.compare.statistics import MIN_INTERVAL_VALUES, interpolated_curve
+from flexkit.compare._plot_parts import band, legend_label, say, thousands_axis
+from flexkit.compare._results import RunOutcome, SettingResult
+from flexkit.compare._statistics import MIN_INTERVAL_VALUES, interpolated_curve
 
 __all__ = ["level_keys", "write_level_plot"]
 

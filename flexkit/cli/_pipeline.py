@@ -103,8 +103,8 @@ def _check_every_row(sched: TasksetScheduler, source: str) -> dict[str, int]:
 
 def cmd_preview(args: argparse.Namespace) -> int:
     """``flexkit preview``: draw ``--steps`` batches and print each one's mix, level / field bins, refill rounds
-    and indices (:mod:`flexkit.cli.preview`)."""
-    from flexkit.cli.preview import preview_steps
+    and indices (:mod:`flexkit.cli._preview`)."""
+    from flexkit.cli._preview import preview_steps
     from flexkit.pipeline.pipeline import load_pipeline
 
     if args.steps < 1:

@@ -1,5 +1,5 @@
 """``flexkit compare`` reports: the results, cost and compute-to-target tables, ``results.md``, ``results.json``,
-the accuracy plot and the progress lines (the per-level plot is :mod:`flexkit.compare.level_plot`)."""
+the accuracy plot and the progress lines (the per-level plot is :mod:`flexkit.compare._level_plot`)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import IO, Any
 
 import attrs
 
-from flexkit.compare.plot_parts import band, legend_label, say, thousands_axis
-from flexkit.compare.results import ReportInfo, RunOutcome, SettingResult
-from flexkit.compare.statistics import (
+from flexkit.compare._plot_parts import band, legend_label, say, thousands_axis
+from flexkit.compare._results import ReportInfo, RunOutcome, SettingResult
+from flexkit.compare._statistics import (
     FORGETTING_MARGIN,
     FORGETTING_MEASURES,
     MIN_INTERVAL_VALUES,
@@ -479,7 +479,7 @@ def write_reports(
 ) -> tuple[str, Path | None, Path | None]:
     """Write ``accuracy.png``, ``levels.png``, ``results.md`` and ``results.json`` into ``out_dir``; return the
     markdown and the plots' paths (``None`` without matplotlib, or without per-level evaluations)."""
-    from flexkit.compare.level_plot import write_level_plot
+    from flexkit.compare._level_plot import write_level_plot
 
     out_dir.mkdir(parents=True, exist_ok=True)
     plot = write_plot(results, list(info.targets) or info.target, out_dir / "accuracy.png",
