@@ -61,7 +61,7 @@ def run(*, quick: bool = False, steps: int = 60, warmup: int = 10, sample: bool 
     import copy
 
     from flexkit import pipeline_from_dict
-    from flexkit.run.runner import trainer_seed
+    from flexkit.run._runner import trainer_seed
 
     data = copy.deepcopy(PIPELINE)
     if sample:

@@ -47,7 +47,7 @@ from flexkit.pipeline.pipeline import Pipeline, load_pipeline, make_selector, pi
 from flexkit.plugins.contract import Configurable, FeedbackOperator, Rollout, Trainer
 from flexkit.plugins.hookspecs import Register, hookimpl
 from flexkit.plugins.manager import PluginHost, get_plugins, plugin_host_for
-from flexkit.run.dynamic_sampling import fill_batch
+from flexkit.run._dynamic_sampling import fill_batch
 from flexkit.sample import Actuator, Keep, Mix, RolloutBatch, SampleStage, Scorer, Weights
 from flexkit.sample.actuator import sample_weights_normalised
 from flexkit.sample.weights import aggregate, keep_mask, policy_loss
@@ -58,13 +58,13 @@ from flexkit.tasksets import InMemoryTaskset, Taskset
 
 #: Names loaded on first use, and their modules (torch, a built-in component's module, the runner).
 _LAZY: dict[str, str] = {
-    "FlexkitSampler": "flexkit.integrations.torch",
+    "FlexkitSampler": "flexkit.integrations._torch",
     "GroupFilter": "flexkit.sample.actuators.group_filter",
-    "WithIndex": "flexkit.integrations.torch",
+    "WithIndex": "flexkit.integrations._torch",
     "max_rounds_field": "flexkit.sample.actuators.group_filter",
-    "pipeline_metrics": "flexkit.integrations.host_metrics",
-    "run_pipeline": "flexkit.run.runner",
-    "selector_metrics": "flexkit.integrations.host_metrics",
+    "pipeline_metrics": "flexkit.integrations._host_metrics",
+    "run_pipeline": "flexkit.run._runner",
+    "selector_metrics": "flexkit.integrations._host_metrics",
     "target_groups_field": "flexkit.sample.actuators.group_filter",
 }
 

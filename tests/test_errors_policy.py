@@ -53,7 +53,7 @@ INTERNAL_RAISES: dict[str, str] = {
     "flexkit/tasksets/base.py::LazyFeatures.labels: KeyError": "the Mapping protocol, as __getitem__",
     "flexkit/tasksets/memory.py::_json_default: TypeError":
         "json.dumps' default= protocol: TypeError means 'not serialisable' (caught by the digest right there)",
-    "flexkit/testing/registry.py::drive: ValueError": "internal invariant: flexkit's own list of stages is driven",
+    "flexkit/testing/_registry.py::drive: ValueError": "internal invariant: flexkit's own list of stages is driven",
 }
 
 _DATA = "a library's error on data it is given (json, numpy, int(), ...), turned into the fitting flexkit error"
@@ -105,16 +105,16 @@ CAUGHT_BUILTINS: dict[str, str] = {
         "a broken plugin must not replace the message being written",
     "flexkit/plugins/contract.py::check_selection: Exception": _NAMED + " (a ComponentError: its indices)",
     "flexkit/plugins/contract.py::component_bugs: Exception": _NAMED + " (a ComponentError)",
-    "flexkit/distributed/ledger.py::BatchLedger._check_id: TypeError": _DATA + " (operator.index)",
-    "flexkit/distributed/torch_dist.py::DistributedPipeline.apply_sample_stage: Exception":
+    "flexkit/distributed/_ledger.py::BatchLedger._check_id: TypeError": _DATA + " (operator.index)",
+    "flexkit/distributed/_torch_dist.py::DistributedPipeline.apply_sample_stage: Exception":
         "gathered from every rank (so no rank waits forever) and raised on all, with its repr",
-    "flexkit/distributed/torch_dist.py::DistributedPipeline.feedback: Exception":
+    "flexkit/distributed/_torch_dist.py::DistributedPipeline.feedback: Exception":
         "gathered from every rank (so no rank waits forever) and raised on all, with its repr",
-    "flexkit/distributed/torch_dist.py::DistributedPipeline.load_checkpoint: Exception":
+    "flexkit/distributed/_torch_dist.py::DistributedPipeline.load_checkpoint: Exception":
         "broadcast from rank 0 (so no rank waits forever) and raised on all",
-    "flexkit/distributed/torch_dist.py::DistributedPipeline.save_checkpoint: Exception":
+    "flexkit/distributed/_torch_dist.py::DistributedPipeline.save_checkpoint: Exception":
         "broadcast from rank 0 (so no rank waits forever) and raised on all, with its repr",
-    "flexkit/distributed/torch_dist.py::_concatenate: ValueError": _DATA,
+    "flexkit/distributed/_torch_dist.py::_concatenate: ValueError": _DATA,
     "flexkit/scheduler/feedback.py::PassRateCalculator.process: TypeError": _DATA + " (iterating the payload)",
     "flexkit/scheduler/feedback.py::_columns: TypeError, ValueError": _DATA,
     "flexkit/scheduler/feedback.py::_copied_row: Exception": "an object that cannot be copied is fed back as it is",
@@ -127,11 +127,11 @@ CAUGHT_BUILTINS: dict[str, str] = {
         _NAMED + " (a ComponentError; the payload rolled back)",
     "flexkit/scheduler/scheduler.py::TasksetScheduler.evaluation: Exception":
         _NAMED + " (a ComponentError naming the selector)",
-    "flexkit/integrations/host_metrics.py::feedback_metrics: TypeError, ValueError": "metrics never stop a run",
-    "flexkit/integrations/host_metrics.py::group_mix_metrics: TypeError, ValueError": "metrics never stop a run",
+    "flexkit/integrations/_host_metrics.py::feedback_metrics: TypeError, ValueError": "metrics never stop a run",
+    "flexkit/integrations/_host_metrics.py::group_mix_metrics: TypeError, ValueError": "metrics never stop a run",
     "flexkit/integrations/_state.py::to_portable: TypeError": "dtypes torch lacks are kept as lists",
-    "flexkit/integrations/torch.py::FlexkitSampler.locate: TypeError, ValueError": _DATA,
-    "flexkit/integrations/torch.py::_as_numpy: TypeError, ValueError": _DATA,
+    "flexkit/integrations/_torch.py::FlexkitSampler.locate: TypeError, ValueError": _DATA,
+    "flexkit/integrations/_torch.py::_as_numpy: TypeError, ValueError": _DATA,
     "flexkit/scheduler/observers.py::notify: Exception": "an observer's failure is logged with its type, not raised",
     "flexkit/pipeline/state.py::refusing_component: Exception": "probing which component refuses its part of a state",
     "flexkit/pipeline/pipeline.py::Pipeline.load_checkpoint: Exception": _NAMED + " (a CheckpointError)",
@@ -152,10 +152,10 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/scheduler/prefetch.py::Prefetcher._run: BaseException": "handed to the reader and raised there, as it is",
     "flexkit/sample/replay.py::ReplayBuffer.load_state_dict: RuntimeError, TypeError, ValueError":
         _DATA + " (numpy and torch on a checkpoint's stored rows: a CheckpointError)",
-    "flexkit/run/folder.py::_is_pipeline_file: ValueError": "a NUL byte in a path: not a file",
-    "flexkit/run/folder.py::read_metrics: ValueError": _DATA,
-    "flexkit/run/folder.py::resume_run_folder: Exception": _NAMED + " (a CheckpointError: the trainer's state)",
-    "flexkit/run/runner.py::_committed_step: KeyError, TypeError, ValueError": _DATA + " (best effort, a fallback)",
+    "flexkit/run/_folder.py::_is_pipeline_file: ValueError": "a NUL byte in a path: not a file",
+    "flexkit/run/_folder.py::read_metrics: ValueError": _DATA,
+    "flexkit/run/_folder.py::resume_run_folder: Exception": _NAMED + " (a CheckpointError: the trainer's state)",
+    "flexkit/run/_runner.py::_committed_step: KeyError, TypeError, ValueError": _DATA + " (best effort, a fallback)",
     "flexkit/sample/actuators/static.py::StaticMixer.act: ValueError": _DATA + " (int() of a taskset name)",
     "flexkit/sample/batch.py::RolloutBatch.__getitem__: KeyError": "dict lookup, a SampleError listing the fields",
     "flexkit/sample/batch.py::RolloutBatch.group_index: TypeError": _DATA + " (unhashable group values)",
@@ -173,7 +173,7 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "TypeError, ValueError":
         "a selector's load_state_dict failing on a saved state that does not fit it, reported as "
         "StateMismatchError naming the taskset, the selector and the original error",
-    "flexkit/run/schema_line.py::retarget_schema_line: ValueError": "os.path.relpath across drives",
+    "flexkit/run/_schema_line.py::retarget_schema_line: ValueError": "os.path.relpath across drives",
     "flexkit/selectors/_grouping.py::_any_column: Exception":
         "a taskset refusing a non-numeric column: read as labels, else raised as it is",
     "flexkit/selectors/_grouping.py::_any_column: KeyError": "the Mapping protocol: a missing feature column",
@@ -213,7 +213,7 @@ CAUGHT_BUILTINS: dict[str, str] = {
 OTHER_EXCEPTION_CLASSES: dict[str, str] = {
     "flexkit/_files.py::NotRegularFileError": "an OSError of the file helpers, caught where files are opened",
     "flexkit/scheduler/prefetch.py::RowsFailed": "internal: carries a failed read's selection to the reader",
-    "flexkit/testing/runs.py::Crash": "the contract kit's simulated crash (a BaseException no code catches)",
+    "flexkit/testing/_runs.py::Crash": "the contract kit's simulated crash (a BaseException no code catches)",
 }
 
 

@@ -53,7 +53,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 #: Imports against the table that are known and kept, each with its reason (importer file, imported module).
 EXCEPTIONS: dict[tuple[str, str], str] = {
     ("compare/_run.py", "flexkit.plot._figures"): "compare draws each run's plots with flexkit plot's own code",
-    ("integrations/host_metrics.py", "flexkit.run.estimates"):
+    ("integrations/_host_metrics.py", "flexkit.run._estimates"):
         "host adapters report the selectors' estimates as flexkit run does",
 }
 
@@ -155,8 +155,8 @@ def test_every_exception_is_still_needed() -> None:
     assert not stale, f"these exceptions no longer happen; remove them: {stale}"
 
 
-@pytest.mark.parametrize(("importer", "module"), [("pipeline/pipeline.py", "flexkit.run.dynamic_sampling"),
-                                                  ("pipeline/pipeline.py", "flexkit.run.runner")])
+@pytest.mark.parametrize(("importer", "module"), [("pipeline/pipeline.py", "flexkit.run._dynamic_sampling"),
+                                                  ("pipeline/pipeline.py", "flexkit.run._runner")])
 def test_the_pipeline_does_not_import_the_step_loop(importer: str, module: str) -> None:
     assert module not in imports_of(importer)
 

@@ -37,7 +37,7 @@ from flexkit.pipeline.fingerprint import differences
 from flexkit.pipeline.pipeline import Pipeline
 from flexkit.pipeline.state import EXTRA_KEY, TRAINER_KEY
 from flexkit.plugins.contract import TrainerLike
-from flexkit.run.runner import CHECKPOINT_DIR, new_trainer
+from flexkit.run._runner import CHECKPOINT_DIR, new_trainer
 from flexkit.scheduler.feedback import task_triples
 from flexkit.scheduler.scheduler import Task
 from flexkit.tasksets.base import path_of

@@ -17,7 +17,7 @@ __all__ = ["MAX_LIST_VALUES", "cmd_compare"]
 def cmd_compare(args: argparse.Namespace) -> int:
     """``flexkit compare``: run every setting under every seed; print the results table."""
     from flexkit.compare import Setting, compare, parse_seeds, parse_setting, render_table
-    from flexkit.run.runner import default_run_dir
+    from flexkit.run._runner import default_run_dir
 
     try:
         seeds = parse_seeds(args.seeds)

@@ -55,7 +55,7 @@ def _check_host(pipe: Pipeline, host: str | None) -> str | None:
     if host is None and pipe.config.trainer is None:
         return None
     if host in (None, "run"):
-        from flexkit.run.runner import new_trainer, run_support
+        from flexkit.run._runner import new_trainer, run_support
 
         support = run_support(pipe, new_trainer(pipe))
     else:

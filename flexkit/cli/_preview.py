@@ -21,7 +21,7 @@ import numpy as np
 from flexkit.errors import FlexkitError
 from flexkit.pipeline.grouping import TasksetGrouping
 from flexkit.plugins.contract import group_size_of
-from flexkit.run.estimates import level_mix
+from flexkit.run._estimates import level_mix
 from flexkit.tasksets.base import finite_number
 
 #: Responses per task when the pipeline names no ``[trainer] group_size``.
@@ -160,7 +160,7 @@ def preview_steps(pipe: Any, steps: int, feedback: str = "none") -> Iterator[Pre
 def _refill_step(pipe: Any, step: int, epoch: int, feedback: str, rng: np.random.Generator,
                  groupings: Mapping[str, TasksetGrouping]) -> PreviewStep:
     """One dynamic-sampling step with Bernoulli groups of each task's simulated reward."""
-    from flexkit.run.dynamic_sampling import fill_batch
+    from flexkit.run._dynamic_sampling import fill_batch
 
     trainer = pipe.config.trainer
     group = int(group_size_of(trainer.config if trainer is not None else None) or DEFAULT_GROUP_SIZE)

@@ -14,14 +14,14 @@ from flexkit.log import say
 
 if TYPE_CHECKING:
     from flexkit.pipeline.pipeline import Pipeline
-    from flexkit.run.runner import RunInterrupted
+    from flexkit.run._runner import RunInterrupted
 
 __all__ = ["cmd_annotate", "cmd_plot", "cmd_run", "resume_command"]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``flexkit run``: drive the pipeline's trainer to the end; print the before/after summary."""
-    from flexkit.run.runner import RunInterrupted, default_run_dir, run_pipeline, summary_lines
+    from flexkit.run._runner import RunInterrupted, default_run_dir, run_pipeline, summary_lines
 
     if args.resume and args.out and Path(args.out) != Path(args.resume):
         say("error", "error: give --resume RUN_DIR or --out DIR, not both", level="error")
@@ -108,7 +108,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     """``flexkit plot``: write a run folder's PNGs; print their paths."""
     from flexkit.compare._saved import is_results_path, plot_saved
     from flexkit.plot._figures import plot_run
-    from flexkit.run.folder import METRICS_FILE
+    from flexkit.run._folder import METRICS_FILE
 
     if args.dpi < 10:
         say("error", "error: --dpi must be >= 10", level="error")

@@ -1,7 +1,7 @@
 """Experiment trackers for ``flexkit run``: TensorBoard and Weights & Biases (offline), both optional.
 
 The run folder stays the source of truth (``metrics.jsonl``); a tracker gets, after every recorded step, the
-same ``flexkit/...`` metrics the host integrations log (:func:`flexkit.integrations.host_metrics.pipeline_metrics`: mix,
+same ``flexkit/...`` metrics the host integrations log (:func:`flexkit.pipeline_metrics`: mix,
 sample stage, feedback pass rates, selector summaries, ``flexkit/rollouts`` for the step), the numbers of the
 step's record under the same names (the step's refill counts, ``flexkit/run/rollouts``, and on evaluation steps
 ``flexkit/eval/accuracy[/<level>]``, the test split, and ``flexkit/val/accuracy[/<level>]``, the validation
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from flexkit.errors import FlexkitError
-from flexkit.integrations.host_metrics import pipeline_metrics
+from flexkit.integrations._host_metrics import pipeline_metrics
 from flexkit.metric_names import PREFIX, REWARD_MEAN, record_evaluation, record_validation
 from flexkit.sample.refill_count import RefillCount
 from flexkit.scheduler.feedback import SELECTOR_METRIC
@@ -45,7 +45,7 @@ def merge_feedback(payloads: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def run_metrics(pipe: Any, record: Mapping[str, Any], feedback: Sequence[Mapping[str, Any]],
                 rollouts: int | None, refill: RefillCount | None = None) -> dict[str, float]:
     """The ``flexkit/...`` metrics of one step's metrics ``record`` (see the module docstring), with the step's
-    count (``refill``) as :func:`~flexkit.integrations.host_metrics.pipeline_metrics` takes it."""
+    count (``refill``) as :func:`~flexkit.integrations._host_metrics.pipeline_metrics` takes it."""
     out = pipeline_metrics(pipe, feedback=merge_feedback(feedback), rollouts=rollouts, refill=refill)
     reward = record.get("reward_mean")
     if isinstance(reward, (int, float)) and math.isfinite(reward):

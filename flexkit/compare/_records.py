@@ -63,7 +63,7 @@ def read_run_records(run_dir: Path, first: dict[str, float], rollouts_per_step: 
     more than zero (a dynamic-sampling step that kept nothing makes no update). Draws per level: the tasks drawn
     per ``level`` of their rows (``flexkit/level_mix``), summed over the steps (empty when no step logged one).
     """
-    from flexkit.run.folder import INITIAL_STEP, METRICS_FILE, read_metrics
+    from flexkit.run._folder import INITIAL_STEP, METRICS_FILE, read_metrics
 
     records = [record for _line, record in read_metrics(run_dir / METRICS_FILE)]
     out = RunRecords()

@@ -27,7 +27,7 @@ from flexkit.config.loader import read_toml_file
 from flexkit.config.overrides import Setting, apply_overrides, command_line, folder_name
 from flexkit.errors import ConfigError, ConfigIssue, FlexkitError
 from flexkit.plugins.contract import group_size_of
-from flexkit.run.lock import LOCK_FILE, hold_folder
+from flexkit.run._lock import LOCK_FILE, hold_folder
 from flexkit.state_problems import is_number
 
 __all__ = ["compare"]
@@ -235,9 +235,9 @@ def _check_arguments(settings: Sequence[Setting], seeds: Sequence[int]) -> None:
 
 def _validate(plan: _Plan, settings: Sequence[Setting], seeds: list[int]) -> list[SettingResult]:
     """Build every setting's pipeline before spending time on runs, and refuse what its runs would refuse (a
-    part its trainer does not honour, :func:`~flexkit.run.runner.check_run_support`); one empty result per
+    part its trainer does not honour, :func:`~flexkit.run._runner.check_run_support`); one empty result per
     setting."""
-    from flexkit.run.runner import RUN_TIMINGS, check_run_support, new_trainer
+    from flexkit.run._runner import RUN_TIMINGS, check_run_support, new_trainer
     from flexkit.sample.stage_checks import check_stage_timing
 
     results: list[SettingResult] = []

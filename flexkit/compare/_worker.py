@@ -48,7 +48,7 @@ def run_job(job: Mapping[str, Any]) -> dict[str, Any]:
     """Run the job's pipeline into its run folder; return its first and last evaluations and seconds taken.
     ``job`` is JSON data (the job file's, or :class:`~flexkit.compare._execution.Job` as a dict)."""
     from flexkit.pipeline.pipeline import pipeline_from_dict
-    from flexkit.run.runner import run_pipeline
+    from flexkit.run._runner import run_pipeline
 
     t0 = time.monotonic()
     pipe = pipeline_from_dict(job["data"], base_dir=Path(str(job["base_dir"])), source=str(job["source"]),

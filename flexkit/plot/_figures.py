@@ -56,7 +56,7 @@ from flexkit.metric_names import (
 )
 from flexkit.plot._groups import draw_group_shares, group_series
 from flexkit.plot._records import drawable_records
-from flexkit.run.folder import METRICS_FILE, read_metrics
+from flexkit.run._folder import METRICS_FILE, read_metrics
 
 log = structlog.get_logger("flexkit.plot")
 

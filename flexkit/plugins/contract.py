@@ -53,7 +53,7 @@ Errors are :class:`~flexkit.errors.ComponentError` and name the component, its p
 **The trainer base class.** The trainer base class and :class:`Rollout`: what ``flexkit run`` drives each step.
 
 A trainer backend is registered through ``flexkit_register_trainers`` and named by a pipeline's ``[trainer]``
-table. Each step (:func:`flexkit.run.step.train_step`) reads a batch, calls :meth:`Trainer.rollout`, snapshots the
+table. Each step (:func:`flexkit.run._step.train_step`) reads a batch, calls :meth:`Trainer.rollout`, snapshots the
 experiences, runs the sample stage at ``post_reward``, calls :meth:`Trainer.compute_advantages`, runs the sample
 stage at ``post_advantage``, then calls :meth:`Trainer.update` while the feedback (on the snapshot) updates the
 selectors in a background thread; every ``[run] eval_every`` steps (and before the first and after the last)
@@ -66,7 +66,7 @@ Because the feedback reads the snapshot (:func:`flexkit.scheduler.feedback.snaps
 ``compute_advantages``
 may rewrite rewards in place, even in an array the experiences share, without feeding the selectors advantages.
 Metrics (``Rollout.metrics``, ``update``'s and ``evaluate``'s) must be numbers and must not use the names the
-runner writes itself (:func:`flexkit.run.trainer_output.trainer_metrics` checks them). Third-party trainers follow
+runner writes itself (:func:`flexkit.run._trainer_output.trainer_metrics` checks them). Third-party trainers follow
 the same protocol, so the runner has no special case for flexkit's own.
 
 Long phases (a warm start, loading a model) can show progress: before :meth:`Trainer.setup` the runner calls
@@ -465,7 +465,7 @@ class Rollout:
     ``None`` (the default): the feedback reads the batch itself (:meth:`feedback_experiences`), so a trainer
     whose batch holds ``taskset_id``, ``index`` and its rewards builds nothing twice; ``metrics`` are logged as
     they are. ``payload`` is free for a host trainer's own batch object (e.g. verl's
-    ``DataProto``), so that :func:`flexkit.run.dynamic_sampling.fill_batch` hands it back with the rows kept.
+    ``DataProto``), so that :func:`flexkit.run._dynamic_sampling.fill_batch` hands it back with the rows kept.
     """
 
     batch: Any
@@ -534,7 +534,7 @@ class Trainer(Configurable, abc.ABC):
     @abc.abstractmethod
     def update(self, batch: Any, weights: Any, *, step: int) -> Mapping[str, float]:
         """One policy update from ``batch`` with per-token loss ``weights`` (``None``: all ones); returns metrics
-        (numbers; not the names the runner writes, :data:`flexkit.run.trainer_output.RESERVED_KEYS`). Runs while
+        (numbers; not the names the runner writes, :data:`flexkit.run._trainer_output.RESERVED_KEYS`). Runs while
         the step's feedback updates the selectors in a background thread."""
 
     @abc.abstractmethod

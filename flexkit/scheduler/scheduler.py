@@ -259,7 +259,7 @@ class TasksetScheduler(SchedulerState):
     def read(self, *, beyond_end: bool = False) -> list[Task]:
         """The next batch, grouped by taskset; raises ``StopIteration`` when the run is over.
 
-        ``beyond_end`` reads past ``total_steps``: dynamic sampling (:mod:`flexkit.run.dynamic_sampling`) draws
+        ``beyond_end`` reads past ``total_steps``: dynamic sampling (:mod:`flexkit.run._dynamic_sampling`) draws
         more batches than the run has training steps, and the trainer decides when to stop.
 
         An error raised while the batch was prefetched is raised here. When its selection failed, no batch is

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from flexkit.pipeline.checkpoint import check_state
 from flexkit.plugins.manager import PluginHost
-from flexkit.testing.contract import (
+from flexkit.testing._contract import (
     CHECKPOINTED,
     DRIVEN,
     check_builds,
@@ -35,7 +35,7 @@ from flexkit.testing.contract import (
     check_state_round_trip,
     find_component,
 )
-from flexkit.testing.registry import (
+from flexkit.testing._registry import (
     REQUIRED_FILLERS,
     build,
     checkpoint_round_trip,
@@ -48,7 +48,7 @@ from flexkit.testing.registry import (
     synthetic_batch,
     synthetic_features,
 )
-from flexkit.testing.runs import (
+from flexkit.testing._runs import (
     Crash,
     CrashAt,
     crash_run,

@@ -176,7 +176,7 @@ def test_a_rerun_after_the_taskset_file_changed_is_refused(tmp_path: Path, monke
 
 
 def _train(tmp_path: Path, folder: str, seed: int, data: dict[str, Any] = SIM) -> Path:
-    from flexkit.run.runner import run_pipeline
+    from flexkit.run._runner import run_pipeline
 
     trained = {**data, "run": {**data["run"], "seed": seed}}
     run_pipeline(pipeline_from_dict(trained, base_dir=tmp_path), run_dir=tmp_path / folder, progress=None)

@@ -29,8 +29,8 @@ from flexkit.metric_names import (
     upgrade_record,
 )
 from flexkit.plot._figures import _Run
-from flexkit.run.result import summary_lines
-from flexkit.run.runner import run_pipeline
+from flexkit.run._result import summary_lines
+from flexkit.run._runner import run_pipeline
 from tests.fixtures import crash_run, read_metrics, within_rounding, without_clock
 
 OLD_METRICS = Path(__file__).parent / "data" / "metrics_before_0_names.jsonl"
@@ -121,8 +121,8 @@ def test_plot_reads_an_old_run_folder_as_a_new_one(new_run: tuple[Path, Any], tm
 
 def read_metrics_upgraded(run_dir: Path) -> list[dict[str, Any]]:
     """What ``flexkit plot`` and ``compare`` read: the records under the current names."""
-    from flexkit.run.folder import METRICS_FILE
-    from flexkit.run.folder import read_metrics as read_folder
+    from flexkit.run._folder import METRICS_FILE
+    from flexkit.run._folder import read_metrics as read_folder
 
     return [record for _line, record in read_folder(run_dir / METRICS_FILE)]
 

@@ -15,7 +15,7 @@ from flexkit.cli.main import main
 from flexkit.pipeline.pipeline import load_pipeline
 from flexkit.plot._figures import PLOT_FILES
 from flexkit.plot._records import NUMBER_KEYS, TABLE_KEYS, drawable_records
-from flexkit.run.runner import run_pipeline
+from flexkit.run._runner import run_pipeline
 from tests.cli.test_runner import PIPELINE, write
 
 PNG = b"\x89PNG\r\n\x1a\n"

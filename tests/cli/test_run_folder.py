@@ -18,7 +18,7 @@ import pytest
 from flexkit.cli.main import main
 from flexkit.pipeline.checkpoint import STATE_FILE, load_state, save_state
 from flexkit.pipeline.pipeline import load_pipeline
-from flexkit.run.runner import run_pipeline
+from flexkit.run._runner import run_pipeline
 from tests.checkpoint.test_kill_checkpoint import crash_before, stale_files
 from tests.cli.test_runner import PIPELINE, read_metrics, step_records, write
 from tests.fixtures import ROOT, Crash, CrashAt, without_clock_text

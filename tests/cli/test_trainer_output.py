@@ -14,8 +14,8 @@ import torch
 
 from flexkit.errors import ComponentError
 from flexkit.pipeline.pipeline import load_pipeline
-from flexkit.run.runner import run_pipeline
-from flexkit.run.trainer_output import RESERVED_KEYS, trainer_metrics
+from flexkit.run._runner import run_pipeline
+from flexkit.run._trainer_output import RESERVED_KEYS, trainer_metrics
 from tests.cli.test_runner import PIPELINE, write
 from tests.fixtures import read_metrics, without_clock
 

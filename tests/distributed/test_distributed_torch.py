@@ -26,7 +26,7 @@ dist = pytest.importorskip("torch.distributed")
 if not dist.is_available():  # pragma: no cover - torch builds without distributed support
     pytest.skip("torch.distributed is not available", allow_module_level=True)
 
-from flexkit.distributed.torch_dist import DistributedPipeline, shard_bounds  # noqa: E402
+from flexkit.distributed._torch_dist import DistributedPipeline, shard_bounds  # noqa: E402
 
 WORLD = 2
 STEPS = 8

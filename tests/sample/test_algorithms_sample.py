@@ -14,7 +14,7 @@ import torch
 from flexkit.config.converter import make_converter
 from flexkit.errors import ConfigError
 from flexkit.pipeline.pipeline import pipeline_from_dict
-from flexkit.run.runner import run_pipeline
+from flexkit.run._runner import run_pipeline
 from flexkit.sample import (
     CategoryBandit,
     CategoryBanditConfig,

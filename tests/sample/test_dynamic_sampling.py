@@ -21,8 +21,8 @@ from flexkit.metric_names import (
     RUN_ROLLOUTS,
 )
 from flexkit.plugins.contract import Rollout
-from flexkit.run.dynamic_sampling import fill_batch
-from flexkit.run.runner import run_pipeline
+from flexkit.run._dynamic_sampling import fill_batch
+from flexkit.run._runner import run_pipeline
 from flexkit.sample.batch import RolloutBatch
 from flexkit.scheduler.scheduler import AFTER_FEEDBACK
 from tests.fixtures import crash_run, read_metrics, without_clock_text

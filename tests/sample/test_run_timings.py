@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from flexkit import ConfigError, pipeline_from_dict
-from flexkit.run.runner import RUN_TIMINGS, run_pipeline
+from flexkit.run._runner import RUN_TIMINGS, run_pipeline
 from flexkit.sample.scorer import TIMINGS
 
 PLUGIN = '''

@@ -17,7 +17,7 @@ from flexkit import ConfigError, FeedbackError, make_selector
 from flexkit.errors import ComponentError
 from flexkit.pipeline.checkpoint import load_state
 from flexkit.pipeline.pipeline import load_pipeline
-from flexkit.run.runner import run_pipeline
+from flexkit.run._runner import run_pipeline
 from flexkit.selectors._held_out import HeldOutWatch, metric_names
 from tests.fixtures import crash_run, read_metrics, without_clock
 from tests.selectors.test_frontier import LEVELS, SUBGROUP, _simulate

@@ -1,7 +1,7 @@
 """A run's counters and evaluations, in one place: :class:`RunCounters`.
 
 ``flexkit run`` keeps one :class:`RunCounters`: the steps trained, the responses (rollouts) and response tokens
-generated so far, the evaluation before training and the latest one. Each step adds to it (:func:`flexkit.run.step.
+generated so far, the evaluation before training and the latest one. Each step adds to it (:func:`flexkit.run._step.
 train_step`), the metrics records and the ``[run] max_rollouts`` budget read it, and it is checkpointed whole as
 ``extra.runner`` (:meth:`RunCounters.state_dict`; the scheduler's own ``step`` counts batches handed out, which
 refills make more than the steps trained). A resume checks it (:meth:`RunCounters.check_state`) and restores it

@@ -37,7 +37,7 @@ from flexkit.plugins import hookspecs
 from flexkit.plugins.contract import Configurable, FeedbackOperator
 from flexkit.plugins.manager import REGISTER_HOOKS, Component, PluginHost
 from flexkit.selectors import Selector
-from flexkit.testing.registry import build, checkpoint_round_trip, default_table, drive, host, plain, spec_class
+from flexkit.testing._registry import build, checkpoint_round_trip, default_table, drive, host, plain, spec_class
 
 __all__ = [
     "CHECKPOINTED",

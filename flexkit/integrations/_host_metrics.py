@@ -41,7 +41,7 @@ from flexkit.metric_names import (
     selector_metric,
 )
 from flexkit.pipeline.pipeline import Pipeline
-from flexkit.run.estimates import predicted_pass_rates, summary_metrics
+from flexkit.run._estimates import predicted_pass_rates, summary_metrics
 from flexkit.sample.refill_count import RefillCount
 from flexkit.sample.replay import ReplayBuffer
 from flexkit.scheduler.feedback import SELECTOR_METRIC
@@ -162,7 +162,7 @@ def selector_metrics(scheduler: Any) -> dict[str, float]:
     are).
 
     A selector's ``summary()`` (optional; a mapping of names to numbers) comes first; selectors that keep a
-    pass-rate estimate per task (see :func:`~flexkit.run.estimates.predicted_pass_rates`) also give
+    pass-rate estimate per task (see :func:`~flexkit.run._estimates.predicted_pass_rates`) also give
     ``predicted_pass_rate_mean`` when the taskset has at most :data:`ESTIMATE_MEAN_LIMIT` tasks.
     """
     out: dict[str, float] = {}

@@ -9,7 +9,7 @@ holds the evaluation before any training: :data:`INITIAL_STEP`) and
 end). ``--resume`` continues from the checkpoint and truncates the metrics
 to it, so a resumed run ends with exactly the metrics of an uninterrupted one (but for its wall clock,
 ``flexkit/run/seconds``). A run holds its folder's lock
-(:mod:`flexkit.run.lock`) from before its trainer is set up to its end: a second run on the folder is refused.
+(:mod:`flexkit.run._lock`) from before its trainer is set up to its end: a second run on the folder is refused.
 
 At each evaluation the trainer's :meth:`~flexkit.plugins.contract.Trainer.evaluate` (the test split) is recorded
 and read by the summary, ``flexkit compare`` and the plots; only its
@@ -40,9 +40,9 @@ from flexkit.pipeline.pipeline import Pipeline
 from flexkit.pipeline.state import EXTRA_KEY, TRAINER_KEY
 from flexkit.pipeline.support import HostSupport, check_support
 from flexkit.plugins.contract import Trainer, set_progress
-from flexkit.run.counters import RUNNER_KEY, RunCounters
-from flexkit.run.estimates import EstimateSnapshot, selector_summaries
-from flexkit.run.folder import (
+from flexkit.run._counters import RUNNER_KEY, RunCounters
+from flexkit.run._estimates import EstimateSnapshot, selector_summaries
+from flexkit.run._folder import (
     CHECKPOINT_DIR,
     INITIAL_STEP,
     METRICS_FILE,
@@ -50,11 +50,11 @@ from flexkit.run.folder import (
     resume_run_folder,
     start_run_folder,
 )
-from flexkit.run.lock import hold_folder
-from flexkit.run.progress import ProgressDisplay
-from flexkit.run.result import ROLLOUT_BUDGET, STEP_LIMIT, RunResult, stop_reason, summary_lines
-from flexkit.run.step import record_selection, train_step
-from flexkit.run.trainer_output import trainer_metrics
+from flexkit.run._lock import hold_folder
+from flexkit.run._progress import ProgressDisplay
+from flexkit.run._result import ROLLOUT_BUDGET, STEP_LIMIT, RunResult, stop_reason, summary_lines
+from flexkit.run._step import record_selection, train_step
+from flexkit.run._trainer_output import trainer_metrics
 from flexkit.sample.replay import REPLAY_KEY, ReplayBuffer
 from flexkit.sample.stage_checks import check_stage_timing
 from flexkit.tasksets import Taskset
@@ -66,7 +66,7 @@ __all__ = ["CHECKPOINT_DIR", "INITIAL_STEP", "METRICS_FILE", "ROLLOUT_BUDGET", "
 
 log = structlog.get_logger("flexkit.runner")
 
-#: The progress display's name before it moved to :mod:`flexkit.run.progress` (tests import it from here).
+#: The progress display's name before it moved to :mod:`flexkit.run._progress` (tests import it from here).
 _Progress = ProgressDisplay
 
 #: The timings at which the step loop runs the sample stage. ``pre_rollout`` has no rollout batch to score yet

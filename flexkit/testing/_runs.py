@@ -93,7 +93,7 @@ def crash_run(pipeline: Any, run_dir: str | Path, step: int) -> None:
     """Run ``pipeline`` with :func:`flexkit.run_pipeline` into ``run_dir`` until the scheduler hands out the batch
     of ``step``, where it must crash (:class:`CrashAt`, unregistered afterwards: the plugin host is shared).
     Raises ``AssertionError`` if the run ends without crashing; resume it with ``run_pipeline(..., resume=True)``."""
-    from flexkit.run.runner import run_pipeline
+    from flexkit.run._runner import run_pipeline
 
     crasher = CrashAt(step)
     pipeline.plugins.pm.register(crasher)

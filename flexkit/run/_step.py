@@ -23,10 +23,10 @@ from flexkit.metric_names import (
 )
 from flexkit.pipeline.pipeline import Pipeline
 from flexkit.plugins.contract import TrainerLike
-from flexkit.run.counters import RunCounters
-from flexkit.run.dynamic_sampling import fill_batch
-from flexkit.run.estimates import EstimateSnapshot, level_mix
-from flexkit.run.trainer_output import trainer_metrics
+from flexkit.run._counters import RunCounters
+from flexkit.run._dynamic_sampling import fill_batch
+from flexkit.run._estimates import EstimateSnapshot, level_mix
+from flexkit.run._trainer_output import trainer_metrics
 from flexkit.sample.actuator import Keep, Mix
 from flexkit.sample.actuators.group_filter import GroupKeep
 from flexkit.sample.refill_count import RefillCount

@@ -1,7 +1,7 @@
 """Feedback payloads as plain data: validate one without applying it, merge several, fingerprint a state.
 
-Shared by the data-parallel wrapper (:mod:`flexkit.distributed.torch_dist`) and the batch ledger
-(:mod:`flexkit.distributed.ledger`): both hold feedback before a scheduler sees it, so they check it with the
+Shared by the data-parallel wrapper (:mod:`flexkit.distributed._torch_dist`) and the batch ledger
+(:mod:`flexkit.distributed._ledger`): both hold feedback before a scheduler sees it, so they check it with the
 scheduler's own rules first (the sender learns of a bad payload at once, and nothing changes).
 """
 

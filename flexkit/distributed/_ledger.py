@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from flexkit.distributed.payload import Payload, as_metrics, normalize, task_pairs
+from flexkit.distributed._payload import Payload, as_metrics, normalize, task_pairs
 from flexkit.errors import ConfigError, FeedbackError, StateMismatchError
 from flexkit.scheduler.scheduler import Task
 

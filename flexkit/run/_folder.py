@@ -33,8 +33,8 @@ from flexkit.pipeline.checkpoint import STATE_FILE, remove_leftovers
 from flexkit.pipeline.pipeline import Pipeline
 from flexkit.pipeline.state import EXTRA_KEY, TRAINER_KEY
 from flexkit.plugins.contract import TrainerLike
-from flexkit.run.counters import RUNNER_KEY, RunCounters
-from flexkit.run.schema_line import copy_pipeline_file
+from flexkit.run._counters import RUNNER_KEY, RunCounters
+from flexkit.run._schema_line import copy_pipeline_file
 from flexkit.sample.replay import REPLAY_KEY, ReplayBuffer
 from flexkit.state_problems import add_problem, is_count
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import torch.distributed as dist
 
-from flexkit.distributed.payload import as_metrics, digest, merge, normalize
+from flexkit.distributed._payload import as_metrics, digest, merge, normalize
 from flexkit.errors import ConfigError, DistributedStateError, FeedbackError, FlexkitError
 from flexkit.sample.actuator import Mix
 from flexkit.scheduler.feedback import is_columnar, task_triples
@@ -124,7 +124,7 @@ class DistributedPipeline:
 
     def feedback_metrics(self, metrics: Mapping[str, Any]) -> dict[str, Any]:
         """Gather every rank's selector metrics (``{SELECTOR_METRIC: ...}`` for its shard), merge them in rank
-        order (:func:`~flexkit.distributed.payload.merge`: a task several ranks report gets their mean) and route
+        order (:func:`~flexkit.distributed._payload.merge`: a task several ranks report gets their mean) and route
         the result on every rank; returns the merged metrics. Any rank's invalid part raises the same
         :class:`~flexkit.FeedbackError` on every rank, with no selector changed."""
         try:

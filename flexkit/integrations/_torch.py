@@ -49,7 +49,7 @@ import torch.utils.data
 
 from flexkit.errors import ConfigError, ConfigTypeError, FeedbackError, StateMismatchError
 from flexkit.integrations._state import from_portable, to_portable
-from flexkit.integrations.support import SAMPLER_SUPPORT, UNDECLARED_SUPPORT
+from flexkit.integrations._support import SAMPLER_SUPPORT, UNDECLARED_SUPPORT
 from flexkit.pipeline.pipeline import Pipeline, make_selector
 from flexkit.pipeline.support import HostSupport, check_support
 from flexkit.scheduler.feedback import PassRateCalculator
