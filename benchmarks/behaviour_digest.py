@@ -90,7 +90,7 @@ def _metrics(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def _checkpoint(run_dir: Path) -> Any:
-    from flexkit.pipeline.checkpoint import load_state
+    from flexkit.pipeline._checkpoint import load_state
     from flexkit.testing import plain
 
     folders = sorted(p.parent for p in run_dir.rglob("state.json"))

@@ -42,8 +42,8 @@ from flexkit.errors import (
     StateMismatchError,
     TasksetError,
 )
-from flexkit.pipeline.checkpoint import join_arrays, split_arrays
-from flexkit.pipeline.pipeline import Pipeline, load_pipeline, make_selector, pipeline_from_dict
+from flexkit.pipeline._checkpoint import join_arrays, split_arrays
+from flexkit.pipeline._pipeline import Pipeline, load_pipeline, make_selector, pipeline_from_dict
 from flexkit.plugins.contract import Configurable, FeedbackOperator, Rollout, Trainer
 from flexkit.plugins.hookspecs import Register, hookimpl
 from flexkit.plugins.manager import PluginHost, get_plugins, plugin_host_for
@@ -51,8 +51,8 @@ from flexkit.run._dynamic_sampling import fill_batch
 from flexkit.sample import Actuator, Keep, Mix, RolloutBatch, SampleStage, Scorer, Weights
 from flexkit.sample.actuator import sample_weights_normalised
 from flexkit.sample.weights import aggregate, keep_mask, policy_loss
+from flexkit.scheduler._scheduler import Task, TasksetScheduler
 from flexkit.scheduler.feedback import SELECTOR_METRIC, Experience, PassRateCalculator, task_triples
-from flexkit.scheduler.scheduler import Task, TasksetScheduler
 from flexkit.selectors import FEATURE_KEYS, Selector, feature_keys_of, read_feature_columns
 from flexkit.tasksets import InMemoryTaskset, Taskset
 

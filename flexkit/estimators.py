@@ -1,6 +1,6 @@
 """The built-in group advantage estimators: the names a scorer with ``needs_groups`` accepts as ``[sample]
 estimator`` without a plugin declaring more (``flexkit_group_estimators``;
-:func:`flexkit.pipeline.pipeline.group_estimators`).
+:func:`flexkit.pipeline._pipeline.group_estimators`).
 """
 
 from __future__ import annotations

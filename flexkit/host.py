@@ -14,8 +14,8 @@ held-out accuracy under :data:`GUARD_TEMPLATE`, pooled by the columns :func:`gua
 from __future__ import annotations
 
 from flexkit.integrations._support import SAMPLER_SUPPORT
-from flexkit.pipeline.guard_groups import ACCURACY, GUARD_TEMPLATE, GroupColumn, group_label, guard_columns
-from flexkit.pipeline.support import (
+from flexkit.pipeline._guard_groups import ACCURACY, GUARD_TEMPLATE, GroupColumn, group_label, guard_columns
+from flexkit.pipeline._support import (
     PARTS,
     HostSupport,
     Need,

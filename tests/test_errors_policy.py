@@ -38,7 +38,7 @@ GENERIC = frozenset({"BaseException", "Exception", "ValueError", "TypeError", "K
 #: ``"path::function: Builtin"`` -> why the builtin is right there (nothing a user or a plugin causes reaches it).
 INTERNAL_RAISES: dict[str, str] = {
     "flexkit/selectors/members.py::flag: ValueError": "internal invariant: flexkit's own callers name a declared flag",
-    "flexkit/scheduler/batch_plan.py::mix_counts: ValueError":
+    "flexkit/scheduler/_batch_plan.py::mix_counts: ValueError":
         "internal invariant: the scheduler refuses a batch_size above all tasks when it is built",
     "flexkit/compare/_statistics.py::mean_interval: ValueError":
         "internal invariant: compare's reports call it with at least one value",
@@ -49,9 +49,10 @@ INTERNAL_RAISES: dict[str, str] = {
         "internal invariant: difficulty_based picks the grid's shape (and a taskset of 2^31 tasks cannot be loaded)",
     "flexkit/selectors/difficulty_based/index_structures.py::SlabGrid.__init__: ValueError":
         "internal invariant: difficulty_based picks the grid's shape (and a taskset of 2^31 tasks cannot be loaded)",
-    "flexkit/tasksets/base.py::LazyFeatures.__getitem__: KeyError": "the Mapping protocol: a missing key is a KeyError",
-    "flexkit/tasksets/base.py::LazyFeatures.labels: KeyError": "the Mapping protocol, as __getitem__",
-    "flexkit/tasksets/memory.py::_json_default: TypeError":
+    "flexkit/tasksets/_base.py::LazyFeatures.__getitem__: KeyError":
+        "the Mapping protocol: a missing key is a KeyError",
+    "flexkit/tasksets/_base.py::LazyFeatures.labels: KeyError": "the Mapping protocol, as __getitem__",
+    "flexkit/tasksets/_memory.py::_json_default: TypeError":
         "json.dumps' default= protocol: TypeError means 'not serialisable' (caught by the digest right there)",
     "flexkit/testing/_registry.py::drive: ValueError": "internal invariant: flexkit's own list of stages is driven",
 }
@@ -71,19 +72,19 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/annotate/_output.py::check_parquet_columns: TypeError, ValueError": _DATA + " (pyarrow)",
     "flexkit/annotate/_output.py::row_lines: TypeError, ValueError": _DATA,
     "flexkit/annotate/_partial.py::_line_problem: ValueError": _DATA,
-    "flexkit/pipeline/pipeline.py::_feature_array: ValueError": _DATA + " (numpy on a ragged column)",
+    "flexkit/pipeline/_pipeline.py::_feature_array: ValueError": _DATA + " (numpy on a ragged column)",
     "flexkit/selectors/_prompt_model.py::text_column: KeyError":
         "a mapping lookup of the selector's text column: a missing column is a TasksetError naming it",
-    "flexkit/pipeline/checkpoint.py::_committed_arrays: KeyError, TypeError, ValueError":
+    "flexkit/pipeline/_checkpoint.py::_committed_arrays: KeyError, TypeError, ValueError":
         _DATA + " (a damaged state.json)",
-    "flexkit/pipeline/checkpoint.py::_locate_unserialisable: TypeError, ValueError":
+    "flexkit/pipeline/_checkpoint.py::_locate_unserialisable: TypeError, ValueError":
         "probing json.dumps for the bad value",
-    "flexkit/pipeline/checkpoint.py::_read_arrays: Exception": _DATA + " (whatever numpy raises on hostile bytes)",
-    "flexkit/pipeline/checkpoint.py::_read_body: ValueError": _DATA,
-    "flexkit/pipeline/checkpoint.py::_serialise: KeyError, TypeError, ValueError": _DATA + " (a StateError)",
-    "flexkit/pipeline/checkpoint.py::_serialise: TypeError, ValueError": _DATA + " (a StateError)",
-    "flexkit/pipeline/checkpoint.py::_sniff_version: ValueError": _DATA,
-    "flexkit/pipeline/checkpoint.py::load_state: KeyError, TypeError, ValueError": _DATA + " (a CheckpointError)",
+    "flexkit/pipeline/_checkpoint.py::_read_arrays: Exception": _DATA + " (whatever numpy raises on hostile bytes)",
+    "flexkit/pipeline/_checkpoint.py::_read_body: ValueError": _DATA,
+    "flexkit/pipeline/_checkpoint.py::_serialise: KeyError, TypeError, ValueError": _DATA + " (a StateError)",
+    "flexkit/pipeline/_checkpoint.py::_serialise: TypeError, ValueError": _DATA + " (a StateError)",
+    "flexkit/pipeline/_checkpoint.py::_sniff_version: ValueError": _DATA,
+    "flexkit/pipeline/_checkpoint.py::load_state: KeyError, TypeError, ValueError": _DATA + " (a CheckpointError)",
     "flexkit/cli/main.py::_output_cut: AttributeError, ValueError":
         "a replaced or closed stream has no file descriptor",
     "flexkit/cli/_compare.py::_number_list: ValueError": _DATA,
@@ -123,24 +124,24 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/scheduler/feedback.py::task_triples: AttributeError, KeyError, TypeError":
         _DATA + " (an experience's fields)",
     "flexkit/scheduler/feedback.py::task_triples: TypeError": _DATA + " (iterating the payload)",
-    "flexkit/scheduler/feedback_apply.py::apply_feedback: Exception":
+    "flexkit/scheduler/_feedback_apply.py::apply_feedback: Exception":
         _NAMED + " (a ComponentError; the payload rolled back)",
-    "flexkit/scheduler/scheduler.py::TasksetScheduler.evaluation: Exception":
+    "flexkit/scheduler/_scheduler.py::TasksetScheduler.evaluation: Exception":
         _NAMED + " (a ComponentError naming the selector)",
     "flexkit/integrations/_host_metrics.py::feedback_metrics: TypeError, ValueError": "metrics never stop a run",
     "flexkit/integrations/_host_metrics.py::group_mix_metrics: TypeError, ValueError": "metrics never stop a run",
     "flexkit/integrations/_state.py::to_portable: TypeError": "dtypes torch lacks are kept as lists",
     "flexkit/integrations/_torch.py::FlexkitSampler.locate: TypeError, ValueError": _DATA,
     "flexkit/integrations/_torch.py::_as_numpy: TypeError, ValueError": _DATA,
-    "flexkit/scheduler/observers.py::notify: Exception": "an observer's failure is logged with its type, not raised",
-    "flexkit/pipeline/state.py::refusing_component: Exception": "probing which component refuses its part of a state",
-    "flexkit/pipeline/pipeline.py::Pipeline.load_checkpoint: Exception": _NAMED + " (a CheckpointError)",
-    "flexkit/pipeline/pipeline.py::Pipeline.load_state_dict: BaseException": _CLEANUP,
+    "flexkit/scheduler/_observers.py::notify: Exception": "an observer's failure is logged with its type, not raised",
+    "flexkit/pipeline/_state.py::refusing_component: Exception": "probing which component refuses its part of a state",
+    "flexkit/pipeline/_pipeline.py::Pipeline.load_checkpoint: Exception": _NAMED + " (a CheckpointError)",
+    "flexkit/pipeline/_pipeline.py::Pipeline.load_state_dict: BaseException": _CLEANUP,
     "flexkit/plot/_figures.py::_natural: ValueError": _DATA,
     "flexkit/plot/_figures.py::_resolved: ValueError": "best effort: a plot without target lines, the sample stage "
                                                       "read from the records",
     "flexkit/plot/_figures.py::_targets: KeyError, TypeError": "best effort: a plot without target lines",
-    "flexkit/pipeline/grouping.py::_natural: ValueError": _DATA,
+    "flexkit/pipeline/_grouping.py::_natural: ValueError": _DATA,
     "flexkit/plugins/registrar.py::Component.build: AttributeError, TypeError":
         "a frozen or slotted component keeps its class's name",
     "flexkit/plugins/local_import.py::exit_is_import_error: BaseException": "sys.exit() while importing a plugin",
@@ -149,7 +150,7 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/plugins/manager.py::PluginHost._load_entry_points: Exception": _NAMED + " (a plugin failure)",
     "flexkit/plugins/manager.py::PluginHost.add: Exception": _NAMED + " (a plugin failure)",
     "flexkit/plugins/manager.py::PluginHost.add_local: Exception": _NAMED + " (cannot load plugin ...)",
-    "flexkit/scheduler/prefetch.py::Prefetcher._run: BaseException": "handed to the reader and raised there, as it is",
+    "flexkit/scheduler/_prefetch.py::Prefetcher._run: BaseException": "handed to the reader and raised there, as it is",
     "flexkit/sample/replay.py::ReplayBuffer.load_state_dict: RuntimeError, TypeError, ValueError":
         _DATA + " (numpy and torch on a checkpoint's stored rows: a CheckpointError)",
     "flexkit/run/_folder.py::_is_pipeline_file: ValueError": "a NUL byte in a path: not a file",
@@ -162,14 +163,14 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/sample/batch.py::_per_sample_array: TypeError, ValueError": _DATA + " (ragged values)",
     "flexkit/sample/output_checks.py::check_score_output: TypeError, ValueError":
         _DATA + " (the scores a scorer returned, a SampleError naming it)",
-    "flexkit/scheduler/scheduler.py::TasksetScheduler._produce: Exception":
+    "flexkit/scheduler/_scheduler.py::TasksetScheduler._produce: Exception":
         "carried with the selection and raised as it is",
-    "flexkit/scheduler/state.py::SchedulerState.load_state_dict: Exception": _CLEANUP,
+    "flexkit/scheduler/_state.py::SchedulerState.load_state_dict: Exception": _CLEANUP,
     "flexkit/selectors/base.py::checked_load.load_state_dict: ArithmeticError, AttributeError, IndexError, "
     "KeyError, TypeError, ValueError":
         "a selector's own load_state_dict failing on a state that does not fit it: restored to the state before "
         "and reported as StateMismatchError naming the selector and the original error",
-    "flexkit/scheduler/state.py::SchedulerState._load: ArithmeticError, AttributeError, IndexError, KeyError, "
+    "flexkit/scheduler/_state.py::SchedulerState._load: ArithmeticError, AttributeError, IndexError, KeyError, "
     "TypeError, ValueError":
         "a selector's load_state_dict failing on a saved state that does not fit it, reported as "
         "StateMismatchError naming the taskset, the selector and the original error",
@@ -181,14 +182,14 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/selectors/base.py::read_feature_columns: Exception": "a lazy mapping that cannot list its keys",
     "flexkit/selectors/base.py::read_feature_columns: KeyError": "the Mapping protocol: a missing feature column",
     "flexkit/selectors/base.py::validate_feedback: TypeError, ValueError": _DATA,
-    "flexkit/tasksets/base.py::Taskset._indices: TypeError, ValueError": _DATA,
-    "flexkit/tasksets/json_file.py::JsonTaskset.__init__: ValueError": _DATA + " (UnicodeDecodeError)",
-    "flexkit/tasksets/jsonl.py::JsonlTaskset.__init__: BaseException": _CLEANUP,
-    "flexkit/tasksets/jsonl.py::JsonlTaskset._extract: KeyError": "dict lookup of a row's feature",
-    "flexkit/tasksets/jsonl.py::JsonlTaskset._parse: ValueError": _DATA,
-    "flexkit/tasksets/jsonl.py::_problem: ValueError": _DATA,
-    "flexkit/tasksets/memory.py::InMemoryTaskset.__init__: TypeError, ValueError": _DATA,
-    "flexkit/tasksets/memory.py::_content_digest: TypeError, ValueError": "rows JSON cannot hold have no digest",
+    "flexkit/tasksets/_base.py::Taskset._indices: TypeError, ValueError": _DATA,
+    "flexkit/tasksets/_json_file.py::JsonTaskset.__init__: ValueError": _DATA + " (UnicodeDecodeError)",
+    "flexkit/tasksets/_jsonl.py::JsonlTaskset.__init__: BaseException": _CLEANUP,
+    "flexkit/tasksets/_jsonl.py::JsonlTaskset._extract: KeyError": "dict lookup of a row's feature",
+    "flexkit/tasksets/_jsonl.py::JsonlTaskset._parse: ValueError": _DATA,
+    "flexkit/tasksets/_jsonl.py::_problem: ValueError": _DATA,
+    "flexkit/tasksets/_memory.py::InMemoryTaskset.__init__: TypeError, ValueError": _DATA,
+    "flexkit/tasksets/_memory.py::_content_digest: TypeError, ValueError": "rows JSON cannot hold have no digest",
     "flexkit/state_problems.py::plain_number: Exception": "whatever a foreign array type raises: not a number",
     "plugins/flexkit-rft-ray/flexkit_ray/__init__.py::run_worker: BaseException": _CLEANUP,
     "plugins/flexkit-rft-trinity/flexkit_trinity/config.py::is_flexkit_selector_type: Exception":
@@ -212,7 +213,7 @@ CAUGHT_BUILTINS: dict[str, str] = {
 #: Exception classes defined outside ``flexkit/errors.py``, and why they are not flexkit errors.
 OTHER_EXCEPTION_CLASSES: dict[str, str] = {
     "flexkit/_files.py::NotRegularFileError": "an OSError of the file helpers, caught where files are opened",
-    "flexkit/scheduler/prefetch.py::RowsFailed": "internal: carries a failed read's selection to the reader",
+    "flexkit/scheduler/_prefetch.py::RowsFailed": "internal: carries a failed read's selection to the reader",
     "flexkit/testing/_runs.py::Crash": "the contract kit's simulated crash (a BaseException no code catches)",
 }
 
@@ -392,7 +393,7 @@ def _bad_declaration() -> None:
 
 
 def _bad_scheduler_state() -> None:
-    from flexkit.scheduler.scheduler import TasksetEntry
+    from flexkit.scheduler._scheduler import TasksetEntry
 
     entry = TasksetEntry(name="a", taskset=flexkit.InMemoryTaskset("a", size=3),
                          selector=flexkit.make_selector("shuffle", size=3))

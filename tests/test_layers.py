@@ -155,15 +155,15 @@ def test_every_exception_is_still_needed() -> None:
     assert not stale, f"these exceptions no longer happen; remove them: {stale}"
 
 
-@pytest.mark.parametrize(("importer", "module"), [("pipeline/pipeline.py", "flexkit.run._dynamic_sampling"),
-                                                  ("pipeline/pipeline.py", "flexkit.run._runner")])
+@pytest.mark.parametrize(("importer", "module"), [("pipeline/_pipeline.py", "flexkit.run._dynamic_sampling"),
+                                                  ("pipeline/_pipeline.py", "flexkit.run._runner")])
 def test_the_pipeline_does_not_import_the_step_loop(importer: str, module: str) -> None:
     assert module not in imports_of(importer)
 
 
 def test_the_checker_sees_function_level_and_relative_imports(tmp_path: Path) -> None:
     """The scanner itself: an import inside a function, and a relative one, are found and placed."""
-    assert "flexkit.config.overrides" in imports_of("pipeline/pipeline.py")  # imported inside pipeline_from_dict
+    assert "flexkit.config.overrides" in imports_of("pipeline/_pipeline.py")  # imported inside pipeline_from_dict
     assert layer_of(module_file("flexkit.config.overrides")) == "config"
     assert layer_of(module_file("flexkit.selectors.base.Selector")) == "selectors"
     assert layer_of("config/reference.py") == "face" and layer_of("config/models.py") == "config"

@@ -32,15 +32,15 @@ from flexkit._files import require_regular_file
 from flexkit.annotate._output import output_format, row_lines, scan_rows, write_output
 from flexkit.annotate._partial import IDENTITY_VERSION, PartialOutput
 from flexkit.errors import CheckpointError, ConfigError, FlexkitError, TasksetError
-from flexkit.pipeline.checkpoint import STATE_FILE, load_state
-from flexkit.pipeline.fingerprint import differences
-from flexkit.pipeline.pipeline import Pipeline
-from flexkit.pipeline.state import EXTRA_KEY, TRAINER_KEY
+from flexkit.pipeline._checkpoint import STATE_FILE, load_state
+from flexkit.pipeline._fingerprint import differences
+from flexkit.pipeline._pipeline import Pipeline
+from flexkit.pipeline._state import EXTRA_KEY, TRAINER_KEY
 from flexkit.plugins.contract import TrainerLike
 from flexkit.run._runner import CHECKPOINT_DIR, new_trainer
+from flexkit.scheduler._scheduler import Task
 from flexkit.scheduler.feedback import task_triples
-from flexkit.scheduler.scheduler import Task
-from flexkit.tasksets.base import path_of
+from flexkit.tasksets._base import path_of
 
 #: Most responses per task ``annotate`` draws (``--samples``): a pass rate needs no more.
 MAX_SAMPLES = 1_000_000

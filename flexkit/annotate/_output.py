@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 
 from flexkit.errors import ConfigError, FlexkitError, TasksetError
-from flexkit.tasksets.base import path_of
+from flexkit.tasksets._base import path_of
 
 __all__ = ["FORMATS", "RowScan", "output_format", "row_lines", "scan_rows", "write_output"]
 

@@ -6,7 +6,7 @@ digest, the checkpoint's content digest, ``--samples``, ``--column``, ``--chunk`
 temporary file, fsynced, renamed), so it is either absent or starts with a complete identity.
 
 Each finished chunk is written at the committed length and fsynced; then the **commit record**
-``OUT.partial.state`` (a checkpoint folder, :mod:`flexkit.pipeline.checkpoint`, itself atomic) is saved with the rows
+``OUT.partial.state`` (a checkpoint folder, :mod:`flexkit.pipeline._checkpoint`, itself atomic) is saved with the rows
 and
 bytes committed, the SHA-256 of those bytes and the trainer's state after the chunk. Bytes past the committed
 length (a chunk being written when the process died) are dropped by the next call. So a SIGKILL, a Ctrl-C or an
@@ -32,7 +32,7 @@ import attrs
 
 from flexkit._files import fsync_dir, require_regular_file
 from flexkit.errors import CheckpointError, FlexkitError, StateError
-from flexkit.pipeline.checkpoint import STATE_FILE, load_state, save_state
+from flexkit.pipeline._checkpoint import STATE_FILE, load_state, save_state
 from flexkit.state_problems import is_count
 
 __all__ = ["HEADER_KEY", "IDENTITY_VERSION", "PartialOutput", "record_path"]

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 
 from flexkit.errors import ConfigError
 from flexkit.log import say
-from flexkit.pipeline.support import HostSupport, check_support
+from flexkit.pipeline._support import HostSupport, check_support
 
 if TYPE_CHECKING:
-    from flexkit.pipeline.pipeline import Pipeline
-    from flexkit.scheduler.scheduler import TasksetScheduler
+    from flexkit.pipeline._pipeline import Pipeline
+    from flexkit.scheduler._scheduler import TasksetScheduler
 
 __all__ = ["cmd_preview", "cmd_validate"]
 
@@ -26,7 +26,7 @@ HOSTS_GROUP = "flexkit.hosts"
 def cmd_validate(args: argparse.Namespace) -> int:
     """``flexkit validate``: load each file and read every row of its tasksets; describe it or print its full
     error report."""
-    from flexkit.pipeline.pipeline import load_pipeline
+    from flexkit.pipeline._pipeline import load_pipeline
 
     status = 0
     for path in args.files:
@@ -47,7 +47,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _check_host(pipe: Pipeline, host: str | None) -> str | None:
-    """Refuse what the host would not honour (:func:`~flexkit.pipeline.support.check_support`); returns the host's
+    """Refuse what the host would not honour (:func:`~flexkit.pipeline._support.check_support`); returns the host's
     name. ``host``: ``"run"`` (``flexkit run`` with the pipeline's ``[trainer]``, built but not set up: cheap), a
     host's name from the ``flexkit.hosts`` entry points (``sampler``, the core's torch sampler; ``trl``, ``verl``,
     ``trinity``, ``ray`` from the adapters), or ``None``: ``run`` when the pipeline has a ``[trainer]``, else no
@@ -65,7 +65,7 @@ def _check_host(pipe: Pipeline, host: str | None) -> str | None:
 
 
 def host_support(name: str) -> HostSupport:
-    """The :class:`~flexkit.pipeline.support.HostSupport` an installed adapter declares under ``name`` in the
+    """The :class:`~flexkit.pipeline._support.HostSupport` an installed adapter declares under ``name`` in the
     ``flexkit.hosts`` entry-point group; a :class:`~flexkit.ConfigError` naming the installed ones otherwise."""
     found = {ep.name: ep for ep in importlib.metadata.entry_points(group=HOSTS_GROUP)}
     if name not in found:
@@ -84,7 +84,7 @@ def _check_every_row(sched: TasksetScheduler, source: str) -> dict[str, int]:
     """Read every row of every taskset of a scheduler; a bad row is a :class:`ConfigError` naming the taskset's
     position, its path and the row's line. Returns the rows checked per taskset."""
     from flexkit.errors import ConfigIssue, TasksetError
-    from flexkit.tasksets.base import check_rows
+    from flexkit.tasksets._base import check_rows
 
     issues: list[ConfigIssue] = []
     checked: dict[str, int] = {}
@@ -105,7 +105,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
     """``flexkit preview``: draw ``--steps`` batches and print each one's mix, level / field bins, refill rounds
     and indices (:mod:`flexkit.cli._preview`)."""
     from flexkit.cli._preview import preview_steps
-    from flexkit.pipeline.pipeline import load_pipeline
+    from flexkit.pipeline._pipeline import load_pipeline
 
     if args.steps < 1:
         say("error", "error: --steps must be >= 1", level="error")

@@ -19,10 +19,10 @@ import attrs
 import numpy as np
 
 from flexkit.errors import FlexkitError
-from flexkit.pipeline.grouping import TasksetGrouping
+from flexkit.pipeline._grouping import TasksetGrouping
 from flexkit.plugins.contract import group_size_of
 from flexkit.run._estimates import level_mix
-from flexkit.tasksets.base import finite_number
+from flexkit.tasksets._base import finite_number
 
 #: Responses per task when the pipeline names no ``[trainer] group_size``.
 DEFAULT_GROUP_SIZE = 8

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from flexkit.log import say
 
 if TYPE_CHECKING:
-    from flexkit.pipeline.pipeline import Pipeline
+    from flexkit.pipeline._pipeline import Pipeline
     from flexkit.run._runner import RunInterrupted
 
 __all__ = ["cmd_annotate", "cmd_plot", "cmd_run", "resume_command"]
@@ -83,7 +83,7 @@ def _say_interrupted(args: argparse.Namespace, stop: RunInterrupted) -> None:
 def _load_with_overrides(path: str, overrides: Sequence[str], plugins: Sequence[str]) -> Pipeline:
     """The pipeline at ``path`` with ``--set`` overrides applied (error reports name the file and the
     overrides)."""
-    from flexkit.pipeline.pipeline import load_pipeline
+    from flexkit.pipeline._pipeline import load_pipeline
 
     return load_pipeline(path, plugins=plugins, overrides=overrides)
 
@@ -91,7 +91,7 @@ def _load_with_overrides(path: str, overrides: Sequence[str], plugins: Sequence[
 def cmd_annotate(args: argparse.Namespace) -> int:
     """``flexkit annotate``: write the taskset with the trainer policy's measured pass rate per task."""
     from flexkit.annotate._command import annotate
-    from flexkit.pipeline.pipeline import load_pipeline
+    from flexkit.pipeline._pipeline import load_pipeline
 
     if args.samples < 1 or (args.chunk is not None and args.chunk < 1):
         say("error", "error: --samples and --chunk must be >= 1", level="error")

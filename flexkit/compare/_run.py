@@ -197,7 +197,7 @@ class _Plan:
 
     def build(self, setting: Setting, seed: int) -> Any:
         """The pipeline of the (setting, seed) run."""
-        from flexkit.pipeline.pipeline import pipeline_from_dict
+        from flexkit.pipeline._pipeline import pipeline_from_dict
 
         return pipeline_from_dict(self.varied_data(setting, seed), base_dir=self.base_dir,
                                   source=self.source(setting), plugins=self.plugins)

@@ -47,7 +47,7 @@ def exit_with_parent(parent: int, interval: float = 1.0) -> threading.Thread:
 def run_job(job: Mapping[str, Any]) -> dict[str, Any]:
     """Run the job's pipeline into its run folder; return its first and last evaluations and seconds taken.
     ``job`` is JSON data (the job file's, or :class:`~flexkit.compare._execution.Job` as a dict)."""
-    from flexkit.pipeline.pipeline import pipeline_from_dict
+    from flexkit.pipeline._pipeline import pipeline_from_dict
     from flexkit.run._runner import run_pipeline
 
     t0 = time.monotonic()

@@ -46,10 +46,10 @@ import attrs
 
 from flexkit.distributed._payload import Payload, as_metrics, normalize, task_pairs
 from flexkit.errors import ConfigError, FeedbackError, StateMismatchError
-from flexkit.scheduler.scheduler import Task
+from flexkit.scheduler._scheduler import Task
 
 if TYPE_CHECKING:
-    from flexkit.pipeline.pipeline import Pipeline
+    from flexkit.pipeline._pipeline import Pipeline
 
 #: Layout version of :meth:`BatchLedger.state_dict`'s ``ledger`` part.
 LEDGER_VERSION = 1

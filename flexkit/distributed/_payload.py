@@ -21,7 +21,7 @@ Payload = dict[int, tuple[list[int], list[float]]]
 
 def normalize(scheduler: Any, metrics: Any) -> Payload:
     """Check ``metrics`` (``{SELECTOR_METRIC: {taskset: {"indices", "values"}}}``) with the scheduler's own
-    :meth:`~flexkit.scheduler.scheduler.TasksetScheduler.check_feedback`, without touching any selector; return it keyed
+    :meth:`~flexkit.TasksetScheduler.check_feedback`, without touching any selector; return it keyed
     by taskset id with values clipped by the scheduler's ``out_of_range`` rule. Raises
     :class:`~flexkit.FeedbackError`."""
     return {tid: (idx.tolist(), vals.tolist()) for tid, idx, vals in scheduler.check_feedback(metrics)}

@@ -36,7 +36,7 @@ from flexkit.sample.actuator import Mix
 from flexkit.scheduler.feedback import is_columnar, task_triples
 
 if TYPE_CHECKING:
-    from flexkit.pipeline.pipeline import Pipeline
+    from flexkit.pipeline._pipeline import Pipeline
 
 
 def shard_bounds(n: int, rank: int, world_size: int) -> tuple[int, int]:

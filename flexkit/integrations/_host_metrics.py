@@ -40,12 +40,12 @@ from flexkit.metric_names import (
     mix_share,
     selector_metric,
 )
-from flexkit.pipeline.pipeline import Pipeline
+from flexkit.pipeline._pipeline import Pipeline
 from flexkit.run._estimates import predicted_pass_rates, summary_metrics
 from flexkit.sample.refill_count import RefillCount
 from flexkit.sample.replay import ReplayBuffer
+from flexkit.scheduler._scheduler import TasksetScheduler
 from flexkit.scheduler.feedback import SELECTOR_METRIC
-from flexkit.scheduler.scheduler import TasksetScheduler
 from flexkit.selectors import members
 
 __all__ = ["ESTIMATE_MEAN_LIMIT", "PREFIX", "feedback_metrics", "group_mix_metrics", "pipeline_metrics",

@@ -10,7 +10,7 @@ refused where the sampler is built, with what your loop must do and how to decla
 
 from __future__ import annotations
 
-from flexkit.pipeline.support import PARTS, HostSupport
+from flexkit.pipeline._support import PARTS, HostSupport
 
 __all__ = ["SAMPLER_SUPPORT", "UNDECLARED_SUPPORT"]
 

@@ -50,10 +50,10 @@ import torch.utils.data
 from flexkit.errors import ConfigError, ConfigTypeError, FeedbackError, StateMismatchError
 from flexkit.integrations._state import from_portable, to_portable
 from flexkit.integrations._support import SAMPLER_SUPPORT, UNDECLARED_SUPPORT
-from flexkit.pipeline.pipeline import Pipeline, make_selector
-from flexkit.pipeline.support import HostSupport, check_support
+from flexkit.pipeline._pipeline import Pipeline, make_selector
+from flexkit.pipeline._support import HostSupport, check_support
+from flexkit.scheduler._scheduler import TasksetEntry, TasksetScheduler
 from flexkit.scheduler.feedback import PassRateCalculator
-from flexkit.scheduler.scheduler import TasksetEntry, TasksetScheduler
 from flexkit.tasksets import InMemoryTaskset
 
 __all__ = ["SAMPLER_STATE_VERSION", "SAMPLER_SUPPORT", "UNDECLARED_SUPPORT", "FlexkitSampler", "WithIndex",

@@ -32,7 +32,7 @@ protocols where any conforming object will do. Members a component may lack (``b
 ``learns_from_feedback``, ``check_rows``, ``content_id``, ``set_progress``, ...) are not part of them: each is
 declared on its base class with a documented no-op default, and flexkit calls it there unconditionally. A
 duck-typed component that does not derive from the base is asked for them in one place per kind, the readers
-built on :func:`optional_member` (``selectors/members.py``, ``sample/members.py``, ``tasksets/base.py``'s
+built on :func:`optional_member` (``selectors/members.py``, ``sample/members.py``, ``tasksets/_base.py``'s
 ``check_rows``, ``content_id`` and ``path_of``, this module's :func:`set_progress` and
 :func:`registered_name_of`, and the traits of a factory that the sample stage's checks and the component reference
 read); nothing else in flexkit asks a component whether it has a member.
@@ -525,7 +525,7 @@ class Trainer(Configurable, abc.ABC):
 
     @abc.abstractmethod
     def rollout(self, tasks: Sequence[Any], *, step: int) -> Rollout:
-        """Generate responses for ``tasks`` (a list of :class:`~flexkit.scheduler.scheduler.Task`) and score them."""
+        """Generate responses for ``tasks`` (a list of :class:`~flexkit.scheduler._scheduler.Task`) and score them."""
 
     def compute_advantages(self, batch: Any, *, step: int) -> None:
         """Add ``advantages`` to ``batch`` (e.g. GRPO's group-relative ones). Called after the rollout's

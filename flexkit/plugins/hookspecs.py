@@ -149,14 +149,14 @@ def flexkit_group_estimators() -> list[str]:  # type: ignore[empty-body]  # a sp
 @hookspec
 def flexkit_on_select(step: int, tasks: Any) -> None:
     """Called after the scheduler handed out batch ``step`` (0-based), outside its lock; ``tasks`` is its list of
-    :class:`flexkit.scheduler.scheduler.Task` (``taskset_id``, ``taskset``, ``index``, ``data``). Must not modify them.
-    An exception is logged (:mod:`flexkit.scheduler.observers`), never raised: the batch is handed out all the same."""
+    :class:`flexkit.scheduler._scheduler.Task` (``taskset_id``, ``taskset``, ``index``, ``data``). Must not modify them.
+    An exception is logged (:mod:`flexkit.scheduler._observers`), never raised: the batch is handed out all the same."""
 
 
 @hookspec
 def flexkit_on_feedback(step: int, metrics: Any) -> None:
     """Called after feedback reached the selectors, outside the scheduler's lock; ``metrics`` maps taskset id (or
     name) to ``{"indices": ..., "values": ...}`` as given (lists, or arrays from the built-in operator); ``step``
-    is the number of batches handed out so far. An exception is logged (:mod:`flexkit.scheduler.observers`), never
+    is the number of batches handed out so far. An exception is logged (:mod:`flexkit.scheduler._observers`), never
     raised:
     the feedback stays applied."""

@@ -37,8 +37,8 @@ from flexkit.sample.refill_count import RefillCount
 from flexkit.sample.stage_checks import check_refill_stage
 
 if TYPE_CHECKING:
-    from flexkit.pipeline.pipeline import Pipeline
-    from flexkit.scheduler.scheduler import Task
+    from flexkit.pipeline._pipeline import Pipeline
+    from flexkit.scheduler._scheduler import Task
 
 #: What to do with groups kept beyond the target in the last round.
 SURPLUS_MODES: tuple[str, ...] = ("drop", "keep")
@@ -112,7 +112,7 @@ def fill_batch(pipe: Pipeline, rollout: RolloutFn, *, step: int, surplus: str | 
     Args:
         pipe: a pipeline with a ``[sample]`` group filter (``mechanism = "select"``, a ``post_reward`` scorer).
         rollout: ``rollout(tasks) -> Rollout``: generates and scores responses for a list of
-            :class:`~flexkit.scheduler.scheduler.Task` (``Rollout.batch`` with ``uid`` per response,
+            :class:`~flexkit.scheduler._scheduler.Task` (``Rollout.batch`` with ``uid`` per response,
             ``Rollout.experiences``
             for the feedback operator).
         step: the training step (the filter counts kept groups per step).

@@ -59,7 +59,7 @@ class EstimateSnapshot:
 
     @classmethod
     def take(cls, scheduler: Any) -> EstimateSnapshot:
-        """Read every selector of ``scheduler`` (holding it :meth:`~flexkit.scheduler.scheduler.TasksetScheduler.idle`,
+        """Read every selector of ``scheduler`` (holding it :meth:`~flexkit.TasksetScheduler.idle`,
         so a
         running prefetch finishes first and none starts meanwhile)."""
         found: dict[int, np.ndarray] = {}

@@ -29,9 +29,9 @@ import structlog
 
 from flexkit.errors import CheckpointError, FlexkitError
 from flexkit.metric_names import upgrade_record
-from flexkit.pipeline.checkpoint import STATE_FILE, remove_leftovers
-from flexkit.pipeline.pipeline import Pipeline
-from flexkit.pipeline.state import EXTRA_KEY, TRAINER_KEY
+from flexkit.pipeline._checkpoint import STATE_FILE, remove_leftovers
+from flexkit.pipeline._pipeline import Pipeline
+from flexkit.pipeline._state import EXTRA_KEY, TRAINER_KEY
 from flexkit.plugins.contract import TrainerLike
 from flexkit.run._counters import RUNNER_KEY, RunCounters
 from flexkit.run._schema_line import copy_pipeline_file

@@ -35,10 +35,10 @@ import structlog
 from flexkit.errors import CheckpointError, ConfigError, ConfigIssue, FlexkitError, TasksetError
 from flexkit.log import say
 from flexkit.metric_names import RUN_ROLLOUTS, RUN_SECONDS, STEP, record_evaluation, record_validation
-from flexkit.pipeline.checkpoint import load_state
-from flexkit.pipeline.pipeline import Pipeline
-from flexkit.pipeline.state import EXTRA_KEY, TRAINER_KEY
-from flexkit.pipeline.support import HostSupport, check_support
+from flexkit.pipeline._checkpoint import load_state
+from flexkit.pipeline._pipeline import Pipeline
+from flexkit.pipeline._state import EXTRA_KEY, TRAINER_KEY
+from flexkit.pipeline._support import HostSupport, check_support
 from flexkit.plugins.contract import Trainer, set_progress
 from flexkit.run._counters import RUNNER_KEY, RunCounters
 from flexkit.run._estimates import EstimateSnapshot, selector_summaries
@@ -258,7 +258,7 @@ def run_support(pipe: Pipeline, trainer: Any) -> HostSupport:
 
 def check_run_support(pipe: Pipeline, trainer: Any) -> None:
     """Refuse every part of ``pipe`` that ``flexkit run`` with ``trainer`` would not honour (:func:`run_support`,
-    :func:`~flexkit.pipeline.support.check_support`): one :class:`~flexkit.ConfigError` naming each key."""
+    :func:`~flexkit.pipeline._support.check_support`): one :class:`~flexkit.ConfigError` naming each key."""
     check_support(pipe, run_support(pipe, trainer))
 
 

@@ -21,7 +21,7 @@ from flexkit.metric_names import (
     STEP,
     TASKSET_MIX,
 )
-from flexkit.pipeline.pipeline import Pipeline
+from flexkit.pipeline._pipeline import Pipeline
 from flexkit.plugins.contract import TrainerLike
 from flexkit.run._counters import RunCounters
 from flexkit.run._dynamic_sampling import fill_batch

@@ -239,7 +239,7 @@ class Selector(Configurable, abc.ABC):
     def evaluation_keys(self) -> tuple[str, ...]:
         """The keys of this selector's config whose setting makes it read held-out evaluations
         (:meth:`observe_evaluation`), e.g. ``("guard_metric",)``. A host that hands the pipeline no evaluations
-        refuses such a selector (:func:`flexkit.pipeline.support.check_support`) instead of letting it go quiet.
+        refuses such a selector (:func:`flexkit.pipeline._support.check_support`) instead of letting it go quiet.
         The default: none."""
         return ()
 
@@ -254,7 +254,7 @@ class Selector(Configurable, abc.ABC):
         """Take the trainer's latest held-out evaluation (metric name → value, as ``evaluate`` returned it).
 
         The scheduler passes every evaluation of a run
-        (:meth:`~flexkit.scheduler.scheduler.TasksetScheduler.evaluation`);
+        (:meth:`~flexkit.TasksetScheduler.evaluation`);
         whatever a selector keeps from it belongs in its :meth:`state_dict`. The default ignores it.
         """
 

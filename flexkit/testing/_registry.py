@@ -24,7 +24,7 @@ import numpy as np
 from flexkit._lazy import is_tensor
 from flexkit.config.components import ComponentSpec
 from flexkit.config.converter import make_converter, structure
-from flexkit.pipeline.checkpoint import load_state, save_state
+from flexkit.pipeline._checkpoint import load_state, save_state
 from flexkit.plugins.manager import Component, PluginHost
 
 __all__ = [

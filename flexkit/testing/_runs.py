@@ -36,7 +36,7 @@ def jsonl_pipeline(directory: str | Path, sizes: Sequence[int], run: dict[str, A
     """A pipeline over JSONL tasksets ``t0``, ``t1``, ... of ``sizes`` rows (:func:`write_jsonl_taskset`, seeds
     0, 1, ...; written into ``directory`` unless there), each with a ``shuffle`` or a ``difficulty_based`` selector;
     ``run`` is its ``[run]`` table and ``sample``, if given, its ``[sample]`` table."""
-    from flexkit.pipeline.pipeline import pipeline_from_dict
+    from flexkit.pipeline._pipeline import pipeline_from_dict
 
     directory = Path(directory)
     for i, n in enumerate(sizes):
@@ -73,7 +73,7 @@ def without_clock_text(text: str) -> str:
 class Crash(BaseException):
     """The failure :class:`CrashAt` injects: a ``BaseException``, like the ``KeyboardInterrupt`` of a stopped run,
     so it ends the run where an observer's ordinary exception would only be logged
-    (:func:`flexkit.scheduler.observers.notify`)."""
+    (:func:`flexkit.scheduler._observers.notify`)."""
 
 
 class CrashAt:

@@ -326,7 +326,7 @@ def test_a_checkpoint_of_another_taskset_is_refused_before_any_rollout(
 
 def test_a_checkpoint_of_another_trainer_or_no_run_is_refused(tmp_path: Path, rollouts: list[int]) -> None:
     """A folder without a checkpoint, and a checkpoint of another trainer type, are flexkit errors too."""
-    from flexkit.pipeline.checkpoint import save_state
+    from flexkit.pipeline._checkpoint import save_state
 
     (tmp_path / "empty").mkdir()
     with pytest.raises(CheckpointError, match="no checkpoint in"):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from flexkit.errors import FlexkitError
-from flexkit.pipeline.pipeline import load_pipeline
+from flexkit.pipeline._pipeline import load_pipeline
 from flexkit.run._lock import LOCK_FILE, hold_folder
 from flexkit.run._runner import run_pipeline
 from tests.cli.test_runner import PIPELINE, step_records, write

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flexkit.cli.main import main
-from flexkit.pipeline.pipeline import load_pipeline
+from flexkit.pipeline._pipeline import load_pipeline
 from flexkit.plot._figures import PLOT_FILES
 from flexkit.plot._records import NUMBER_KEYS, TABLE_KEYS, drawable_records
 from flexkit.run._runner import run_pipeline

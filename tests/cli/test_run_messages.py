@@ -140,8 +140,8 @@ def test_ctrl_c_while_a_checkpoint_is_written_names_the_one_on_disk(tmp_path: Pa
                                                                      after_commit: bool) -> None:
     """Regression: a Ctrl-C that landed in the checkpoint write after its commit (during the folder sync) named
     the checkpoint before it, so the printed resume step was one checkpoint behind the disk."""
-    from flexkit.pipeline.checkpoint import load_state
-    from flexkit.pipeline.pipeline import Pipeline, load_pipeline
+    from flexkit.pipeline._checkpoint import load_state
+    from flexkit.pipeline._pipeline import Pipeline, load_pipeline
     from flexkit.run._runner import RunInterrupted, run_pipeline
 
     original, calls = Pipeline.save_checkpoint, []

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from flexkit import make_selector
-from flexkit.pipeline.pipeline import load_pipeline
+from flexkit.pipeline._pipeline import load_pipeline
 from flexkit.run._estimates import PASS_RATE_BINS, EstimateSnapshot, level_mix, predicted_pass_rates
 from flexkit.run._runner import _Progress, run_pipeline
-from flexkit.scheduler.scheduler import Task
+from flexkit.scheduler._scheduler import Task
 from tests.cli.test_runner import PIPELINE, write
 from tests.fixtures import crash_run, read_metrics, without_clock_text
 

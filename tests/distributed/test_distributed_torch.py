@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from flexkit.distributed import digest
 from flexkit.errors import DistributedStateError, FeedbackError
-from flexkit.pipeline.checkpoint import load_state, save_state
+from flexkit.pipeline._checkpoint import load_state, save_state
 from flexkit.testing.distributed import experiences, make_pipeline, pairs
 from tests.fixtures import plain_feedback
 

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from flexkit.config.loader import read_toml_file
-from flexkit.pipeline.pipeline import load_pipeline
+from flexkit.pipeline._pipeline import load_pipeline
 from flexkit.selectors.frontier import FrontierConfig
 from tests.fixtures import ROOT
 

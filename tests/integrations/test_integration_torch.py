@@ -16,7 +16,7 @@ from torch.utils.data import ConcatDataset, DataLoader
 from flexkit import FeedbackError, FlexkitError
 from flexkit.integrations._state import from_portable, to_portable
 from flexkit.integrations._torch import FlexkitSampler, sampler_for_dataset
-from flexkit.pipeline.pipeline import pipeline_from_dict
+from flexkit.pipeline._pipeline import pipeline_from_dict
 from tests.fixtures import jsonl_pipeline
 from tests.scheduler.test_scheduler import write_taskset
 

@@ -13,7 +13,7 @@ import pytest
 import structlog
 
 from flexkit.metric_names import plain_evaluation
-from flexkit.pipeline.pipeline import Pipeline, load_pipeline
+from flexkit.pipeline._pipeline import Pipeline, load_pipeline
 from flexkit.state_problems import NOT_A_NUMBER, plain_number
 
 torch = pytest.importorskip("torch")

@@ -32,7 +32,7 @@ def _modules_after(statement: str) -> list[str]:
 
 
 @pytest.mark.parametrize("statement", [
-    "import flexkit.scheduler.scheduler", "import flexkit", "import flexkit.pipeline.pipeline"])
+    "import flexkit.scheduler._scheduler", "import flexkit", "import flexkit.pipeline._pipeline"])
 def test_core_imports_load_no_builtin_component(statement: str) -> None:
     loaded = _modules_after(statement)
     assert "flexkit.selectors.difficulty_based" not in loaded

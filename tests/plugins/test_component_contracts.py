@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from flexkit import ComponentError, hookimpl
-from flexkit.pipeline.pipeline import pipeline_from_dict
+from flexkit.pipeline._pipeline import pipeline_from_dict
 from flexkit.plugins.contract import REQUIRED
 from flexkit.plugins.manager import REGISTER_HOOKS, PluginHost
 from flexkit.sample.scorers import RewardScorer

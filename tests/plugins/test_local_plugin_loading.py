@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from flexkit.errors import ConfigError
-from flexkit.pipeline.pipeline import pipeline_from_dict
+from flexkit.pipeline._pipeline import pipeline_from_dict
 from flexkit.plugins.manager import load_local_module
 
 TASKSETS = [{"name": "a", "path": "a.jsonl"}]

@@ -11,7 +11,7 @@ import pytest
 
 import flexkit
 from flexkit import ComponentError, ConfigError, PluginError, hookimpl
-from flexkit.pipeline.pipeline import pipeline_from_dict
+from flexkit.pipeline._pipeline import pipeline_from_dict
 from flexkit.plugins import hookspecs
 from flexkit.plugins.manager import BUILTIN_PLUGINS, REGISTER_HOOKS, PluginHost, get_plugins, load_local_module
 

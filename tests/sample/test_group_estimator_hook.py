@@ -9,7 +9,7 @@ import pytest
 
 from flexkit import ConfigError, load_pipeline
 from flexkit.estimators import BUILTIN_GROUP_ESTIMATORS
-from flexkit.pipeline.pipeline import group_estimators
+from flexkit.pipeline._pipeline import group_estimators
 from flexkit.plugins.manager import get_plugins
 
 PIPELINE = """

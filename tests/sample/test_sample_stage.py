@@ -166,7 +166,7 @@ def test_regression_the_mix_is_not_checkpointed_by_the_stage_and_an_old_copy_is_
 def test_mix_stage_drives_the_scheduler_proportions() -> None:
     """Scripted rewards: one taskset is solved, the other not; the mix moves batches toward the unsolved one,
     and back when the signal flips (window of 2 steps)."""
-    from flexkit.scheduler.scheduler import TasksetEntry, TasksetScheduler
+    from flexkit.scheduler._scheduler import TasksetEntry, TasksetScheduler
     from flexkit.selectors import RandomSelector
     from flexkit.tasksets import InMemoryTaskset
 

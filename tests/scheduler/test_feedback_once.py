@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-import flexkit.scheduler.feedback_check
+import flexkit.scheduler._feedback_check
 import flexkit.selectors.base
 from flexkit import FeedbackError, Selector
+from flexkit.scheduler._scheduler import TasksetEntry, TasksetScheduler
 from flexkit.scheduler.feedback import SELECTOR_METRIC, PassRateCalculator
-from flexkit.scheduler.scheduler import TasksetEntry, TasksetScheduler
 
 
 class Recording(Selector):
@@ -54,7 +54,7 @@ def _count_validations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             return real(*args, **kwargs)
         return validate
 
-    monkeypatch.setattr(flexkit.scheduler.feedback_check, "validate_feedback", counted("scheduler"))
+    monkeypatch.setattr(flexkit.scheduler._feedback_check, "validate_feedback", counted("scheduler"))
     monkeypatch.setattr(flexkit.selectors.base, "validate_feedback", counted("selector"))
     return calls
 

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from flexkit.tasksets.base import (
+from flexkit.tasksets._base import (
     _NOT_COMPUTED,
     Taskset,
     _column_from_rows,

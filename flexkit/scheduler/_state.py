@@ -1,11 +1,11 @@
 """The taskset scheduler's checkpointed state: its layout, written, checked and restored in one place.
 
-:class:`SchedulerState` holds :class:`~flexkit.scheduler.scheduler.TasksetScheduler`'s state methods (the class is split
+:class:`SchedulerState` holds :class:`~flexkit.TasksetScheduler`'s state methods (the class is split
 over two modules for size). Its state: ``version``; ``step``; ``tasksets`` and ``weights``, which must be the
-pipeline's; the mix (the keys ``mix`` and ``mix_from``, owned by :class:`~flexkit.scheduler.taskset_mix.TasksetMix`);
+pipeline's; the mix (the keys ``mix`` and ``mix_from``, owned by :class:`~flexkit.scheduler._taskset_mix.TasksetMix`);
 one
 table per selector (``selectors``; each selector checks its own when it loads it); and the prefetched batch
-(``pending``, owned by :class:`~flexkit.scheduler.prefetch.Prefetcher`).
+(``pending``, owned by :class:`~flexkit.scheduler._prefetch.Prefetcher`).
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from flexkit.errors import FlexkitError, KeyPath, StateMismatchError
-from flexkit.scheduler.prefetch import Prefetcher
-from flexkit.scheduler.taskset_mix import TasksetMix
+from flexkit.scheduler._prefetch import Prefetcher
+from flexkit.scheduler._taskset_mix import TasksetMix
 from flexkit.state_problems import add_problem, is_count, short
 
 if TYPE_CHECKING:
-    from flexkit.scheduler.tasks import Task, TasksetEntry
+    from flexkit.scheduler._tasks import Task, TasksetEntry
 
 __all__ = ["STATE_VERSION", "SchedulerState"]
 
@@ -33,7 +33,7 @@ STATE_VERSION = 1
 
 
 class SchedulerState:
-    """The state methods of :class:`~flexkit.scheduler.scheduler.TasksetScheduler` (see the module docstring)."""
+    """The state methods of :class:`~flexkit.TasksetScheduler` (see the module docstring)."""
 
     entries: list[TasksetEntry]
     step: int

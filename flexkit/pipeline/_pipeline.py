@@ -23,21 +23,21 @@ from flexkit.errors import (
     TasksetError,
     format_key_path,
 )
-from flexkit.pipeline.checkpoint import load_state, save_state
-from flexkit.pipeline.fingerprint import compare_fingerprints, fingerprint_hints, pipeline_fingerprint
-from flexkit.pipeline.grouping import TasksetGrouping, taskset_grouping
-from flexkit.pipeline.state import EXTRA_KEY, PIPELINE_KEY, checkpoint_problems, component_of, refusing_component
+from flexkit.pipeline._checkpoint import load_state, save_state
+from flexkit.pipeline._fingerprint import compare_fingerprints, fingerprint_hints, pipeline_fingerprint
+from flexkit.pipeline._grouping import TasksetGrouping, taskset_grouping
+from flexkit.pipeline._state import EXTRA_KEY, PIPELINE_KEY, checkpoint_problems, component_of, refusing_component
 from flexkit.plugins.contract import FeedbackOperator, component_bugs
 from flexkit.plugins.manager import PluginHost, get_plugins
 from flexkit.sample.actuator import Mix
 from flexkit.sample.stage import SampleStage
 from flexkit.sample.stage_checks import check_refill_stage
-from flexkit.scheduler.scheduler import AFTER_FEEDBACK, TasksetEntry, TasksetScheduler
+from flexkit.scheduler._scheduler import AFTER_FEEDBACK, TasksetEntry, TasksetScheduler
 from flexkit.selectors import members
 from flexkit.selectors.base import FEATURE_KEYS, TEXT_KEY, columns_of
 from flexkit.state_problems import add_problem
 from flexkit.tasksets import lazy_features
-from flexkit.tasksets.base import as_label, not_a_label, path_of
+from flexkit.tasksets._base import as_label, not_a_label, path_of
 
 #: The keys of :meth:`Pipeline.state_dict`: the scheduler's state, and the sample stage's.
 _SCHEDULER, _SAMPLE = "scheduler", "sample"
@@ -91,7 +91,7 @@ class Pipeline:
 
     @property
     def scheduler(self) -> TasksetScheduler:
-        """The :class:`~flexkit.scheduler.scheduler.TasksetScheduler` (tasksets opened, selectors built, on first
+        """The :class:`~flexkit.TasksetScheduler` (tasksets opened, selectors built, on first
         use)."""
         if self._scheduler is None:
             self._scheduler = build_scheduler(self.config, self.plugins, self.base_dir)
@@ -114,7 +114,7 @@ class Pipeline:
 
     def task_groupings(self) -> dict[str, TasksetGrouping]:
         """Each taskset's grouping of its drawn tasks, by taskset name (those with one; built once):
-        :func:`~flexkit.pipeline.grouping.taskset_grouping`."""
+        :func:`~flexkit.pipeline._grouping.taskset_grouping`."""
         if self._groupings is None:
             found = {entry.name: taskset_grouping(spec.selector.config, entry.taskset, entry.name)
                      for spec, entry in zip(self.config.tasksets, self.scheduler.entries, strict=True)}
@@ -123,7 +123,7 @@ class Pipeline:
 
     def evaluation(self, metrics: Mapping[str, Any]) -> None:
         """Pass the trainer's held-out evaluation to the selectors
-        (:meth:`~flexkit.scheduler.scheduler.TasksetScheduler.evaluation`); ``flexkit run`` calls it after every
+        (:meth:`~flexkit.TasksetScheduler.evaluation`); ``flexkit run`` calls it after every
         evaluation, and an integration with its own evaluation loop may call it the same way. Values may be Python
         numbers, numpy scalars, 0-d numpy arrays or 0-d torch tensors: the selectors get Python numbers
         (:func:`~flexkit.metric_names.plain_evaluation`); a value that is not a number is named in a warning."""
@@ -134,7 +134,7 @@ class Pipeline:
         ``[feedback]``, trainer, and for each taskset its name, size, content digest
         (:meth:`~flexkit.tasksets.Taskset.content_id`), storage type and parameters, weight, and selector type
         and parameters. A taskset's path and parameters marked ``speed_only`` are recorded but not compared
-        (:mod:`flexkit.pipeline.fingerprint`)."""
+        (:mod:`flexkit.pipeline._fingerprint`)."""
         return pipeline_fingerprint(self)
 
     def state_dict(self) -> dict[str, Any]:
@@ -179,7 +179,8 @@ class Pipeline:
 
     def save_checkpoint(self, directory: str | os.PathLike[str], *, extra: Mapping[str, Any] | None = None) -> Path:
         """Atomically save the whole pipeline state with its fingerprint to ``directory`` (see
-        :mod:`flexkit.pipeline.checkpoint`); ``extra`` (plain data, e.g. a trainer's state) is saved in the same commit.
+        :mod:`flexkit.pipeline._checkpoint`); ``extra`` (plain data, e.g. a trainer's state) is saved in the same
+        commit.
         Returns the path of the committed ``state.json``.
 
         Every value is checked to load back equal before anything is written; one that cannot raises
@@ -199,7 +200,7 @@ class Pipeline:
 
         Checks, before anything changes: the checksums, the fingerprint (a checkpoint of a different pipeline,
         of edited taskset files or of other weights is refused, saying what differs; a moved taskset file with
-        the same content and a changed ``speed_only`` parameter are accepted, :mod:`flexkit.pipeline.fingerprint`), and
+        the same content and a changed ``speed_only`` parameter are accepted, :mod:`flexkit.pipeline._fingerprint`), and
         the state: each owner checks its own part (:meth:`check_state`: step, weights, mix, pending batch, ...)
         and every problem is reported at once; each component checks its own state as it loads. Any failure
         raises :class:`~flexkit.errors.CheckpointError` and leaves the pipeline as it was."""

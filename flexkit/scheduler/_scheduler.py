@@ -31,15 +31,15 @@ import numpy as np
 from flexkit.errors import ComponentError, ConfigError, FeedbackError, SampleError
 from flexkit.metric_names import plain_evaluation
 from flexkit.plugins.contract import check_selection, describe_component
-from flexkit.scheduler.batch_plan import epoch_counts, mix_counts
+from flexkit.scheduler._batch_plan import epoch_counts, mix_counts
+from flexkit.scheduler._feedback_apply import apply_feedback
+from flexkit.scheduler._feedback_check import check_feedback_payload, taskset_id
+from flexkit.scheduler._observers import notify
+from flexkit.scheduler._prefetch import AFTER_FEEDBACK, Prefetcher, RowsFailed, take_error
+from flexkit.scheduler._state import STATE_VERSION, SchedulerState
+from flexkit.scheduler._tasks import Task, TasksetEntry
+from flexkit.scheduler._taskset_mix import TasksetMix
 from flexkit.scheduler.feedback import SELECTOR_METRIC
-from flexkit.scheduler.feedback_apply import apply_feedback
-from flexkit.scheduler.feedback_check import check_feedback_payload, taskset_id
-from flexkit.scheduler.observers import notify
-from flexkit.scheduler.prefetch import AFTER_FEEDBACK, Prefetcher, RowsFailed, take_error
-from flexkit.scheduler.state import STATE_VERSION, SchedulerState
-from flexkit.scheduler.tasks import Task, TasksetEntry
-from flexkit.scheduler.taskset_mix import TasksetMix
 from flexkit.selectors import members
 from flexkit.selectors.base import OutOfRange
 
@@ -49,7 +49,7 @@ __all__ = ["AFTER_FEEDBACK", "STATE_VERSION", "Task", "TasksetEntry", "TasksetSc
 
 class TasksetScheduler(SchedulerState):
     """Draws each batch from one or more tasksets; routes feedback to their selectors. Its state methods
-    (``state_dict``, ``check_state``, ``load_state_dict``) are :class:`~flexkit.scheduler.state.SchedulerState`'s.
+    (``state_dict``, ``check_state``, ``load_state_dict``) are :class:`~flexkit.scheduler._state.SchedulerState`'s.
 
     Args:
         entries: the tasksets with their selectors (taskset id = position in this list).
@@ -230,7 +230,7 @@ class TasksetScheduler(SchedulerState):
 
     def _produce(self, step: int) -> tuple[int, list[np.ndarray], list[Task]]:
         """Select batch ``step`` (under the lock) and read its rows; a failed read raises
-        :class:`~flexkit.scheduler.prefetch.RowsFailed` carrying the selection, so that it is kept."""
+        :class:`~flexkit.scheduler._prefetch.RowsFailed` carrying the selection, so that it is kept."""
         with self._lock:
             picked = self._select(step)
         try:
@@ -267,7 +267,7 @@ class TasksetScheduler(SchedulerState):
         :meth:`state_dict`) and the next call reads the rows again.
 
         ``flexkit_on_select`` observers are called after the batch is handed out, outside the lock; one that
-        raises is logged (:func:`flexkit.scheduler.observers.notify`) and the batch is returned all the same.
+        raises is logged (:func:`flexkit.scheduler._observers.notify`) and the batch is returned all the same.
         """
         with self._lock:
             self._prefetch.wait()
@@ -322,7 +322,7 @@ class TasksetScheduler(SchedulerState):
         indices, float64 values)`` per taskset, values clipped by ``out_of_range``. Raises
         :class:`~flexkit.errors.FeedbackError` naming the first problem, also for a top-level key that looks
         like a misspelt ``selector_metric`` (other top-level keys are left alone;
-        :func:`flexkit.scheduler.feedback_check.check_feedback_payload`)."""
+        :func:`flexkit.scheduler._feedback_check.check_feedback_payload`)."""
         return check_feedback_payload(self.entries, metrics, self.out_of_range)
 
     def evaluation(self, metrics: Mapping[str, float]) -> None:

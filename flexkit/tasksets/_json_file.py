@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from flexkit.tasksets.base import Taskset, _column_from_rows
+from flexkit.tasksets._base import Taskset, _column_from_rows
 
 __all__ = ["JsonTaskset"]
 

@@ -1,6 +1,6 @@
 """How many tasks each taskset contributes: to one epoch's order (sizes or weights) and to one batch (a mix).
 
-Pure functions of counts and proportions, used by :class:`flexkit.scheduler.scheduler.TasksetScheduler` to plan batches.
+Pure functions of counts and proportions, used by :class:`flexkit.TasksetScheduler` to plan batches.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A checkpoint's state is ``{"pipeline": Pipeline.state_dict(), "extra": {...}}`` (``extra``: the caller's, e.g.
 ``flexkit run``'s trainer state under ``trainer`` and its counters under ``runner``). Each owner checks its own
-slice (:meth:`Pipeline.check_state <flexkit.pipeline.pipeline.Pipeline.check_state>`, which hands the scheduler's and
+slice (:meth:`Pipeline.check_state <flexkit.Pipeline.check_state>`, which hands the scheduler's and
 the
 sample stage's slices to them, and so on down: :mod:`flexkit.state_problems`); :func:`checkpoint_problems`
 collects them. The owners name their children's keys (``state_children``); :func:`state_parts` walks them to
@@ -18,16 +18,16 @@ from typing import Any
 import attrs
 
 from flexkit.errors import KeyPath
-from flexkit.pipeline.checkpoint import META_KEY
-from flexkit.pipeline.view import PipelineView
+from flexkit.pipeline._checkpoint import META_KEY
+from flexkit.pipeline._view import PipelineView
 from flexkit.sample.stage import SampleStage
-from flexkit.scheduler.scheduler import TasksetScheduler
+from flexkit.scheduler._scheduler import TasksetScheduler
 from flexkit.state_problems import add_problem
 
 __all__ = ["EXTRA_KEY", "PIPELINE_KEY", "TRAINER_KEY", "StatePart", "checkpoint_problems", "component_of",
            "refusing_component", "state_parts"]
 
-#: The checkpoint's key of :meth:`Pipeline.state_dict <flexkit.pipeline.pipeline.Pipeline.state_dict>`.
+#: The checkpoint's key of :meth:`Pipeline.state_dict <flexkit.Pipeline.state_dict>`.
 PIPELINE_KEY = "pipeline"
 #: The checkpoint's key of the caller's extra state.
 EXTRA_KEY = "extra"

@@ -1,7 +1,7 @@
 """What the pipeline's checkpoint helpers read of a pipeline, as a protocol, so that they need not import it.
 
-:class:`~flexkit.Pipeline` satisfies :class:`PipelineView`; :mod:`flexkit.pipeline.state` and
-:mod:`flexkit.pipeline.fingerprint` take one, and :mod:`flexkit.pipeline.pipeline` imports them, never the other way.
+:class:`~flexkit.Pipeline` satisfies :class:`PipelineView`; :mod:`flexkit.pipeline._state` and
+:mod:`flexkit.pipeline._fingerprint` take one, and :mod:`flexkit.pipeline._pipeline` imports them, never the other way.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from flexkit.config.models import PipelineConfig
 from flexkit.errors import KeyPath
 from flexkit.sample.stage import SampleStage
-from flexkit.scheduler.scheduler import TasksetScheduler
+from flexkit.scheduler._scheduler import TasksetScheduler
 
 __all__ = ["PipelineView"]
 

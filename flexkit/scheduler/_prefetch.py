@@ -4,7 +4,7 @@
 lock: a job starts (:meth:`Prefetcher.start`) and is awaited (:meth:`Prefetcher.wait`) with that lock held, and
 the thread takes the lock to select, so a selection never overlaps a read, a feedback or a state snapshot.
 Errors met in the thread are kept on the job and raised by the read that needs the batch
-(:meth:`~flexkit.scheduler.scheduler.TasksetScheduler.read`), never by feedback or ``state_dict``. The pending batch's
+(:meth:`~flexkit.TasksetScheduler.read`), never by feedback or ``state_dict``. The pending batch's
 selection is the ``pending`` slice of the scheduler's state, written, checked and restored here.
 """
 

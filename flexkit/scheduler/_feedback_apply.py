@@ -1,6 +1,6 @@
 """Applying a validated feedback payload to the selectors of several tasksets, all or nothing.
 
-Used by :meth:`flexkit.scheduler.scheduler.TasksetScheduler.feedback` once the payload is validated whole. A selector
+Used by :meth:`flexkit.TasksetScheduler.feedback` once the payload is validated whole. A selector
 whose
 class declares :attr:`~flexkit.selectors.base.Selector.atomic_feedback` is trusted to change nothing unless it
 succeeds; any other selector's state is copied first and restored when a part of the payload fails.
@@ -20,7 +20,7 @@ from flexkit.selectors import members
 from flexkit.selectors.base import Selector
 
 if TYPE_CHECKING:
-    from flexkit.scheduler.tasks import TasksetEntry
+    from flexkit.scheduler._tasks import TasksetEntry
 
 
 def apply_feedback(entries: Sequence[TasksetEntry], checked: Sequence[tuple[int, np.ndarray, np.ndarray]]) -> None:
@@ -53,7 +53,7 @@ def apply_feedback(entries: Sequence[TasksetEntry], checked: Sequence[tuple[int,
 def _give(selector: SelectorLike, idx: np.ndarray, vals: np.ndarray) -> None:
     """Hand one selector its validated part: straight to :meth:`Selector._feedback_validated` when its
     ``feedback`` is the base class's (the payload was validated once, in
-    :func:`flexkit.scheduler.feedback_check.check_feedback_payload`), else through its own ``feedback`` (a plugin
+    :func:`flexkit.scheduler._feedback_check.check_feedback_payload`), else through its own ``feedback`` (a plugin
     selector,
     or one that overrides it, sees the public call as before)."""
     if (isinstance(selector, Selector) and type(selector).feedback is Selector.feedback

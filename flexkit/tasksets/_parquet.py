@@ -13,7 +13,7 @@ from typing import Any, cast
 import numpy as np
 
 from flexkit._files import file_kind
-from flexkit.tasksets.base import Taskset, _missing_key_message, _readonly, _value_error
+from flexkit.tasksets._base import Taskset, _missing_key_message, _readonly, _value_error
 
 __all__ = ["ParquetTaskset"]
 

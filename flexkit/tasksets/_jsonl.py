@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from flexkit.tasksets._base import Taskset, _missing_key_message, _readonly, _value_error, finite_number
 from flexkit.tasksets._fdpool import POOL
-from flexkit.tasksets.base import Taskset, _missing_key_message, _readonly, _value_error, finite_number
 
 __all__ = ["JsonlTaskset"]
 

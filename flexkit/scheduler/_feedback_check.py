@@ -1,7 +1,7 @@
 """Checking a feedback payload against the tasksets it names, changing nothing.
 
-Used by :meth:`flexkit.scheduler.scheduler.TasksetScheduler.check_feedback` (and through it by ``feedback``) before any
-selector sees the payload; :mod:`flexkit.scheduler.feedback_apply` then applies the checked parts.
+Used by :meth:`flexkit.TasksetScheduler.check_feedback` (and through it by ``feedback``) before any
+selector sees the payload; :mod:`flexkit.scheduler._feedback_apply` then applies the checked parts.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from flexkit.scheduler.feedback import SELECTOR_METRIC
 from flexkit.selectors.base import OutOfRange, validate_feedback
 
 if TYPE_CHECKING:
-    from flexkit.scheduler.tasks import TasksetEntry
+    from flexkit.scheduler._tasks import TasksetEntry
 
 
 def taskset_id(entries: Sequence[TasksetEntry], key: Any) -> int:

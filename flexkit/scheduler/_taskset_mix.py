@@ -1,8 +1,8 @@
 """The taskset mix: the proportions batches are drawn in, from a given step on.
 
 A mix actuator's action reaches the scheduler through :meth:`Pipeline.apply_sample_stage
-<flexkit.pipeline.pipeline.Pipeline.apply_sample_stage>` and :meth:`TasksetScheduler.set_mix
-<flexkit.scheduler.scheduler.TasksetScheduler.set_mix>`, which keeps it as a :class:`TasksetMix`: the one copy of a
+<flexkit.Pipeline.apply_sample_stage>` and :meth:`TasksetScheduler.set_mix
+<flexkit.TasksetScheduler.set_mix>`, which keeps it as a :class:`TasksetMix`: the one copy of a
 pipeline's mix. Its slice of a checkpoint is two keys of the scheduler's table, ``mix`` and ``mix_from``; the
 sample stage keeps none (checkpoints written before flexkit stored the mix once also hold the stage's copy as
 ``sample.proportions``: it is ignored on load, :meth:`SampleStage.check_state

@@ -31,8 +31,8 @@ import attrs
 import structlog
 
 from flexkit.config.fields import FACTORY_CLASS, field_meta
-from flexkit.pipeline.view import PipelineView
-from flexkit.tasksets.base import content_id_of
+from flexkit.pipeline._view import PipelineView
+from flexkit.tasksets._base import content_id_of
 
 log = structlog.get_logger("flexkit.checkpoint")
 

@@ -2,7 +2,7 @@
 
 The scheduler calls them after the event is committed and outside its lock, through :func:`notify`. An
 observer that raises cannot undo the event or stop the run: its error is logged as a warning (logger
-``flexkit.scheduler.observers``, event ``observer_failed``, naming the hook, the step and the error) and the call
+``flexkit.observers``, event ``observer_failed``, naming the hook, the step and the error) and the call
 returns. Both hooks are reported the same way. A ``BaseException`` (``KeyboardInterrupt``, ``SystemExit``, the
 injected :class:`flexkit.testing.Crash`) is not an observer's failure: it passes through and ends the caller.
 """

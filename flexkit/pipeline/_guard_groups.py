@@ -15,8 +15,8 @@ from typing import Any
 import attrs
 
 from flexkit.errors import ConfigError, ConfigIssue
-from flexkit.pipeline.pipeline import Pipeline
-from flexkit.scheduler.scheduler import TasksetScheduler
+from flexkit.pipeline._pipeline import Pipeline
+from flexkit.scheduler._scheduler import TasksetScheduler
 from flexkit.selectors._grouping import group_label
 from flexkit.selectors.base import Selector, feature_keys_of
 

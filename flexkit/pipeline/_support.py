@@ -10,7 +10,7 @@ trainer mixin, Trinity-RFT's selector. Some parts of a pipeline need something o
   to hand it evaluations (:meth:`flexkit.Pipeline.evaluation`);
 * ``group_accuracy``: a selector that reads each group's validation accuracy as ``val_accuracy/<group>``
   (``guard_metric = "val_accuracy/{}"``), which needs the host to compute it from its validation rewards pooled by
-  the selector's grouping column (:mod:`flexkit.pipeline.guard_groups`).
+  the selector's grouping column (:mod:`flexkit.pipeline._guard_groups`).
 
 A bare :class:`~flexkit.TasksetScheduler` (the torch sampler's ``sampler_for_dataset``, a hand-built scheduler)
 has no ``[sample]`` or ``[replay]`` table: its needs are its selectors'.
@@ -28,8 +28,8 @@ from typing import Any, Literal
 import attrs
 
 from flexkit.errors import ConfigError, ConfigIssue
-from flexkit.pipeline.pipeline import Pipeline
-from flexkit.scheduler.scheduler import TasksetScheduler
+from flexkit.pipeline._pipeline import Pipeline
+from flexkit.scheduler._scheduler import TasksetScheduler
 from flexkit.selectors.base import Selector
 
 __all__ = ["PARTS", "HostSupport", "Need", "check_support", "pipeline_needs", "selector_needs", "unmet_needs"]

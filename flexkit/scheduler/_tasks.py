@@ -1,5 +1,5 @@
 """The scheduler's two records: a :class:`Task` it hands out, and a :class:`TasksetEntry` it drives (the helpers
-of :mod:`flexkit.scheduler.scheduler` import them from here, not from the scheduler)."""
+of :mod:`flexkit.scheduler._scheduler` import them from here, not from the scheduler)."""
 
 from __future__ import annotations
 
