@@ -49,8 +49,8 @@ from flexkit.plugins.hookspecs import Register, hookimpl
 from flexkit.plugins.manager import PluginHost, get_plugins, plugin_host_for
 from flexkit.run._dynamic_sampling import fill_batch
 from flexkit.sample import Actuator, Keep, Mix, RolloutBatch, SampleStage, Scorer, Weights
-from flexkit.sample.actuator import sample_weights_normalised
-from flexkit.sample.weights import aggregate, keep_mask, policy_loss
+from flexkit.sample._actuator import sample_weights_normalised
+from flexkit.sample._weights import aggregate, keep_mask, policy_loss
 from flexkit.scheduler._scheduler import Task, TasksetScheduler
 from flexkit.scheduler.feedback import SELECTOR_METRIC, Experience, PassRateCalculator, task_triples
 from flexkit.selectors import FEATURE_KEYS, Selector, feature_keys_of, read_feature_columns

@@ -24,8 +24,8 @@ from flexkit.pipeline._support import (
     selector_needs,
     unmet_needs,
 )
-from flexkit.sample.batch import PadSide
-from flexkit.sample.replay import REPLAY_AGE, REPLAY_KEY, ReplayBuffer
+from flexkit.sample._batch import PadSide
+from flexkit.sample._replay import REPLAY_AGE, REPLAY_KEY, ReplayBuffer
 
 __all__ = ["ACCURACY", "GUARD_TEMPLATE", "PARTS", "REPLAY_AGE", "REPLAY_KEY", "SAMPLER_SUPPORT", "GroupColumn",
            "HostSupport", "Need", "PadSide", "ReplayBuffer", "check_support", "group_label", "guard_columns",

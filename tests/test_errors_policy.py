@@ -37,17 +37,17 @@ GENERIC = frozenset({"BaseException", "Exception", "ValueError", "TypeError", "K
 
 #: ``"path::function: Builtin"`` -> why the builtin is right there (nothing a user or a plugin causes reaches it).
 INTERNAL_RAISES: dict[str, str] = {
-    "flexkit/selectors/members.py::flag: ValueError": "internal invariant: flexkit's own callers name a declared flag",
+    "flexkit/selectors/_members.py::flag: ValueError": "internal invariant: flexkit's own callers name a declared flag",
     "flexkit/scheduler/_batch_plan.py::mix_counts: ValueError":
         "internal invariant: the scheduler refuses a batch_size above all tasks when it is built",
     "flexkit/compare/_statistics.py::mean_interval: ValueError":
         "internal invariant: compare's reports call it with at least one value",
     "flexkit/compare/_statistics.py::t_quantile: ValueError": "internal invariant: mean_interval passes n - 1 >= 1",
-    "flexkit/sample/batch.py::RolloutBatch.concat_rows: ValueError":
+    "flexkit/sample/_batch.py::RolloutBatch.concat_rows: ValueError":
         "internal invariant: the refill keeps one row selection per batch",
-    "flexkit/selectors/difficulty_based/compact_grid.py::CompactGrid.__init__: ValueError":
+    "flexkit/selectors/difficulty_based/_compact_grid.py::CompactGrid.__init__: ValueError":
         "internal invariant: difficulty_based picks the grid's shape (and a taskset of 2^31 tasks cannot be loaded)",
-    "flexkit/selectors/difficulty_based/index_structures.py::SlabGrid.__init__: ValueError":
+    "flexkit/selectors/difficulty_based/_index_structures.py::SlabGrid.__init__: ValueError":
         "internal invariant: difficulty_based picks the grid's shape (and a taskset of 2^31 tasks cannot be loaded)",
     "flexkit/tasksets/_base.py::LazyFeatures.__getitem__: KeyError":
         "the Mapping protocol: a missing key is a KeyError",
@@ -151,22 +151,22 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/plugins/manager.py::PluginHost.add: Exception": _NAMED + " (a plugin failure)",
     "flexkit/plugins/manager.py::PluginHost.add_local: Exception": _NAMED + " (cannot load plugin ...)",
     "flexkit/scheduler/_prefetch.py::Prefetcher._run: BaseException": "handed to the reader and raised there, as it is",
-    "flexkit/sample/replay.py::ReplayBuffer.load_state_dict: RuntimeError, TypeError, ValueError":
+    "flexkit/sample/_replay.py::ReplayBuffer.load_state_dict: RuntimeError, TypeError, ValueError":
         _DATA + " (numpy and torch on a checkpoint's stored rows: a CheckpointError)",
     "flexkit/run/_folder.py::_is_pipeline_file: ValueError": "a NUL byte in a path: not a file",
     "flexkit/run/_folder.py::read_metrics: ValueError": _DATA,
     "flexkit/run/_folder.py::resume_run_folder: Exception": _NAMED + " (a CheckpointError: the trainer's state)",
     "flexkit/run/_runner.py::_committed_step: KeyError, TypeError, ValueError": _DATA + " (best effort, a fallback)",
     "flexkit/sample/actuators/static.py::StaticMixer.act: ValueError": _DATA + " (int() of a taskset name)",
-    "flexkit/sample/batch.py::RolloutBatch.__getitem__: KeyError": "dict lookup, a SampleError listing the fields",
-    "flexkit/sample/batch.py::RolloutBatch.group_index: TypeError": _DATA + " (unhashable group values)",
-    "flexkit/sample/batch.py::_per_sample_array: TypeError, ValueError": _DATA + " (ragged values)",
-    "flexkit/sample/output_checks.py::check_score_output: TypeError, ValueError":
+    "flexkit/sample/_batch.py::RolloutBatch.__getitem__: KeyError": "dict lookup, a SampleError listing the fields",
+    "flexkit/sample/_batch.py::RolloutBatch.group_index: TypeError": _DATA + " (unhashable group values)",
+    "flexkit/sample/_batch.py::_per_sample_array: TypeError, ValueError": _DATA + " (ragged values)",
+    "flexkit/sample/_output_checks.py::check_score_output: TypeError, ValueError":
         _DATA + " (the scores a scorer returned, a SampleError naming it)",
     "flexkit/scheduler/_scheduler.py::TasksetScheduler._produce: Exception":
         "carried with the selection and raised as it is",
     "flexkit/scheduler/_state.py::SchedulerState.load_state_dict: Exception": _CLEANUP,
-    "flexkit/selectors/base.py::checked_load.load_state_dict: ArithmeticError, AttributeError, IndexError, "
+    "flexkit/selectors/_base.py::checked_load.load_state_dict: ArithmeticError, AttributeError, IndexError, "
     "KeyError, TypeError, ValueError":
         "a selector's own load_state_dict failing on a state that does not fit it: restored to the state before "
         "and reported as StateMismatchError naming the selector and the original error",
@@ -179,9 +179,9 @@ CAUGHT_BUILTINS: dict[str, str] = {
         "a taskset refusing a non-numeric column: read as labels, else raised as it is",
     "flexkit/selectors/_grouping.py::_any_column: KeyError": "the Mapping protocol: a missing feature column",
     "flexkit/selectors/_estimates.py::load_array: TypeError, ValueError": _DATA,
-    "flexkit/selectors/base.py::read_feature_columns: Exception": "a lazy mapping that cannot list its keys",
-    "flexkit/selectors/base.py::read_feature_columns: KeyError": "the Mapping protocol: a missing feature column",
-    "flexkit/selectors/base.py::validate_feedback: TypeError, ValueError": _DATA,
+    "flexkit/selectors/_base.py::read_feature_columns: Exception": "a lazy mapping that cannot list its keys",
+    "flexkit/selectors/_base.py::read_feature_columns: KeyError": "the Mapping protocol: a missing feature column",
+    "flexkit/selectors/_base.py::validate_feedback: TypeError, ValueError": _DATA,
     "flexkit/tasksets/_base.py::Taskset._indices: TypeError, ValueError": _DATA,
     "flexkit/tasksets/_json_file.py::JsonTaskset.__init__: ValueError": _DATA + " (UnicodeDecodeError)",
     "flexkit/tasksets/_jsonl.py::JsonlTaskset.__init__: BaseException": _CLEANUP,
@@ -383,7 +383,7 @@ def _bad_seeds() -> None:
 
 
 def _not_a_batch() -> None:
-    from flexkit.sample.batch import BatchAdapter
+    from flexkit.sample._batch import BatchAdapter
 
     BatchAdapter()(["not", "a", "batch"], who="test")
 

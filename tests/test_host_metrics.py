@@ -19,7 +19,7 @@ from flexkit.integrations._host_metrics import (
     selector_metrics,
 )
 from flexkit.pipeline._pipeline import pipeline_from_dict
-from flexkit.sample.batch import RolloutBatch
+from flexkit.sample._batch import RolloutBatch
 from flexkit.scheduler.feedback import SELECTOR_METRIC
 from tests.scheduler.test_scheduler import make_pipeline, write_taskset
 

@@ -165,7 +165,7 @@ def test_the_checker_sees_function_level_and_relative_imports(tmp_path: Path) ->
     """The scanner itself: an import inside a function, and a relative one, are found and placed."""
     assert "flexkit.config.overrides" in imports_of("pipeline/_pipeline.py")  # imported inside pipeline_from_dict
     assert layer_of(module_file("flexkit.config.overrides")) == "config"
-    assert layer_of(module_file("flexkit.selectors.base.Selector")) == "selectors"
+    assert layer_of(module_file("flexkit.selectors._base.Selector")) == "selectors"
     assert layer_of("config/reference.py") == "face" and layer_of("config/models.py") == "config"
 
 

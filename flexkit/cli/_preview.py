@@ -189,7 +189,7 @@ def bernoulli_rollout(tasks: Sequence[Any], p: np.ndarray, group: int, rng: np.r
     import torch
 
     from flexkit.plugins.contract import Rollout
-    from flexkit.sample.batch import RolloutBatch
+    from flexkit.sample._batch import RolloutBatch
 
     rewards = (rng.random((len(tasks), group)) < np.clip(p, 0.0, 1.0)[:, None]).astype(np.float32).reshape(-1)
     taskset_ids = np.repeat([t.taskset_id for t in tasks], group)

@@ -25,7 +25,7 @@ from typing import Any
 from flexkit.errors import FlexkitError
 from flexkit.integrations._host_metrics import pipeline_metrics
 from flexkit.metric_names import PREFIX, REWARD_MEAN, record_evaluation, record_validation
-from flexkit.sample.refill_count import RefillCount
+from flexkit.sample._refill_count import RefillCount
 from flexkit.scheduler.feedback import SELECTOR_METRIC
 
 __all__ = ["Trackers", "merge_feedback", "run_metrics"]

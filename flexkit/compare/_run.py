@@ -238,7 +238,7 @@ def _validate(plan: _Plan, settings: Sequence[Setting], seeds: list[int]) -> lis
     part its trainer does not honour, :func:`~flexkit.run._runner.check_run_support`); one empty result per
     setting."""
     from flexkit.run._runner import RUN_TIMINGS, check_run_support, new_trainer
-    from flexkit.sample.stage_checks import check_stage_timing
+    from flexkit.sample._stage_checks import check_stage_timing
 
     results: list[SettingResult] = []
     for setting in settings:

@@ -32,7 +32,7 @@ import torch.distributed as dist
 
 from flexkit.distributed._payload import as_metrics, digest, merge, normalize
 from flexkit.errors import ConfigError, DistributedStateError, FeedbackError, FlexkitError
-from flexkit.sample.actuator import Mix
+from flexkit.sample._actuator import Mix
 from flexkit.scheduler.feedback import is_columnar, task_triples
 
 if TYPE_CHECKING:

@@ -42,11 +42,11 @@ from flexkit.metric_names import (
 )
 from flexkit.pipeline._pipeline import Pipeline
 from flexkit.run._estimates import predicted_pass_rates, summary_metrics
-from flexkit.sample.refill_count import RefillCount
-from flexkit.sample.replay import ReplayBuffer
+from flexkit.sample._refill_count import RefillCount
+from flexkit.sample._replay import ReplayBuffer
 from flexkit.scheduler._scheduler import TasksetScheduler
 from flexkit.scheduler.feedback import SELECTOR_METRIC
-from flexkit.selectors import members
+from flexkit.selectors import _members as members
 
 __all__ = ["ESTIMATE_MEAN_LIMIT", "PREFIX", "feedback_metrics", "group_mix_metrics", "pipeline_metrics",
            "selector_metrics"]

@@ -11,8 +11,8 @@ from typing import Any
 import attrs
 import numpy as np
 
+from flexkit.selectors._base import feature_keys_of
 from flexkit.selectors._grouping import TaskGroups, group_label
-from flexkit.selectors.base import feature_keys_of
 
 __all__ = ["CATEGORY_SAMPLE", "MAX_CATEGORIES", "TasksetGrouping", "first_categorical_column", "taskset_grouping"]
 

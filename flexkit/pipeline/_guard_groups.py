@@ -17,8 +17,8 @@ import attrs
 from flexkit.errors import ConfigError, ConfigIssue
 from flexkit.pipeline._pipeline import Pipeline
 from flexkit.scheduler._scheduler import TasksetScheduler
+from flexkit.selectors._base import Selector, feature_keys_of
 from flexkit.selectors._grouping import group_label
-from flexkit.selectors.base import Selector, feature_keys_of
 
 __all__ = ["ACCURACY", "GUARD_TEMPLATE", "PLACEHOLDER", "GroupColumn", "group_label", "guard_columns"]
 

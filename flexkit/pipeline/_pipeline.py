@@ -29,12 +29,12 @@ from flexkit.pipeline._grouping import TasksetGrouping, taskset_grouping
 from flexkit.pipeline._state import EXTRA_KEY, PIPELINE_KEY, checkpoint_problems, component_of, refusing_component
 from flexkit.plugins.contract import FeedbackOperator, component_bugs
 from flexkit.plugins.manager import PluginHost, get_plugins
-from flexkit.sample.actuator import Mix
-from flexkit.sample.stage import SampleStage
-from flexkit.sample.stage_checks import check_refill_stage
+from flexkit.sample._actuator import Mix
+from flexkit.sample._stage import SampleStage
+from flexkit.sample._stage_checks import check_refill_stage
 from flexkit.scheduler._scheduler import AFTER_FEEDBACK, TasksetEntry, TasksetScheduler
-from flexkit.selectors import members
-from flexkit.selectors.base import FEATURE_KEYS, TEXT_KEY, columns_of
+from flexkit.selectors import _members as members
+from flexkit.selectors._base import FEATURE_KEYS, TEXT_KEY, columns_of
 from flexkit.state_problems import add_problem
 from flexkit.tasksets import lazy_features
 from flexkit.tasksets._base import as_label, not_a_label, path_of
@@ -328,9 +328,9 @@ def pipeline_from_dict(
 
 def group_estimators(plugins: PluginHost) -> set[str]:
     """The group advantage estimators the plugins declare (``flexkit_group_estimators``), with those given to
-    :func:`~flexkit.sample.scorer.register_group_estimator`; a declaration that is not a list of names raises
+    :func:`~flexkit.sample._scorer.register_group_estimator`; a declaration that is not a list of names raises
     :class:`~flexkit.errors.ConfigError`."""
-    from flexkit.sample.scorer import GROUP_ESTIMATORS
+    from flexkit.sample._scorer import GROUP_ESTIMATORS
 
     names = set(GROUP_ESTIMATORS)
     for declared in plugins.hook.flexkit_group_estimators():

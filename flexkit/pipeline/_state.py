@@ -20,7 +20,7 @@ import attrs
 from flexkit.errors import KeyPath
 from flexkit.pipeline._checkpoint import META_KEY
 from flexkit.pipeline._view import PipelineView
-from flexkit.sample.stage import SampleStage
+from flexkit.sample._stage import SampleStage
 from flexkit.scheduler._scheduler import TasksetScheduler
 from flexkit.state_problems import add_problem
 

@@ -30,7 +30,7 @@ import attrs
 from flexkit.errors import ConfigError, ConfigIssue
 from flexkit.pipeline._pipeline import Pipeline
 from flexkit.scheduler._scheduler import TasksetScheduler
-from flexkit.selectors.base import Selector
+from flexkit.selectors._base import Selector
 
 __all__ = ["PARTS", "HostSupport", "Need", "check_support", "pipeline_needs", "selector_needs", "unmet_needs"]
 

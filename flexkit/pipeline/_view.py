@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from flexkit.config.models import PipelineConfig
 from flexkit.errors import KeyPath
-from flexkit.sample.stage import SampleStage
+from flexkit.sample._stage import SampleStage
 from flexkit.scheduler._scheduler import TasksetScheduler
 
 __all__ = ["PipelineView"]

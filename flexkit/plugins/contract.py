@@ -32,7 +32,7 @@ protocols where any conforming object will do. Members a component may lack (``b
 ``learns_from_feedback``, ``check_rows``, ``content_id``, ``set_progress``, ...) are not part of them: each is
 declared on its base class with a documented no-op default, and flexkit calls it there unconditionally. A
 duck-typed component that does not derive from the base is asked for them in one place per kind, the readers
-built on :func:`optional_member` (``selectors/members.py``, ``sample/members.py``, ``tasksets/_base.py``'s
+built on :func:`optional_member` (``selectors/_members.py``, ``sample/_members.py``, ``tasksets/_base.py``'s
 ``check_rows``, ``content_id`` and ``path_of``, this module's :func:`set_progress` and
 :func:`registered_name_of`, and the traits of a factory that the sample stage's checks and the component reference
 read); nothing else in flexkit asks a component whether it has a member.
@@ -220,12 +220,12 @@ class ScorerLike(Stateful, Protocol):
 
     @property
     def timing(self) -> str:
-        """Where the runner calls the stage (one of :data:`flexkit.sample.scorer.TIMINGS`)."""
+        """Where the runner calls the stage (one of :data:`flexkit.sample._scorer.TIMINGS`)."""
         ...
 
     @property
     def granularity(self) -> str:
-        """What one score describes (one of :data:`flexkit.sample.scorer.GRANULARITIES`)."""
+        """What one score describes (one of :data:`flexkit.sample._scorer.GRANULARITIES`)."""
         ...
 
     def __call__(self, batch: Any, *, step: int) -> Any:
@@ -238,7 +238,7 @@ class ActuatorLike(Stateful, Protocol):
 
     @property
     def mechanism(self) -> str:
-        """One of :data:`flexkit.sample.scorer.MECHANISMS`."""
+        """One of :data:`flexkit.sample._scorer.MECHANISMS`."""
         ...
 
     @property

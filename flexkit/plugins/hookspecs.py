@@ -71,7 +71,7 @@ def flexkit_register_selectors(register: Register) -> None:
     ``get_indices(batch_size, return_extra_info=False)``, ``feedback(indices, values)``, ``state_dict()`` and
     ``load_state_dict(state)``; subclassing :class:`flexkit.selectors.Selector` provides most of it.
 
-    Conventions the pipeline and the scheduler rely on (:mod:`flexkit.selectors.base`):
+    Conventions the pipeline and the scheduler rely on (:mod:`flexkit.selectors._base`):
 
     - ``feature_keys``: the config field naming the taskset's feature columns the selector reads, in order; the
       pipeline loads exactly those into ``features`` (a config without the field gets none);
@@ -139,7 +139,7 @@ def flexkit_register_trainers(register: Register) -> None:
 def flexkit_group_estimators() -> list[str]:  # type: ignore[empty-body]  # a spec: pluggy calls the implementations
     """Names of advantage estimators that sample a group of responses per prompt (GRPO-like), so that a scorer
     with ``needs_groups`` accepts them as ``[sample] estimator``. A trainer plugin returns its own estimators;
-    flexkit's built-ins return GRPO's family (:data:`flexkit.sample.scorer.GROUP_ESTIMATORS`). The sample stage
+    flexkit's built-ins return GRPO's family (:data:`flexkit.sample._scorer.GROUP_ESTIMATORS`). The sample stage
     accepts the union over the plugins."""
 
 

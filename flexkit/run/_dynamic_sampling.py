@@ -14,7 +14,7 @@ a cap on generation rounds. :func:`fill_batch` is that loop for any trainer:
 The result lists each round's rollout and the rows kept from it. With ``surplus = "drop"`` (DAPO's choice) the
 groups kept beyond the filter's target in the last round are dropped, so the update sees exactly the target;
 with ``"keep"`` they are trained on too. The step's counts are one
-:class:`~flexkit.sample.refill_count.RefillCount`, :attr:`FilledBatch.count`: rounds, groups drawn, kept by the
+:class:`~flexkit.sample._refill_count.RefillCount`, :attr:`FilledBatch.count`: rounds, groups drawn, kept by the
 filter and trained on, surplus dropped, and every response generated (:attr:`FilledBatch.responses`,
 :attr:`FilledBatch.generated_tokens`): that is the cost the field compares selection methods by.
 
@@ -32,9 +32,9 @@ import numpy as np
 
 from flexkit.errors import ConfigError, SampleError
 from flexkit.plugins.contract import RefillAction, Rollout
-from flexkit.sample.batch import RolloutBatch
-from flexkit.sample.refill_count import RefillCount
-from flexkit.sample.stage_checks import check_refill_stage
+from flexkit.sample._batch import RolloutBatch
+from flexkit.sample._refill_count import RefillCount
+from flexkit.sample._stage_checks import check_refill_stage
 
 if TYPE_CHECKING:
     from flexkit.pipeline._pipeline import Pipeline

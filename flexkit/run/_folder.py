@@ -35,7 +35,7 @@ from flexkit.pipeline._state import EXTRA_KEY, TRAINER_KEY
 from flexkit.plugins.contract import TrainerLike
 from flexkit.run._counters import RUNNER_KEY, RunCounters
 from flexkit.run._schema_line import copy_pipeline_file
-from flexkit.sample.replay import REPLAY_KEY, ReplayBuffer
+from flexkit.sample._replay import REPLAY_KEY, ReplayBuffer
 from flexkit.state_problems import add_problem, is_count
 
 log = structlog.get_logger("flexkit.runner")

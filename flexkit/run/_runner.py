@@ -55,8 +55,8 @@ from flexkit.run._progress import ProgressDisplay
 from flexkit.run._result import ROLLOUT_BUDGET, STEP_LIMIT, RunResult, stop_reason, summary_lines
 from flexkit.run._step import record_selection, train_step
 from flexkit.run._trainer_output import trainer_metrics
-from flexkit.sample.replay import REPLAY_KEY, ReplayBuffer
-from flexkit.sample.stage_checks import check_stage_timing
+from flexkit.sample._replay import REPLAY_KEY, ReplayBuffer
+from flexkit.sample._stage_checks import check_stage_timing
 from flexkit.tasksets import Taskset
 
 __all__ = ["CHECKPOINT_DIR", "INITIAL_STEP", "METRICS_FILE", "ROLLOUT_BUDGET", "RUN_TIMINGS", "STEP_LIMIT",

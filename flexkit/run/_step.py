@@ -27,11 +27,11 @@ from flexkit.run._counters import RunCounters
 from flexkit.run._dynamic_sampling import fill_batch
 from flexkit.run._estimates import EstimateSnapshot, level_mix
 from flexkit.run._trainer_output import trainer_metrics
-from flexkit.sample.actuator import Keep, Mix
+from flexkit.sample._actuator import Keep, Mix
+from flexkit.sample._refill_count import RefillCount
+from flexkit.sample._replay import ReplayBuffer
+from flexkit.sample._stage import SampleStage
 from flexkit.sample.actuators.group_filter import GroupKeep
-from flexkit.sample.refill_count import RefillCount
-from flexkit.sample.replay import ReplayBuffer
-from flexkit.sample.stage import SampleStage
 from flexkit.scheduler.feedback import SELECTOR_METRIC, snapshot_experiences
 
 __all__ = ["record_selection", "train_step"]

@@ -157,7 +157,7 @@ class SimulatorTrainer(Trainer):
         """Draw ``group_size`` Bernoulli outcomes per task."""
         import torch
 
-        from flexkit.sample.batch import RolloutBatch
+        from flexkit.sample._batch import RolloutBatch
 
         g = self.config.group_size
         p = self.success_probability(tasks)

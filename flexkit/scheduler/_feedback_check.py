@@ -14,7 +14,7 @@ import numpy as np
 from flexkit.config.converter import did_you_mean
 from flexkit.errors import FeedbackError
 from flexkit.scheduler.feedback import SELECTOR_METRIC
-from flexkit.selectors.base import OutOfRange, validate_feedback
+from flexkit.selectors._base import OutOfRange, validate_feedback
 
 if TYPE_CHECKING:
     from flexkit.scheduler._tasks import TasksetEntry

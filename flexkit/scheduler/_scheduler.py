@@ -40,8 +40,8 @@ from flexkit.scheduler._state import STATE_VERSION, SchedulerState
 from flexkit.scheduler._tasks import Task, TasksetEntry
 from flexkit.scheduler._taskset_mix import TasksetMix
 from flexkit.scheduler.feedback import SELECTOR_METRIC
-from flexkit.selectors import members
-from flexkit.selectors.base import OutOfRange
+from flexkit.selectors import _members as members
+from flexkit.selectors._base import OutOfRange
 
 __all__ = ["AFTER_FEEDBACK", "STATE_VERSION", "Task", "TasksetEntry", "TasksetScheduler", "apply_feedback",
            "epoch_counts", "mix_counts"]
@@ -327,7 +327,7 @@ class TasksetScheduler(SchedulerState):
 
     def evaluation(self, metrics: Mapping[str, float]) -> None:
         """Pass the trainer's held-out evaluation (metric name → value) to every selector that takes one
-        (:meth:`~flexkit.selectors.base.Selector.observe_evaluation`; plugin selectors without it are skipped).
+        (:meth:`~flexkit.selectors._base.Selector.observe_evaluation`; plugin selectors without it are skipped).
 
         A batch already selected in the background (prefetch) is selected first and keeps its tasks: the
         evaluation reaches the selections after it. :class:`~flexkit.errors.ComponentError` names a selector that

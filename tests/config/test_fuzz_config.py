@@ -41,7 +41,7 @@ from flexkit.config.converter import describe, make_converter, structure
 from flexkit.config.loader import parse_toml
 from flexkit.config.models import PipelineConfig, RunConfig
 from flexkit.pipeline._pipeline import load_pipeline, pipeline_from_dict
-from flexkit.sample.actuator import Mix
+from flexkit.sample._actuator import Mix
 from flexkit.scheduler._scheduler import TasksetEntry, TasksetScheduler
 from flexkit.selectors import SequentialSelector
 from flexkit.tasksets import InMemoryTaskset

@@ -22,7 +22,7 @@ from tests.fixtures import ROOT
 COMPONENT_PREFIXES = ("flexkit.plugins.builtins", "flexkit.run.simulator", "flexkit.selectors.",
                       "flexkit.sample.scorers.", "flexkit.sample.actuators.")
 #: Modules under those prefixes that are part of the core.
-CORE = {"flexkit.selectors.base", "flexkit.selectors.members", "flexkit.selectors._grouping"}
+CORE = {"flexkit.selectors._base", "flexkit.selectors._members", "flexkit.selectors._grouping"}
 
 
 def _modules_after(statement: str) -> list[str]:

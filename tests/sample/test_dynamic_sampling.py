@@ -23,7 +23,7 @@ from flexkit.metric_names import (
 from flexkit.plugins.contract import Rollout
 from flexkit.run._dynamic_sampling import fill_batch
 from flexkit.run._runner import run_pipeline
-from flexkit.sample.batch import RolloutBatch
+from flexkit.sample._batch import RolloutBatch
 from flexkit.scheduler._scheduler import AFTER_FEEDBACK
 from tests.fixtures import crash_run, read_metrics, without_clock_text
 

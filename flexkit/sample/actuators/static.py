@@ -20,8 +20,8 @@ import attrs
 from flexkit.config import field
 from flexkit.config.converter import did_you_mean, path_key
 from flexkit.errors import ConfigError, ConfigIssue, SampleError
-from flexkit.sample.actuator import Actuator, Mix
-from flexkit.sample.batch import RolloutBatch
+from flexkit.sample._actuator import Actuator, Mix
+from flexkit.sample._batch import RolloutBatch
 
 
 @attrs.frozen(kw_only=True)

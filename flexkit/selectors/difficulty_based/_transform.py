@@ -1,7 +1,7 @@
 """The global affine map of ``difficulty_based``: every task's true ``α``, ``β`` from its stored ``α̃``, ``β̃``.
 
 Feedback moves every task not in the batch by the same affine map, so instead of rewriting N rows the selector
-keeps one map for all (:class:`Transform`) and stores ``α̃``, ``β̃`` (:mod:`.store`) such that
+keeps one map for all (:class:`Transform`) and stores ``α̃``, ``β̃`` (:mod:`._store`) such that
 
     α = scale·α̃ + alpha_shift + f0_slope·f0 + f1_slope·f1,    β = scale·β̃ + beta_shift − f0_slope·f0 − f1_slope·f1.
 

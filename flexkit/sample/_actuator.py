@@ -8,7 +8,7 @@ action, according to its ``mechanism``:
 - ``mix`` → :class:`Mix` (taskset proportions, keyed by taskset id, for the scheduler's next steps).
 
 An actuator declares ``accepts``, the score granularities it understands; a pipeline pairing it with a scorer
-of another granularity is rejected when built (:func:`flexkit.sample.scorer.check_compatible`).
+of another granularity is rejected when built (:func:`flexkit.sample._scorer.check_compatible`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import numpy as np
 from flexkit._lazy import is_tensor
 from flexkit.errors import ComponentTypeError, SampleError
 from flexkit.plugins.contract import Configurable, display_name, registered_name_of
-from flexkit.sample.batch import RolloutBatch
-from flexkit.sample.scorer import GRANULARITIES, MECHANISMS
+from flexkit.sample._batch import RolloutBatch
+from flexkit.sample._scorer import GRANULARITIES, MECHANISMS
 
 if TYPE_CHECKING:
     import torch
@@ -116,7 +116,7 @@ class Actuator(Configurable, abc.ABC):
     defined.
     """
 
-    #: One of :data:`~flexkit.sample.scorer.MECHANISMS`.
+    #: One of :data:`~flexkit.sample._scorer.MECHANISMS`.
     mechanism: ClassVar[str] = "select"
     #: The score granularities this actuator understands.
     accepts: ClassVar[tuple[str, ...]] = ("prompt", "response")

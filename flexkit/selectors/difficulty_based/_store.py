@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from flexkit.selectors.difficulty_based import tuning
-from flexkit.selectors.difficulty_based.features import as64
-from flexkit.selectors.difficulty_based.transform import Transform
+from flexkit.selectors.difficulty_based._features import as64
+from flexkit.selectors.difficulty_based._transform import Transform
 
 #: The untouched model of a fresh selector: α̃ = β̃ = 1.
 FRESH = (1.0, 0.0, 0.0, 1.0)
@@ -142,7 +142,7 @@ class TaskStore:
     # -- the fold -----------------------------------------------------------------------------------------------
 
     def fold(self, transform: Transform) -> None:
-        """Apply the selector's fold of ``transform`` (:mod:`.transform`) to every task's ``α̃``, ``β̃``:
+        """Apply the selector's fold of ``transform`` (:mod:`._transform`) to every task's ``α̃``, ``β̃``:
         the model moves (O(1)) and the stored tasks are folded, those the new model gives exactly dropped; a
         chunked pass over every task runs only when the untouched tasks cannot be shown to follow the model."""
         old = self.coef
@@ -262,7 +262,7 @@ def _fold_rows(
     alpha_t: np.ndarray, beta_t: np.ndarray, f0: np.ndarray, f1: np.ndarray, transform: Transform
 ) -> tuple[np.ndarray, np.ndarray]:
     """The true ``α``, ``β`` of rows ``α̃``, ``β̃`` under ``transform`` (the float steps of
-    :meth:`~.posterior.BetaPosteriors.slice_into`, so the same bits); new arrays."""
+    :meth:`~._posterior.BetaPosteriors.slice_into`, so the same bits); new arrays."""
     alpha = alpha_t * transform.scale
     alpha += transform.alpha_shift
     beta = beta_t * transform.scale

@@ -7,7 +7,7 @@ tasks the previous one picked (each draw is exact whichever stage makes it):
    O(k / acceptance) float64 work and no pass over N at all. With tau = 1 the acceptance is at least e^-1
    (cost ≤ 1), so this stage finishes the batch all but surely, unless the batch is over a quarter of N (then
    stage 2 runs instead);
-2. when that needs too many proposals: one float32 pass (:mod:`.costs`) builds an envelope
+2. when that needs too many proposals: one float32 pass (:mod:`._costs`) builds an envelope
    ``w_i = exp(−min((cost_i − c_min)/τ, 80))`` with block sums, proposals are drawn from it and accepted with
    the exact float64 ratio (the float32 error is covered by the factor ``exp(margin/τ)``);
 3. when τ is so small that even that stalls (or below :data:`~.tuning.COST32_MARGIN`, where the float32
@@ -28,8 +28,8 @@ import math
 import numpy as np
 
 from flexkit.selectors.difficulty_based import tuning
-from flexkit.selectors.difficulty_based.costs import Coef32, CostEngine
-from flexkit.selectors.difficulty_based.topk import RunningBest, round_up32, smallest_k
+from flexkit.selectors.difficulty_based._costs import Coef32, CostEngine
+from flexkit.selectors.difficulty_based._topk import RunningBest, round_up32, smallest_k
 from flexkit.selectors.difficulty_based.tuning import U32
 
 

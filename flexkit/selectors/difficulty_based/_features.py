@@ -2,11 +2,11 @@
 
 The selector keeps read-only ``f0``, ``f1`` whatever their dtype (float64, float32, float16, integers or bools:
 values in [0, 1]; copies of arrays the caller could still write,
-:func:`~flexkit.selectors.base.read_feature_columns`) and converts to float64 only what a step reads: the rows
+:func:`~flexkit.selectors._base.read_feature_columns`) and converts to float64 only what a step reads: the rows
 it gathers or one chunk of a pass (:func:`as64`). Every float64 computation therefore sees exactly the values a
 float64 copy would hold, so float32 input picks the same tasks as float64 input of the same values, bit for bit.
 
-The float32 pass (:mod:`.costs`) reads float32 features: the caller's array itself when its values are all exact
+The float32 pass (:mod:`._costs`) reads float32 features: the caller's array itself when its values are all exact
 in float32 (:func:`exact_in_float32`: float32, float16, integers, bools); for float64 input a float32 copy (4 bytes
 per task and column) up to :data:`~.tuning.FEATURE_MIRROR_MAX` tasks, above it the float64 array itself (each
 chunk multiplied in float64 and rounded once to float32, which for values exact in float32 gives the same bits as

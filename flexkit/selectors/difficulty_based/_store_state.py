@@ -1,6 +1,6 @@
-"""Validation of the saved ``α̃``, ``β̃`` of ``difficulty_based`` (:mod:`.store`), in either checkpoint format.
+"""Validation of the saved ``α̃``, ``β̃`` of ``difficulty_based`` (:mod:`._store`), in either checkpoint format.
 
-* The sparse format (:meth:`TaskStore.state <flexkit.selectors.difficulty_based.store.TaskStore.state>`):
+* The sparse format (:meth:`TaskStore.state <flexkit.selectors.difficulty_based._store.TaskStore.state>`):
   ``num_tasks``, ``task_ids`` (strictly increasing task indices), ``alpha_tilde`` and ``beta_tilde`` of those tasks, and
   ``untouched`` (``m0``, ``mp``, ``mq``, ``n0``: the model that gives every other task's values).
 * The dense format of earlier versions: ``alpha_tilde`` and ``beta_tilde`` of every task, no ``task_ids``.

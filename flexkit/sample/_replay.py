@@ -30,7 +30,7 @@ import numpy as np
 
 from flexkit._lazy import is_tensor
 from flexkit.errors import CheckpointError, SampleError
-from flexkit.sample.batch import PadSide, RolloutBatch
+from flexkit.sample._batch import PadSide, RolloutBatch
 
 __all__ = ["REPLAY_AGE", "REPLAY_KEY", "ReplayBuffer"]
 

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flexkit.plugins.contract import optional_member
-from flexkit.sample.actuator import Actuator
-from flexkit.sample.scorer import Scorer
+from flexkit.sample._actuator import Actuator
+from flexkit.sample._scorer import Scorer
 
 __all__ = ["actuator_metrics", "bind"]
 

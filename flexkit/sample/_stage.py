@@ -20,12 +20,12 @@ import numpy as np
 from flexkit.errors import KeyPath, SampleError
 from flexkit.metric_names import KEPT_FRACTION, MEAN_WEIGHT, proportion, sample_metric
 from flexkit.plugins.contract import ActuatorLike, ScorerLike
-from flexkit.sample.actuator import Action, Actuator, Keep, Mix, Weights
-from flexkit.sample.batch import BatchAdapter, RolloutBatch
-from flexkit.sample.members import actuator_metrics, bind
-from flexkit.sample.output_checks import check_action_output, check_score_output
-from flexkit.sample.scorer import check_compatible, timing_index
-from flexkit.sample.weights import combine, to_token_weights
+from flexkit.sample._actuator import Action, Actuator, Keep, Mix, Weights
+from flexkit.sample._batch import BatchAdapter, RolloutBatch
+from flexkit.sample._members import actuator_metrics, bind
+from flexkit.sample._output_checks import check_action_output, check_score_output
+from flexkit.sample._scorer import check_compatible, timing_index
+from flexkit.sample._weights import combine, to_token_weights
 from flexkit.state_problems import add_problem, is_count, is_number, short
 
 if TYPE_CHECKING:
@@ -46,18 +46,18 @@ class SampleStage:
 
     Args:
         scorer: a scorer (:class:`~flexkit.plugins.contract.ScorerLike`), usually a
-            :class:`~flexkit.sample.scorer.Scorer` instance.
+            :class:`~flexkit.sample._scorer.Scorer` instance.
         actuator: an actuator (:class:`~flexkit.plugins.contract.ActuatorLike`), usually an
-            :class:`~flexkit.sample.actuator.Actuator` instance.
+            :class:`~flexkit.sample._actuator.Actuator` instance.
         mechanism: ``"select"``, ``"reweight"`` or ``"mix"`` (must be the actuator's).
         estimator: the trainer's advantage estimator (``"grpo"``, ``"gae"``, ...).
         weights_key: the batch field holding weights the trainer already computed (multiplied, never
             overwritten).
         group_estimators: the advantage estimators that sample groups of responses per prompt (default
-            :data:`~flexkit.sample.scorer.GROUP_ESTIMATORS`; a pipeline passes its plugins' declarations).
+            :data:`~flexkit.sample._scorer.GROUP_ESTIMATORS`; a pipeline passes its plugins' declarations).
 
     Raises :class:`~flexkit.errors.ConfigError` when they do not fit together (see
-    :func:`~flexkit.sample.scorer.check_compatible`).
+    :func:`~flexkit.sample._scorer.check_compatible`).
     """
 
     def __init__(
@@ -115,12 +115,12 @@ class SampleStage:
     def run(self, batch: RolloutBatch | Mapping[str, Any], *, step: int) -> Action:
         """Score ``batch`` and act on the scores; record the result for :meth:`token_weights` and logging.
 
-        ``batch`` is a :class:`~flexkit.sample.batch.RolloutBatch` or a plain mapping of field name to tensor or
-        array, converted with :meth:`RolloutBatch.from_dict <flexkit.sample.batch.RolloutBatch.from_dict>` (the
+        ``batch`` is a :class:`~flexkit.sample._batch.RolloutBatch` or a plain mapping of field name to tensor or
+        array, converted with :meth:`RolloutBatch.from_dict <flexkit.sample._batch.RolloutBatch.from_dict>` (the
         same mapping object passed again counts as the same batch); anything else raises
         :class:`~flexkit.errors.SampleTypeError` (a ``TypeError``).
 
-        The scores and the action are checked where they enter (:mod:`flexkit.sample.output_checks`): a wrong
+        The scores and the action are checked where they enter (:mod:`flexkit.sample._output_checks`): a wrong
         shape or dtype, a non-finite score, a kept index outside the batch or a proportion for an unknown taskset
         raises :class:`~flexkit.errors.SampleError` naming the scorer or actuator and its distribution.
         """

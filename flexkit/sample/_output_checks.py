@@ -19,13 +19,13 @@ from typing import Any
 
 from flexkit.errors import SampleError
 from flexkit.plugins.contract import ActuatorLike, ScorerLike, describe_component
-from flexkit.sample.actuator import ACTION_OF, Action, Keep, Mix, Weights, check_finite
-from flexkit.sample.batch import RolloutBatch
-from flexkit.sample.scorer import check_scores
+from flexkit.sample._actuator import ACTION_OF, Action, Keep, Mix, Weights, check_finite
+from flexkit.sample._batch import RolloutBatch
+from flexkit.sample._scorer import check_scores
 
 
 def check_score_output(scores: Any, batch: RolloutBatch, scorer: ScorerLike) -> Any:
-    """``scores`` as :func:`~flexkit.sample.scorer.check_scores` normalises them, after checking shape, dtype and
+    """``scores`` as :func:`~flexkit.sample._scorer.check_scores` normalises them, after checking shape, dtype and
     finiteness; raises :class:`SampleError` naming ``scorer``."""
     import torch
 

@@ -1,4 +1,4 @@
-"""The model of a never-observed task that ``difficulty_based``'s greedy index (:mod:`.index`) rests on.
+"""The model of a never-observed task that ``difficulty_based``'s greedy index (:mod:`._index`) rests on.
 
 A task not observed since the last fold has stored values that are functions of its features alone:
 ``α̃ = m0 + mp·f0 + mq·f1`` and ``α̃ + β̃ = ms``. The four numbers are saved (key ``model``) and a fold maps them
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from flexkit.errors import StateMismatchError
-from flexkit.selectors.difficulty_based.transform import Transform
+from flexkit.selectors.difficulty_based._transform import Transform
 
 
 class TaskModel(NamedTuple):

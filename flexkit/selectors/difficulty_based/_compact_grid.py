@@ -1,6 +1,6 @@
 """The feature grid of ``difficulty_based``'s greedy index for very large tasksets: 4 bytes per point.
 
-:class:`CompactGrid` answers the same questions as :class:`~.index_structures.SlabGrid` (the runs of a slab
+:class:`CompactGrid` answers the same questions as :class:`~._index_structures.SlabGrid` (the runs of a slab
 ``lo ≤ cx·x + cy·y ≤ hi`` and their points) for up to 2^27 points, at half its memory: the points sorted by a
 cell (a row of ``y``, then a bucket of ``x``) and, per point, one uint32 holding its index and the next
 ``fine_bits`` bits of ``x`` below its bucket (5 bits at 10^8 points), sorted by them within a cell. A table of
@@ -18,8 +18,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from flexkit.selectors.difficulty_based.features import as64
-from flexkit.selectors.difficulty_based.index_structures import slab_keys
+from flexkit.selectors.difficulty_based._features import as64
+from flexkit.selectors.difficulty_based._index_structures import slab_keys
 
 #: Tasks scanned per vectorised step while building.
 _SCAN_CHUNK = 1 << 20

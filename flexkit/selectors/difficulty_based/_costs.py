@@ -2,15 +2,15 @@
 
 All scores are defined in float64 (``cost_i = |p̂_i − target|``, computed from the float64 state with the same
 float steps everywhere, :meth:`CostEngine.cost64`). A full pass over N tasks instead runs in float32 on
-mirrors kept next to the state (:mod:`.mirrors`): ``D = α̃ − target·(α̃ + β̃)`` and ``S = α̃ + β̃`` (updated for the
+mirrors kept next to the state (:mod:`._mirrors`): ``D = α̃ − target·(α̃ + β̃)`` and ``S = α̃ + β̃`` (updated for the
 batch rows at each feedback, rebuilt on a fold or load), and float32 features: the caller's columns themselves when
 their values are exact in float32, else float32 copies up to :data:`~.tuning.FEATURE_MIRROR_MAX` tasks and the
-float64 columns above (:mod:`.features`). Dividing the transform by
+float64 columns above (:mod:`._features`). Dividing the transform by
 ``a``, ``cost_i = |D_i + (p/a)·f0_i + (q/a)·f1_i + (b − target·s)/a| / (S_i + s/a)`` with ``s = b + b_β``: eight
 element-wise operations on cache-sized chunks. Every term is at most a few times ``(α_i + β_i)/a``, so the
 float32 value is within :data:`~.tuning.COST32_MARGIN` of the float64 one, and the fast pass only ever *filters*.
 
-For ``tau = 0`` (when the greedy index of :mod:`.index` does not answer), a chunk's tasks whose float32 cost is
+For ``tau = 0`` (when the greedy index of :mod:`._index` does not answer), a chunk's tasks whose float32 cost is
 within the margin of the running k-th best float64 cost get their float64 cost; a running top-k by (float64
 cost, index) is merged from those. The result is bit-identical to a float64 top-k over all tasks, at the price
 of one float32 pass. With :data:`~.tuning.THREADS` > 1 (opt-in) the pass above :data:`~.tuning.PARALLEL_MIN`
@@ -32,10 +32,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from flexkit.selectors.difficulty_based import tuning
-from flexkit.selectors.difficulty_based.features import as64
-from flexkit.selectors.difficulty_based.mirrors import Float32Mirrors
-from flexkit.selectors.difficulty_based.posterior import BetaPosteriors
-from flexkit.selectors.difficulty_based.topk import RunningBest, round_up32, smallest_pairs
+from flexkit.selectors.difficulty_based._features import as64
+from flexkit.selectors.difficulty_based._mirrors import Float32Mirrors
+from flexkit.selectors.difficulty_based._posterior import BetaPosteriors
+from flexkit.selectors.difficulty_based._topk import RunningBest, round_up32, smallest_pairs
 
 _POOL: tuple[int, ThreadPoolExecutor] | None = None
 

@@ -27,7 +27,7 @@ from flexkit.config.converter import did_you_mean
 from flexkit.errors import ComponentError, ComponentTypeError, ConfigError, ConfigIssue, SampleError, join_path
 from flexkit.estimators import BUILTIN_GROUP_ESTIMATORS
 from flexkit.plugins.contract import Configurable, display_name, optional_member
-from flexkit.sample.batch import RolloutBatch
+from flexkit.sample._batch import RolloutBatch
 
 if TYPE_CHECKING:
     import torch

@@ -1,4 +1,4 @@
-"""The float32 mirrors of ``difficulty_based``'s stored posteriors, which the float32 pass of :mod:`.costs` reads.
+"""The float32 mirrors of ``difficulty_based``'s stored posteriors, which the float32 pass of :mod:`._costs` reads.
 
 Per task ``D = α̃ − target·(α̃ + β̃)`` (:attr:`Float32Mirrors.offsets`) and ``S = α̃ + β̃``
 (:attr:`Float32Mirrors.totals`), kept up to :data:`~.tuning.MIRROR_MAX` tasks (8 bytes per task): the batch rows
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from flexkit.selectors.difficulty_based import tuning
-from flexkit.selectors.difficulty_based.store import TaskStore
+from flexkit.selectors.difficulty_based._store import TaskStore
 
 
 class Float32Mirrors:

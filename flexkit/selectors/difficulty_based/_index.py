@@ -8,13 +8,13 @@ the top k. What does hold: a task never observed since the last fold has ``α̃ 
 ``D0 = a·ms + s``. Its cost is then ``|P·f0 + Q·f1 − h*| / D0`` with ``h* = target·D0 − N0``: the tasks
 nearest the target lie in a *slab* of the feature plane, ``|P·f0 + Q·f1 − h*| ≤ W``.
 
-* The *grid* (:class:`~.index_structures.SlabGrid`, built on first use, 8 bytes per task) sorts the tasks by
+* The *grid* (:class:`~._index_structures.SlabGrid`, built on first use, 8 bytes per task) sorts the tasks by
   a row of one feature and, within a row, the other; a slab is a run of positions per row, found in O(1) per
   row from a bucket table. It is keyed by the feature with the larger coefficient (a second grid is built if
   the other one comes to dominate by more than 2×).
 * An observed task departs from the model by a *residual* ``r = |α̃ − model| + |α̃ + β̃ − ms|``, which the
   transform shrinks with ``a``: it moves a cost by at most about ``2·a·r/D0``. Each feedback's tasks form a
-  *dirty group* (:class:`~.index_structures.DirtyGroups`) with a copy of their rows; dirty tasks are scored
+  *dirty group* (:class:`~._index_structures.DirtyGroups`) with a copy of their rows; dirty tasks are scored
   one by one. A group is released once ``a·r`` is small (:data:`~.tuning.RELEASE_EPS`; about 40 feedbacks
   with the default ``lamb``), or early when more than :data:`~.tuning.DIRTY_MAX` tasks (or
   :data:`~.tuning.DIRTY_FRACTION` of them) are held; the largest released residual ``U`` bounds every
@@ -24,7 +24,7 @@ nearest the target lie in a *slab* of the feature plane, ``|P·f0 + Q·f1 − h*
   more than ``|P·f0 + Q·f1 − h*|/D0 − eps`` where ``eps`` covers ``U`` (``a·U·(2 + …)/(D0 − a·U)``) and,
   generously, the float rounding of the costs and of the scalars; so the final slab ``W = D0·(θ + eps)``
   holds every task that can reach the top k, which is then taken by (float64 cost, index), bit-identical to
-  the float32 pass of :mod:`.costs`. Cost per step: O(dirty + slab tasks + grid rows) ≈ 15,000 float64 costs
+  the float32 pass of :mod:`._costs`. Cost per step: O(dirty + slab tasks + grid rows) ≈ 15,000 float64 costs
   at N = 10^6 with the defaults; feedback adds O(batch). A fold (every ~310 feedbacks with the default
   ``lamb``) scales every residual by ``a``: the bounds are mapped in place (plus the fold's rounding) and the
   dirty rows re-read, O(dirty tasks). After a load the next selection measures the residuals in one float64
@@ -33,7 +33,7 @@ nearest the target lie in a *slab* of the feature plane, ``|P·f0 + Q·f1 − h*
 The index serves tasksets from :data:`~.tuning.INDEX_MIN` to :data:`~.tuning.INDEX_MAX` (2^27) tasks and gives
 way to the float32 pass whenever it would read more than :data:`~.tuning.INDEX_BUDGET` of the tasks. Above
 :data:`~.tuning.INDEX_DENSE_MAX` (2^25) tasks it takes its compact layout: one
-:class:`~.compact_grid.CompactGrid` (4 bytes per task; rebuilt keyed on the other feature only once that
+:class:`~._compact_grid.CompactGrid` (4 bytes per task; rebuilt keyed on the other feature only once that
 feature's coefficient is :data:`~.tuning.GRID_SWAP` times larger) and a dirty bit per task in place of the
 4-byte stamps, about 4.5 bytes per task in all at 10^8 tasks; the slab search estimates its next width from a
 sample of a too-wide slab's tasks, so a step reads the features of about the slab's and the dirty tasks only.
@@ -47,14 +47,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from flexkit.selectors.difficulty_based import tuning
-from flexkit.selectors.difficulty_based.compact_grid import CompactGrid
-from flexkit.selectors.difficulty_based.costs import CostEngine
-from flexkit.selectors.difficulty_based.features import as64
-from flexkit.selectors.difficulty_based.index_structures import DirtyGroups, SlabGrid, grid_bits, positions_to_read
-from flexkit.selectors.difficulty_based.posterior import BetaPosteriors
-from flexkit.selectors.difficulty_based.task_model import FRESH_MODEL, TaskModel
-from flexkit.selectors.difficulty_based.topk import smallest_pairs
-from flexkit.selectors.difficulty_based.transform import Transform
+from flexkit.selectors.difficulty_based._compact_grid import CompactGrid
+from flexkit.selectors.difficulty_based._costs import CostEngine
+from flexkit.selectors.difficulty_based._features import as64
+from flexkit.selectors.difficulty_based._index_structures import DirtyGroups, SlabGrid, grid_bits, positions_to_read
+from flexkit.selectors.difficulty_based._posterior import BetaPosteriors
+from flexkit.selectors.difficulty_based._task_model import FRESH_MODEL, TaskModel
+from flexkit.selectors.difficulty_based._topk import smallest_pairs
+from flexkit.selectors.difficulty_based._transform import Transform
 from flexkit.selectors.difficulty_based.tuning import U64
 
 

@@ -1,10 +1,10 @@
 """``difficulty_based``'s Beta posteriors: every task's ``α``, ``β`` as stored values under one global map.
 
 :class:`BetaPosteriors` joins the three parts that give a task's true Beta parameters: its features
-(:class:`~.features.FeaturePair`), its stored ``α̃``, ``β̃`` (:class:`~.store.TaskStore`) and the global
-:class:`~.transform.Transform`. It applies the lazy O(batch) update of a feedback (the map for every task, explicit
+(:class:`~._features.FeaturePair`), its stored ``α̃``, ``β̃`` (:class:`~._store.TaskStore`) and the global
+:class:`~._transform.Transform`. It applies the lazy O(batch) update of a feedback (the map for every task, explicit
 values for the batch), folds the map into the stored values when its scale gets tiny, and knows the bound on
-``α + β`` that the float32 pass of :mod:`.costs` rests on.
+``α + β`` that the float32 pass of :mod:`._costs` rests on.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from flexkit.selectors.difficulty_based import tuning
-from flexkit.selectors.difficulty_based.features import FeaturePair, as64
-from flexkit.selectors.difficulty_based.store import TaskStore, make_store
-from flexkit.selectors.difficulty_based.transform import Transform
+from flexkit.selectors.difficulty_based._features import FeaturePair, as64
+from flexkit.selectors.difficulty_based._store import TaskStore, make_store
+from flexkit.selectors.difficulty_based._transform import Transform
 
 
 class BetaPosteriors:
@@ -108,7 +108,7 @@ class BetaPosteriors:
         return alpha_t, beta_t
 
     def fold(self) -> Transform:
-        """Fold the transform into the stored values (O(stored tasks), see :mod:`.store`) and reset it to the
+        """Fold the transform into the stored values (O(stored tasks), see :mod:`._store`) and reset it to the
         identity; returns the transform folded."""
         folded = self.transform.copy()
         self.store.fold(folded)

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from flexkit.errors import ConfigError, ConfigIssue
 from flexkit.plugins.contract import display_name, is_group_filter
-from flexkit.sample.scorer import timing_index
-from flexkit.sample.stage import SampleStage
+from flexkit.sample._scorer import timing_index
+from flexkit.sample._stage import SampleStage
 
 
 def check_refill_stage(stage: SampleStage | None) -> None:

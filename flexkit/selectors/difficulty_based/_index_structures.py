@@ -9,7 +9,7 @@
   with the global transform's scale, is small.
 
 Both only help find candidates; the selector scores every candidate exactly and proves that no other task
-can enter the top k (see :mod:`flexkit.selectors.difficulty_based.index`).
+can enter the top k (see :mod:`flexkit.selectors.difficulty_based._index`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from flexkit.selectors.difficulty_based.features import as64
+from flexkit.selectors.difficulty_based._features import as64
 from flexkit.selectors.difficulty_based.tuning import U64
 
 #: Tasks processed per vectorised step when building a grid.
@@ -138,7 +138,7 @@ class Runs(NamedTuple):
 
 def positions_to_read(runs: tuple[np.ndarray, ...]) -> int:
     """The positions that the runs of either grid make a reader visit (:class:`Runs`,
-    :class:`~.compact_grid.CompactRuns`: both start with ``start`` and ``stop``): an upper bound on the points in
+    :class:`~._compact_grid.CompactRuns`: both start with ``start`` and ``stop``): an upper bound on the points in
     their slab."""
     start, stop = runs[0], runs[1]
     return int((stop - start).sum())
