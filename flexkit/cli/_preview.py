@@ -185,7 +185,7 @@ def _refill_step(pipe: Any, step: int, epoch: int, feedback: str, rng: np.random
 
 
 def bernoulli_rollout(tasks: Sequence[Any], p: np.ndarray, group: int, rng: np.random.Generator) -> Any:
-    """A :class:`~flexkit.plugins.contract.Rollout` of ``group`` Bernoulli(``p``) rewards per task (one token each)."""
+    """A :class:`~flexkit.Rollout` of ``group`` Bernoulli(``p``) rewards per task (one token each)."""
     import torch
 
     from flexkit.plugins.contract import Rollout

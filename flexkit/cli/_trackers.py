@@ -45,7 +45,7 @@ def merge_feedback(payloads: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def run_metrics(pipe: Any, record: Mapping[str, Any], feedback: Sequence[Mapping[str, Any]],
                 rollouts: int | None, refill: RefillCount | None = None) -> dict[str, float]:
     """The ``flexkit/...`` metrics of one step's metrics ``record`` (see the module docstring), with the step's
-    count (``refill``) as :func:`~flexkit.integrations._host_metrics.pipeline_metrics` takes it."""
+    count (``refill``) as :func:`~flexkit.pipeline_metrics` takes it."""
     out = pipeline_metrics(pipe, feedback=merge_feedback(feedback), rollouts=rollouts, refill=refill)
     reward = record.get("reward_mean")
     if isinstance(reward, (int, float)) and math.isfinite(reward):

@@ -139,7 +139,7 @@ class ReplayConfig:
     earlier steps generated, newest first, none older than ``max_age`` steps. Replayed answers are not generated
     again, so each step generates only ``[run] batch_size`` tasks' answers: set it to the fresh part of the batch
     (e.g. half the batch you trained on before, with ``groups`` the other half). The trainer must weigh replayed
-    rows by their behaviour log-probabilities (:attr:`flexkit.plugins.contract.Trainer.supports_replay`).
+    rows by their behaviour log-probabilities (:attr:`flexkit.Trainer.supports_replay`).
     """
 
     groups: int = field(ge=1, doc="Stored groups added to each step's update at most (newest first).")

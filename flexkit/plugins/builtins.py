@@ -1,7 +1,7 @@
 """flexkit's built-in components, all registered here (as llm registers its own in ``default_plugins``).
 
 This module is the one entry of :data:`flexkit.plugins.manager.BUILTIN_PLUGINS`, and
-:meth:`flexkit.plugins.manager.PluginHost.add` loads it exactly as it loads a third-party entry point: through the
+:meth:`flexkit.PluginHost.add` loads it exactly as it loads a third-party entry point: through the
 registration hooks of :mod:`flexkit.plugins.hookspecs`. No other module registers anything.
 
 The tables of :mod:`flexkit.plugins.builtin_table` give each component's ``type`` name, its factory as

@@ -25,7 +25,7 @@ Selectors, scorers, actuators, feedback operators and trainers share it through 
 **The stage protocols.** The stage contracts as typing protocols: what flexkit calls on each kind of component.
 
 A component need not derive from flexkit's base classes (:class:`~flexkit.selectors.Selector`,
-:class:`~flexkit.sample.Scorer`, :class:`~flexkit.sample.Actuator`, :class:`~flexkit.plugins.contract.Trainer`,
+:class:`~flexkit.sample.Scorer`, :class:`~flexkit.sample.Actuator`, :class:`~flexkit.Trainer`,
 :class:`~flexkit.tasksets.Taskset`): the plugin host checks what a factory built against
 :data:`flexkit.plugins.contract.REQUIRED`, and flexkit then uses only the members named here. Annotations take these
 protocols where any conforming object will do. Members a component may lack (``bind``, ``metrics``,
@@ -318,7 +318,7 @@ class FeedbackOperator(Protocol):
     """What a ``[feedback]`` operator is: built by its registered factory as ``factory(config)``.
 
     It keeps no state a run depends on: a checkpoint does not hold it, and a resumed run rebuilds it from the
-    config. Subclass :class:`~flexkit.plugins.contract.Configurable` too for the default config and the name.
+    config. Subclass :class:`~flexkit.Configurable` too for the default config and the name.
     """
 
     def process(self, experiences: Iterable[Any] | Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -346,7 +346,7 @@ WHAT: dict[str, str] = {
     "actuator": "an actuator (flexkit.sample.Actuator)",
     "feedback": "a feedback operator (flexkit.scheduler.feedback.FeedbackOperator)",
     "storage": "a taskset (flexkit.tasksets.Taskset)",
-    "trainer": "a trainer (flexkit.plugins.contract.Trainer)",
+    "trainer": "a trainer (flexkit.Trainer)",
 }
 
 
@@ -465,7 +465,7 @@ class Rollout:
     ``None`` (the default): the feedback reads the batch itself (:meth:`feedback_experiences`), so a trainer
     whose batch holds ``taskset_id``, ``index`` and its rewards builds nothing twice; ``metrics`` are logged as
     they are. ``payload`` is free for a host trainer's own batch object (e.g. verl's
-    ``DataProto``), so that :func:`flexkit.run._dynamic_sampling.fill_batch` hands it back with the rows kept.
+    ``DataProto``), so that :func:`flexkit.fill_batch` hands it back with the rows kept.
     """
 
     batch: Any
@@ -525,7 +525,7 @@ class Trainer(Configurable, abc.ABC):
 
     @abc.abstractmethod
     def rollout(self, tasks: Sequence[Any], *, step: int) -> Rollout:
-        """Generate responses for ``tasks`` (a list of :class:`~flexkit.scheduler._scheduler.Task`) and score them."""
+        """Generate responses for ``tasks`` (a list of :class:`~flexkit.Task`) and score them."""
 
     def compute_advantages(self, batch: Any, *, step: int) -> None:
         """Add ``advantages`` to ``batch`` (e.g. GRPO's group-relative ones). Called after the rollout's

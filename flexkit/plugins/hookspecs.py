@@ -107,7 +107,7 @@ def flexkit_register_actuators(register: Register) -> None:
 def flexkit_register_feedback(register: Register) -> None:
     """Feedback stage: register operators that turn experiences into selector feedback.
 
-    Factory context: none beyond the config. The operator (:class:`flexkit.plugins.contract.FeedbackOperator`) has
+    Factory context: none beyond the config. The operator (:class:`flexkit.FeedbackOperator`) has
     ``process(experiences)``, returning
     ``(experiences, {flexkit.SELECTOR_METRIC: {taskset_id: {"indices": [...], "values": [...]}}})``; it is
     rebuilt from the config on resume, so it keeps no state a run depends on.
@@ -129,7 +129,7 @@ def flexkit_register_trainers(register: Register) -> None:
     """Trainer backends that ``flexkit run`` drives (the ``[trainer]`` table's ``type``).
 
     Factory context: ``seed`` (a ``numpy.random.SeedSequence`` derived from the pipeline seed). The factory
-    returns a :class:`flexkit.plugins.contract.Trainer`: ``setup(pipeline)``, ``rollout(tasks, step=...)``,
+    returns a :class:`flexkit.Trainer`: ``setup(pipeline)``, ``rollout(tasks, step=...)``,
     ``compute_advantages(batch, step=...)``, ``update(batch, weights, step=...)``, ``evaluate(step=...)``,
     ``state_dict()`` and ``load_state_dict(state)``.
     """
@@ -149,7 +149,7 @@ def flexkit_group_estimators() -> list[str]:  # type: ignore[empty-body]  # a sp
 @hookspec
 def flexkit_on_select(step: int, tasks: Any) -> None:
     """Called after the scheduler handed out batch ``step`` (0-based), outside its lock; ``tasks`` is its list of
-    :class:`flexkit.scheduler._scheduler.Task` (``taskset_id``, ``taskset``, ``index``, ``data``). Must not modify them.
+    :class:`flexkit.Task` (``taskset_id``, ``taskset``, ``index``, ``data``). Must not modify them.
     An exception is logged (:mod:`flexkit.scheduler._observers`), never raised: the batch is handed out all the same."""
 
 

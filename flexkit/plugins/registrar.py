@@ -96,7 +96,7 @@ def describe_origin(component: Component) -> str:
 @attrs.define
 class Registrar:
     """The ``register`` callback handed to one plugin's registration hook for one stage
-    (a :class:`~flexkit.plugins.hookspecs.Register`)."""
+    (a :class:`~flexkit.Register`)."""
 
     stage: str
     plugin: str

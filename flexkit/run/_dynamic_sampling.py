@@ -112,7 +112,7 @@ def fill_batch(pipe: Pipeline, rollout: RolloutFn, *, step: int, surplus: str | 
     Args:
         pipe: a pipeline with a ``[sample]`` group filter (``mechanism = "select"``, a ``post_reward`` scorer).
         rollout: ``rollout(tasks) -> Rollout``: generates and scores responses for a list of
-            :class:`~flexkit.scheduler._scheduler.Task` (``Rollout.batch`` with ``uid`` per response,
+            :class:`~flexkit.Task` (``Rollout.batch`` with ``uid`` per response,
             ``Rollout.experiences``
             for the feedback operator).
         step: the training step (the filter counts kept groups per step).
@@ -141,7 +141,7 @@ def fill_batch(pipe: Pipeline, rollout: RolloutFn, *, step: int, surplus: str | 
         tasks = sched.read(beyond_end=True)
         result = rollout(tasks)
         if not isinstance(result, Rollout):
-            raise SampleError(f"the rollout function must return a flexkit.plugins.contract.Rollout, got "
+            raise SampleError(f"the rollout function must return a flexkit.Rollout, got "
                               f"{type(result).__name__}")
         batch = result.batch if isinstance(result.batch, RolloutBatch) else RolloutBatch.from_dict(result.batch)
         feedback = pipe.feedback(result.experiences if result.experiences is not None else batch.feedback_columns())

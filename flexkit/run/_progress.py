@@ -1,5 +1,5 @@
 """The progress display of ``flexkit run``: one rewritten line on a terminal, periodic plain lines elsewhere,
-plus the trainer's long phases (:meth:`flexkit.plugins.contract.Trainer.report_progress`)."""
+plus the trainer's long phases (:meth:`flexkit.Trainer.report_progress`)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ class ProgressDisplay:
         self._phase: tuple[str, float, float] = ("", 0.0, 0.0)  # name, started, last written
 
     def phase(self, name: str, done: int, total: int) -> None:
-        """A trainer's long phase (:meth:`flexkit.plugins.contract.Trainer.report_progress`): on a terminal a line
+        """A trainer's long phase (:meth:`flexkit.Trainer.report_progress`): on a terminal a line
         rewritten at most 5 times a second; elsewhere a line at every 10% of it."""
         if self.stream is None or total <= 0:
             return

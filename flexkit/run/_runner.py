@@ -11,9 +11,9 @@ to it, so a resumed run ends with exactly the metrics of an uninterrupted one (b
 ``flexkit/run/seconds``). A run holds its folder's lock
 (:mod:`flexkit.run._lock`) from before its trainer is set up to its end: a second run on the folder is refused.
 
-At each evaluation the trainer's :meth:`~flexkit.plugins.contract.Trainer.evaluate` (the test split) is recorded
+At each evaluation the trainer's :meth:`~flexkit.Trainer.evaluate` (the test split) is recorded
 and read by the summary, ``flexkit compare`` and the plots; only its
-:meth:`~flexkit.plugins.contract.Trainer.validate` (the validation split, for a trainer with
+:meth:`~flexkit.Trainer.validate` (the validation split, for a trainer with
 ``supports_validation``) reaches the selectors (:meth:`~flexkit.Pipeline.evaluation`): what steers a run is never
 what judges it (:func:`evaluate_splits`).
 """
@@ -205,7 +205,7 @@ def _run_in_folder(pipe: Pipeline, trainer: Any, replay: ReplayBuffer | None, ru
 
 def new_trainer(pipe: Pipeline) -> Any:
     """The pipeline's ``[trainer]`` built from its config and the run's trainer seed, not yet set up (building is
-    cheap; :meth:`~flexkit.plugins.contract.Trainer.setup`, a warm start for instance, can take minutes)."""
+    cheap; :meth:`~flexkit.Trainer.setup`, a warm start for instance, can take minutes)."""
     cfg = pipe.config
     if cfg.trainer is None:
         raise ConfigError("this command needs a [trainer] table (e.g. type = \"simulator\")", pipe.source)
@@ -214,8 +214,8 @@ def new_trainer(pipe: Pipeline) -> Any:
 
 
 def has_validation(trainer: Any) -> bool:
-    """Whether ``trainer`` has a validation split (:attr:`~flexkit.plugins.contract.Trainer.supports_validation`;
-    a trainer that does not derive from :class:`~flexkit.plugins.contract.Trainer` has none)."""
+    """Whether ``trainer`` has a validation split (:attr:`~flexkit.Trainer.supports_validation`;
+    a trainer that does not derive from :class:`~flexkit.Trainer` has none)."""
     return isinstance(trainer, Trainer) and trainer.supports_validation
 
 
@@ -234,9 +234,9 @@ def evaluate_splits(pipe: Pipeline, trainer: Any, step: int) -> tuple[dict[str, 
 
 def run_support(pipe: Pipeline, trainer: Any) -> HostSupport:
     """What ``flexkit run`` with ``trainer`` honours of ``pipe``: the sample stage and refills always; ``[replay]``
-    when the trainer declares :attr:`~flexkit.plugins.contract.Trainer.supports_replay`; evaluations for the
+    when the trainer declares :attr:`~flexkit.Trainer.supports_replay`; evaluations for the
     selectors (the validation split) when ``[run] eval_every`` is above 0 and the trainer declares
-    :attr:`~flexkit.plugins.contract.Trainer.supports_validation`."""
+    :attr:`~flexkit.Trainer.supports_validation`."""
     kind = pipe.config.trainer.type if pipe.config.trainer is not None else "?"
     every = pipe.config.run.eval_every
     if every <= 0:

@@ -4,7 +4,7 @@ A step generates one or more rounds (more under dynamic sampling, ``[sample.refi
 are drawn, filtered (a group filter keeps some), and, past the step's target, dropped as surplus. The counts of
 those rounds live here and nowhere else: a group filter keeps the step's count of the groups it kept
 (:class:`~flexkit.sample.actuators.group_filter.GroupFilter`: target, rounds, kept so far; its checkpointed
-state), :func:`flexkit.run._dynamic_sampling.fill_batch` returns the step's count with what the update trains on and
+state), :func:`flexkit.fill_batch` returns the step's count with what the update trains on and
 what the rounds cost (``FilledBatch.count``), ``flexkit run`` writes :meth:`RefillCount.metrics` into its records
 and :func:`flexkit.pipeline_metrics` reports the same names for a host adapter.
 """

@@ -11,7 +11,7 @@ costs no generation. With ``[replay]`` (:class:`~flexkit.config.models.ReplayCon
    the steps since it was generated (0: fresh). Replayed rows keep their advantages and their
    ``old_log_probs``, the log-probabilities of the policy that generated them, so the trainer's clipped
    importance ratio accounts for the policy having moved since (a trainer declares that it does with
-   :attr:`flexkit.plugins.contract.Trainer.supports_replay`);
+   :attr:`flexkit.Trainer.supports_replay`);
 3. after the update, stores the fresh batch's informative groups (a group with a non-zero advantage on a
    response token; a group whose answers all got the same reward has none under GRPO) and forgets the groups
    too old to be replayed again (:meth:`ReplayBuffer.store`).

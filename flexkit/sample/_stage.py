@@ -46,9 +46,9 @@ class SampleStage:
 
     Args:
         scorer: a scorer (:class:`~flexkit.plugins.contract.ScorerLike`), usually a
-            :class:`~flexkit.sample._scorer.Scorer` instance.
+            :class:`~flexkit.Scorer` instance.
         actuator: an actuator (:class:`~flexkit.plugins.contract.ActuatorLike`), usually an
-            :class:`~flexkit.sample._actuator.Actuator` instance.
+            :class:`~flexkit.Actuator` instance.
         mechanism: ``"select"``, ``"reweight"`` or ``"mix"`` (must be the actuator's).
         estimator: the trainer's advantage estimator (``"grpo"``, ``"gae"``, ...).
         weights_key: the batch field holding weights the trainer already computed (multiplied, never
@@ -115,8 +115,8 @@ class SampleStage:
     def run(self, batch: RolloutBatch | Mapping[str, Any], *, step: int) -> Action:
         """Score ``batch`` and act on the scores; record the result for :meth:`token_weights` and logging.
 
-        ``batch`` is a :class:`~flexkit.sample._batch.RolloutBatch` or a plain mapping of field name to tensor or
-        array, converted with :meth:`RolloutBatch.from_dict <flexkit.sample._batch.RolloutBatch.from_dict>` (the
+        ``batch`` is a :class:`~flexkit.RolloutBatch` or a plain mapping of field name to tensor or
+        array, converted with :meth:`RolloutBatch.from_dict <flexkit.RolloutBatch.from_dict>` (the
         same mapping object passed again counts as the same batch); anything else raises
         :class:`~flexkit.errors.SampleTypeError` (a ``TypeError``).
 

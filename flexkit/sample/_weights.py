@@ -54,7 +54,7 @@ LOG_RATIO_CLAMP = 20.0
 def keep_to_sample_weights(
     keep: Any, batch_size: int, *, dtype: Any = None, device: Any = None
 ) -> torch.Tensor:
-    """A (B,) float tensor: 1 at the kept indices (a :class:`~flexkit.sample._actuator.Keep` or an array of
+    """A (B,) float tensor: 1 at the kept indices (a :class:`~flexkit.Keep` or an array of
     indices), 0 elsewhere. Indices outside ``0 .. batch_size-1`` raise :class:`SampleError`."""
     import torch
 
@@ -82,7 +82,7 @@ def _float_dtype(t: torch.Tensor) -> Any:
 def to_token_weights(action: Any, response_mask: torch.Tensor) -> torch.Tensor:
     """A (B, T) float tensor of per-token weights for a select or reweight action, × ``response_mask``.
 
-    :class:`~flexkit.sample._actuator.Keep` → 0/1 per sample, broadcast; ``Weights`` (B,) → broadcast;
+    :class:`~flexkit.Keep` → 0/1 per sample, broadcast; ``Weights`` (B,) → broadcast;
     ``Weights`` (B, T) → as is. Weights are detached. Mix actions carry no loss weights (``SampleError``).
     """
     from flexkit.sample._actuator import Keep, Weights

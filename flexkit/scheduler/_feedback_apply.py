@@ -2,7 +2,7 @@
 
 Used by :meth:`flexkit.TasksetScheduler.feedback` once the payload is validated whole. A selector
 whose
-class declares :attr:`~flexkit.selectors._base.Selector.atomic_feedback` is trusted to change nothing unless it
+class declares :attr:`~flexkit.Selector.atomic_feedback` is trusted to change nothing unless it
 succeeds; any other selector's state is copied first and restored when a part of the payload fails.
 """
 
@@ -26,12 +26,12 @@ if TYPE_CHECKING:
 def apply_feedback(entries: Sequence[TasksetEntry], checked: Sequence[tuple[int, np.ndarray, np.ndarray]]) -> None:
     """Give each selector its part of a validated payload, all or nothing.
 
-    A selector whose class declares :attr:`~flexkit.selectors._base.Selector.atomic_feedback` changes nothing
+    A selector whose class declares :attr:`~flexkit.Selector.atomic_feedback` changes nothing
     until its input is valid, and the input was validated, so it cannot fail part-way; any other selector's state
     is copied before its part, and those parts go first. When a selector raises, every copied state is restored and a
     :class:`~flexkit.errors.FeedbackError` (the selector refused its part) or
     :class:`~flexkit.errors.ComponentError` (it failed) names it. A selector keeping
-    :class:`~flexkit.selectors._base.Selector`'s ``feedback`` is not validated again (:func:`_give`). Copying
+    :class:`~flexkit.Selector`'s ``feedback`` is not validated again (:func:`_give`). Copying
     costs one copy of a plugin selector's state per feedback; flexkit's own selectors declare atomic feedback and
     cost nothing.
     """

@@ -327,7 +327,7 @@ class TasksetScheduler(SchedulerState):
 
     def evaluation(self, metrics: Mapping[str, float]) -> None:
         """Pass the trainer's held-out evaluation (metric name → value) to every selector that takes one
-        (:meth:`~flexkit.selectors._base.Selector.observe_evaluation`; plugin selectors without it are skipped).
+        (:meth:`~flexkit.Selector.observe_evaluation`; plugin selectors without it are skipped).
 
         A batch already selected in the background (prefetch) is selected first and keeps its tasks: the
         evaluation reaches the selections after it. :class:`~flexkit.errors.ComponentError` names a selector that

@@ -6,7 +6,7 @@ A mix actuator's action reaches the scheduler through :meth:`Pipeline.apply_samp
 pipeline's mix. Its slice of a checkpoint is two keys of the scheduler's table, ``mix`` and ``mix_from``; the
 sample stage keeps none (checkpoints written before flexkit stored the mix once also hold the stage's copy as
 ``sample.proportions``: it is ignored on load, :meth:`SampleStage.check_state
-<flexkit.sample._stage.SampleStage.check_state>`).
+<flexkit.SampleStage.check_state>`).
 """
 
 from __future__ import annotations

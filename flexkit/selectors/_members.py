@@ -1,4 +1,4 @@
-"""The optional members of a selector, read in one place: declared on :class:`~flexkit.selectors._base.Selector`
+"""The optional members of a selector, read in one place: declared on :class:`~flexkit.Selector`
 (each a documented default there), so a host calls them on a ``Selector`` without asking whether they exist. A
 plugin selector that does not derive from the base (a duck-typed object with ``get_indices``, ``feedback`` and the
 state methods) is asked here, and only here, which of them it has
@@ -24,7 +24,7 @@ _ESTIMATE_METHODS = ("predicted_pass_rates", "estimates", "posterior_mean")
 
 
 def flag(selector: Any, name: str) -> bool:
-    """The flag ``name`` (one of :class:`~flexkit.selectors._base.Selector`'s) of ``selector`` (or of a selector
+    """The flag ``name`` (one of :class:`~flexkit.Selector`'s) of ``selector`` (or of a selector
     factory, for ``keeps_feature_dtypes``), read from the
     object (``atomic_feedback`` from its class, which declares it for its own feedback code); ``False`` for a
     foreign selector that does not set it (``atomic_feedback`` only when exactly ``True``: a foreign selector's

@@ -184,7 +184,7 @@ def check_refuses_bad_table(component: Component, workdir: Path, *, plugins: Plu
 
 
 def check_component_pattern(component: Component, workdir: Path, *, plugins: PluginHost | None = None) -> None:
-    """Clause 7: a feedback operator is a ``FeedbackOperator``; a :class:`~flexkit.plugins.contract.Configurable`'s
+    """Clause 7: a feedback operator is a ``FeedbackOperator``; a :class:`~flexkit.Configurable`'s
     ``Config`` is the registered config class and it knows its registered name; a selector says it learns from
     feedback exactly when it overrides the learning hook."""
     built = build(component, workdir, plugins=plugins)

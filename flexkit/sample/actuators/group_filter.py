@@ -3,7 +3,7 @@
 DAPO's dynamic sampling (arXiv 2503.14476) and Online Difficulty Filtering (arXiv 2504.03380) both drop
 groups, then generate more until the training batch holds ``target`` kept groups, with a cap on extra
 generation rounds. flexkit's actuator cannot roll out, so it reports what the trainer needs to refill:
-:class:`GroupKeep` (a :class:`~flexkit.sample._actuator.Keep` with group counts) and :meth:`GroupFilter.metrics`.
+:class:`GroupKeep` (a :class:`~flexkit.Keep` with group counts) and :meth:`GroupFilter.metrics`.
 
 Calls for the same step accumulate: the first call at a step opens a round count and a target (the
 configured ``target_groups``, or the first batch's number of groups); each further call at that step (a refill

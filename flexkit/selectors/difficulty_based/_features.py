@@ -2,7 +2,7 @@
 
 The selector keeps read-only ``f0``, ``f1`` whatever their dtype (float64, float32, float16, integers or bools:
 values in [0, 1]; copies of arrays the caller could still write,
-:func:`~flexkit.selectors._base.read_feature_columns`) and converts to float64 only what a step reads: the rows
+:func:`~flexkit.read_feature_columns`) and converts to float64 only what a step reads: the rows
 it gathers or one chunk of a pass (:func:`as64`). Every float64 computation therefore sees exactly the values a
 float64 copy would hold, so float32 input picks the same tasks as float64 input of the same values, bit for bit.
 

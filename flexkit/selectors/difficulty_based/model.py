@@ -139,7 +139,7 @@ class DifficultyBasedSelector(Selector):
     into them afterwards changes no selection (and cannot slip a NaN or a value outside [0, 1] past the checks);
     without a copy only when nobody can write them (a taskset's columns, or a read-only array that owns its
     memory: ``a.setflags(write=False)`` saves the copy for a huge taskset;
-    :func:`~flexkit.selectors._base.read_feature_columns`). Float64 values are computed from them per gathered
+    :func:`~flexkit.read_feature_columns`). Float64 values are computed from them per gathered
     batch or chunk (:mod:`._features`), so float32 input picks exactly what float64 input of the same values
     picks. Only float64 input up to ``tuning.FEATURE_MIRROR_MAX`` (2^25) tasks gets a float32 copy (4 bytes per
     task and column) for the float32 pass.
