@@ -13,8 +13,10 @@ The public surface::
 their configs' :func:`field`, the registration hook's :class:`Register` and :data:`hookimpl`, the errors (their
 home is :mod:`flexkit.errors`), the pipeline loaders, the host adapters' helpers (:func:`pipeline_metrics`,
 :class:`FlexkitSampler`, :func:`fill_batch`, :func:`split_arrays`), the public subpackages :mod:`flexkit.testing`
-(contract checks for a plugin's tests) and :mod:`flexkit.distributed`, and :mod:`flexkit.errors`. Every other
-module is internal: its names may move between releases. A few names load their module on first use
+(contract checks for a plugin's tests) and :mod:`flexkit.distributed`, and :mod:`flexkit.errors`; host adapters
+also use :mod:`flexkit.host`. Internal modules say so by name (a leading underscore: ``flexkit.run._runner``, as
+pytest's ``_pytest``): their names may move between releases (the public modules are listed in
+docs/architecture.md). A few names load their module on first use
 (``FlexkitSampler`` imports torch; ``GroupFilter`` is a built-in's module), so that ``import flexkit`` stays light
 and loads no built-in component.
 """
@@ -24,7 +26,7 @@ from __future__ import annotations
 from flexkit._lazy import lazy_exports
 from flexkit._version import DISTRIBUTION, __version__
 from flexkit.config import field
-from flexkit.config.converter import make_converter, structure
+from flexkit.config._converter import make_converter, structure
 from flexkit.errors import (
     CheckpointError,
     ComponentError,
@@ -44,9 +46,9 @@ from flexkit.errors import (
 )
 from flexkit.pipeline._checkpoint import join_arrays, split_arrays
 from flexkit.pipeline._pipeline import Pipeline, load_pipeline, make_selector, pipeline_from_dict
-from flexkit.plugins.contract import Configurable, FeedbackOperator, Rollout, Trainer
-from flexkit.plugins.hookspecs import Register, hookimpl
-from flexkit.plugins.manager import PluginHost, get_plugins, plugin_host_for
+from flexkit.plugins._contract import Configurable, FeedbackOperator, Rollout, Trainer
+from flexkit.plugins._hookspecs import Register, hookimpl
+from flexkit.plugins._manager import PluginHost, get_plugins, plugin_host_for
 from flexkit.run._dynamic_sampling import fill_batch
 from flexkit.sample import Actuator, Keep, Mix, RolloutBatch, SampleStage, Scorer, Weights
 from flexkit.sample._actuator import sample_weights_normalised

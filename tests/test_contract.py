@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from flexkit.config.components import STAGES
-from flexkit.plugins.manager import REGISTER_HOOKS, Component, plugin_host_for
+from flexkit.config._components import STAGES
+from flexkit.plugins._manager import REGISTER_HOOKS, Component, plugin_host_for
 from flexkit.testing import (
     CHECKPOINTED,
     DRIVEN,

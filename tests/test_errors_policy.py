@@ -94,18 +94,18 @@ CAUGHT_BUILTINS: dict[str, str] = {
         "flexkit validate reports every taskset's failure; a storage's own error is shown with its type",
     "flexkit/compare/_execution.py::run_in_order: Exception": "any error of one run is that run's failure, reported",
     "flexkit/compare/_run.py::_read_setting_file: ValueError": _DATA,
-    "flexkit/config/converter.py::_structure_attrs: ArithmeticError, TypeError, ValueError":
+    "flexkit/config/_converter.py::_structure_attrs: ArithmeticError, TypeError, ValueError":
         "attrs' validator convention: a config class's validators signal an invalid value with these",
-    "flexkit/config/converter.py::describe: ValueError": "repr() of an int past Python's digit limit",
-    "flexkit/config/converter.py::structure: TypeError, ValueError":
+    "flexkit/config/_converter.py::describe: ValueError": "repr() of an int past Python's digit limit",
+    "flexkit/config/_converter.py::structure: TypeError, ValueError":
         "cattrs' hook convention: a structure hook signals an invalid value with these",
-    "flexkit/config/loader.py::_first_failing_prefix.fails: Exception": "probing tomllib for the failing prefix",
-    "flexkit/config/loader.py::parse_toml: ValueError": _DATA + " (tomllib's int() past the digit limit)",
-    "flexkit/config/overrides.py::parse_seeds: ValueError": _DATA,
-    "flexkit/plugins/contract.py::registered_name_of: Exception":
+    "flexkit/config/_loader.py::_first_failing_prefix.fails: Exception": "probing tomllib for the failing prefix",
+    "flexkit/config/_loader.py::parse_toml: ValueError": _DATA + " (tomllib's int() past the digit limit)",
+    "flexkit/config/_overrides.py::parse_seeds: ValueError": _DATA,
+    "flexkit/plugins/_contract.py::registered_name_of: Exception":
         "a broken plugin must not replace the message being written",
-    "flexkit/plugins/contract.py::check_selection: Exception": _NAMED + " (a ComponentError: its indices)",
-    "flexkit/plugins/contract.py::component_bugs: Exception": _NAMED + " (a ComponentError)",
+    "flexkit/plugins/_contract.py::check_selection: Exception": _NAMED + " (a ComponentError: its indices)",
+    "flexkit/plugins/_contract.py::component_bugs: Exception": _NAMED + " (a ComponentError)",
     "flexkit/distributed/_ledger.py::BatchLedger._check_id: TypeError": _DATA + " (operator.index)",
     "flexkit/distributed/_torch_dist.py::DistributedPipeline.apply_sample_stage: Exception":
         "gathered from every rank (so no rank waits forever) and raised on all, with its repr",
@@ -142,14 +142,14 @@ CAUGHT_BUILTINS: dict[str, str] = {
                                                       "read from the records",
     "flexkit/plot/_figures.py::_targets: KeyError, TypeError": "best effort: a plot without target lines",
     "flexkit/pipeline/_grouping.py::_natural: ValueError": _DATA,
-    "flexkit/plugins/registrar.py::Component.build: AttributeError, TypeError":
+    "flexkit/plugins/_registrar.py::Component.build: AttributeError, TypeError":
         "a frozen or slotted component keeps its class's name",
-    "flexkit/plugins/local_import.py::exit_is_import_error: BaseException": "sys.exit() while importing a plugin",
-    "flexkit/plugins/local_import.py::exit_is_import_error: Exception": "re-raised as it is",
-    "flexkit/plugins/local_import.py::load_local_module: BaseException": _CLEANUP,
-    "flexkit/plugins/manager.py::PluginHost._load_entry_points: Exception": _NAMED + " (a plugin failure)",
-    "flexkit/plugins/manager.py::PluginHost.add: Exception": _NAMED + " (a plugin failure)",
-    "flexkit/plugins/manager.py::PluginHost.add_local: Exception": _NAMED + " (cannot load plugin ...)",
+    "flexkit/plugins/_local_import.py::exit_is_import_error: BaseException": "sys.exit() while importing a plugin",
+    "flexkit/plugins/_local_import.py::exit_is_import_error: Exception": "re-raised as it is",
+    "flexkit/plugins/_local_import.py::load_local_module: BaseException": _CLEANUP,
+    "flexkit/plugins/_manager.py::PluginHost._load_entry_points: Exception": _NAMED + " (a plugin failure)",
+    "flexkit/plugins/_manager.py::PluginHost.add: Exception": _NAMED + " (a plugin failure)",
+    "flexkit/plugins/_manager.py::PluginHost.add_local: Exception": _NAMED + " (cannot load plugin ...)",
     "flexkit/scheduler/_prefetch.py::Prefetcher._run: BaseException": "handed to the reader and raised there, as it is",
     "flexkit/sample/_replay.py::ReplayBuffer.load_state_dict: RuntimeError, TypeError, ValueError":
         _DATA + " (numpy and torch on a checkpoint's stored rows: a CheckpointError)",
@@ -190,7 +190,7 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/tasksets/_jsonl.py::_problem: ValueError": _DATA,
     "flexkit/tasksets/_memory.py::InMemoryTaskset.__init__: TypeError, ValueError": _DATA,
     "flexkit/tasksets/_memory.py::_content_digest: TypeError, ValueError": "rows JSON cannot hold have no digest",
-    "flexkit/state_problems.py::plain_number: Exception": "whatever a foreign array type raises: not a number",
+    "flexkit/_state_problems.py::plain_number: Exception": "whatever a foreign array type raises: not a number",
     "plugins/flexkit-rft-ray/flexkit_ray/__init__.py::run_worker: BaseException": _CLEANUP,
     "plugins/flexkit-rft-trinity/flexkit_trinity/config.py::is_flexkit_selector_type: Exception":
         "Trinity-RFT's own registry refusing an unknown name: not a flexkit selector",

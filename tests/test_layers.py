@@ -30,8 +30,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "sample": ("sample/",),
     "plugins": ("plugins/",),
     "config": ("config/",),
-    "base": ("errors.py", "log.py", "_files.py", "_lazy.py", "_version.py", "estimators.py", "state_problems.py",
-             "metric_names.py"),
+    "base": ("errors.py", "_log.py", "_files.py", "_lazy.py", "_version.py", "_estimators.py", "_state_problems.py",
+             "_metric_names.py"),
 }
 
 #: The layers each layer may import besides its own and the base. Not transitive: each allowed pair is written.
@@ -163,10 +163,10 @@ def test_the_pipeline_does_not_import_the_step_loop(importer: str, module: str) 
 
 def test_the_checker_sees_function_level_and_relative_imports(tmp_path: Path) -> None:
     """The scanner itself: an import inside a function, and a relative one, are found and placed."""
-    assert "flexkit.config.overrides" in imports_of("pipeline/_pipeline.py")  # imported inside pipeline_from_dict
-    assert layer_of(module_file("flexkit.config.overrides")) == "config"
+    assert "flexkit.config._overrides" in imports_of("pipeline/_pipeline.py")  # imported inside pipeline_from_dict
+    assert layer_of(module_file("flexkit.config._overrides")) == "config"
     assert layer_of(module_file("flexkit.selectors._base.Selector")) == "selectors"
-    assert layer_of("config/reference.py") == "face" and layer_of("config/models.py") == "config"
+    assert layer_of("config/reference.py") == "face" and layer_of("config/_models.py") == "config"
 
 
 def test_docs_architecture_names_every_module() -> None:

@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flexkit import ConfigError, Pipeline, load_pipeline, run_pipeline
+from flexkit._metric_names import KEPT_FRACTION, REPLAY_RESPONSES
 from flexkit.cli.main import main
 from flexkit.compare._records import _trained
 from flexkit.errors import CheckpointError, SampleError
-from flexkit.metric_names import KEPT_FRACTION, REPLAY_RESPONSES
 from flexkit.run.simulator import SimulatorTrainer
 from flexkit.sample._batch import RolloutBatch
 from flexkit.sample._replay import REPLAY_AGE, ReplayBuffer

@@ -36,7 +36,7 @@ from flexkit.pipeline._checkpoint import STATE_FILE, load_state
 from flexkit.pipeline._fingerprint import differences
 from flexkit.pipeline._pipeline import Pipeline
 from flexkit.pipeline._state import EXTRA_KEY, TRAINER_KEY
-from flexkit.plugins.contract import TrainerLike
+from flexkit.plugins._contract import TrainerLike
 from flexkit.run._runner import CHECKPOINT_DIR, new_trainer
 from flexkit.scheduler._scheduler import Task
 from flexkit.scheduler.feedback import task_triples

@@ -31,9 +31,9 @@ from typing import Any, cast
 import attrs
 
 from flexkit._files import fsync_dir, require_regular_file
+from flexkit._state_problems import is_count
 from flexkit.errors import CheckpointError, FlexkitError, StateError
 from flexkit.pipeline._checkpoint import STATE_FILE, load_state, save_state
-from flexkit.state_problems import is_count
 
 __all__ = ["HEADER_KEY", "IDENTITY_VERSION", "PartialOutput", "record_path"]
 

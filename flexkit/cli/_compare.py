@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from flexkit._log import say
 from flexkit.errors import ConfigError
-from flexkit.log import say
 
 __all__ = ["MAX_LIST_VALUES", "cmd_compare"]
 

@@ -47,7 +47,7 @@ class _RefusePipelinePlugins(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
                  option_string: str | None = None) -> None:
-        from flexkit.config.loader import ENV_NO_PIPELINE_PLUGINS
+        from flexkit.config._loader import ENV_NO_PIPELINE_PLUGINS
 
         os.environ[ENV_NO_PIPELINE_PLUGINS] = "1"
         setattr(namespace, self.dest, True)

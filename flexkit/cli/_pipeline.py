@@ -8,8 +8,8 @@ import importlib.metadata
 import json
 from typing import TYPE_CHECKING
 
+from flexkit._log import say
 from flexkit.errors import ConfigError
-from flexkit.log import say
 from flexkit.pipeline._support import HostSupport, check_support
 
 if TYPE_CHECKING:

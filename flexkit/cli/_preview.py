@@ -20,7 +20,7 @@ import numpy as np
 
 from flexkit.errors import FlexkitError
 from flexkit.pipeline._grouping import TasksetGrouping
-from flexkit.plugins.contract import group_size_of
+from flexkit.plugins._contract import group_size_of
 from flexkit.run._estimates import level_mix
 from flexkit.tasksets._base import finite_number
 
@@ -188,7 +188,7 @@ def bernoulli_rollout(tasks: Sequence[Any], p: np.ndarray, group: int, rng: np.r
     """A :class:`~flexkit.Rollout` of ``group`` Bernoulli(``p``) rewards per task (one token each)."""
     import torch
 
-    from flexkit.plugins.contract import Rollout
+    from flexkit.plugins._contract import Rollout
     from flexkit.sample._batch import RolloutBatch
 
     rewards = (rng.random((len(tasks), group)) < np.clip(p, 0.0, 1.0)[:, None]).astype(np.float32).reshape(-1)

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
+from flexkit._log import say
 from flexkit._version import DISTRIBUTION, __version__
 from flexkit.errors import ConfigError
-from flexkit.log import say
 
 if TYPE_CHECKING:
-    from flexkit.plugins.manager import PluginHost
+    from flexkit.plugins._manager import PluginHost
 
 __all__ = ["DEFAULT_SCHEMA_PATH", "Origin", "cmd_plugins", "cmd_schema", "distribution_origin", "flexkit_distributions",
            "version_report"]
@@ -114,7 +114,7 @@ def flexkit_distributions() -> dict[str, Origin]:
     """Where the core and every installed flexkit distribution came from, by name: those that require the core
     (a plugin with no component, such as ``flexkit-rft-ray``, included) and those with ``flexkit`` or
     ``flexkit.hosts`` entry points."""
-    from flexkit.plugins.manager import ENTRY_POINT_GROUP
+    from flexkit.plugins._manager import ENTRY_POINT_GROUP
 
     origins = {DISTRIBUTION: distribution_origin(DISTRIBUTION)}
     found = [ep.dist for group in (ENTRY_POINT_GROUP, f"{ENTRY_POINT_GROUP}.hosts")
@@ -142,7 +142,7 @@ def _plugin_host(specs: Sequence[str]) -> PluginHost:
     does not load is a :class:`ConfigError` naming its ``--plugin``."""
     import attrs
 
-    from flexkit.plugins.manager import plugin_host_for
+    from flexkit.plugins._manager import plugin_host_for
 
     try:
         return plugin_host_for(specs)
@@ -187,7 +187,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 def cmd_schema(args: argparse.Namespace) -> int:
     """``flexkit schema``: print, write or check the JSON Schema."""
-    from flexkit.config.schema import REGENERATE_COMMAND, dumps, pipeline_schema
+    from flexkit.config._schema import REGENERATE_COMMAND, dumps, pipeline_schema
 
     host = _plugin_host(args.plugin)
     wanted, local = {DISTRIBUTION, *args.distribution}, set(args.plugin)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flexkit.log import say
+from flexkit._log import say
 
 if TYPE_CHECKING:
     from flexkit.pipeline._pipeline import Pipeline

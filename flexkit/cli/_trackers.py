@@ -6,7 +6,7 @@ sample stage, feedback pass rates, selector summaries, ``flexkit/rollouts`` for 
 step's record under the same names (the step's refill counts, ``flexkit/run/rollouts``, and on evaluation steps
 ``flexkit/eval/accuracy[/<level>]``, the test split, and ``flexkit/val/accuracy[/<level>]``, the validation
 split), and ``flexkit/run/reward_mean``: the names of
-:mod:`flexkit.metric_names`. The x axis is the training step (1-based: the step's record ``step + 1``, so the
+:mod:`flexkit._metric_names`. The x axis is the training step (1-based: the step's record ``step + 1``, so the
 evaluation before training is at 0).
 
 * TensorBoard (``--tensorboard``; ``pip install "flexkit-rft[tensorboard]"``): event files in
@@ -22,9 +22,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from flexkit._metric_names import PREFIX, REWARD_MEAN, record_evaluation, record_validation
 from flexkit.errors import FlexkitError
 from flexkit.integrations._host_metrics import pipeline_metrics
-from flexkit.metric_names import PREFIX, REWARD_MEAN, record_evaluation, record_validation
 from flexkit.sample._refill_count import RefillCount
 from flexkit.scheduler.feedback import SELECTOR_METRIC
 

@@ -13,13 +13,13 @@ import os
 import sys
 from collections.abc import Sequence
 
+from flexkit._log import configure_cli_logging, say
 from flexkit.cli._compare import MAX_LIST_VALUES, cmd_compare
 from flexkit.cli._parser import build_parser
 from flexkit.cli._pipeline import cmd_preview, cmd_validate
 from flexkit.cli._registry import DEFAULT_SCHEMA_PATH, cmd_plugins, cmd_schema
 from flexkit.cli._run import cmd_annotate, cmd_plot, cmd_run, resume_command
 from flexkit.errors import ConfigError, FlexkitError
-from flexkit.log import configure_cli_logging, say
 
 __all__ = ["DEFAULT_SCHEMA_PATH", "EXIT_OUTPUT_CUT", "MAX_LIST_VALUES", "build_parser", "cmd_annotate", "cmd_compare",
            "cmd_plot", "cmd_plugins", "cmd_preview", "cmd_run", "cmd_schema", "cmd_validate", "main",

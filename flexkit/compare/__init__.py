@@ -48,7 +48,7 @@ number and every run's curves), ``accuracy.png`` (mean accuracy vs step and vs r
 and ``levels.png`` (one panel per level); the plots need matplotlib, ``pip install "flexkit-rft[plot]"``, and
 are skipped with a note without it.
 
-Modules, by reader: :mod:`~flexkit.config.overrides` (``--set``/``--seeds`` parsing and overrides),
+Modules, by reader: :mod:`~flexkit.config._overrides` (``--set``/``--seeds`` parsing and overrides),
 :mod:`~flexkit.compare._statistics` (intervals, curves, the target), :mod:`~flexkit.compare._records` (what a run's
 ``metrics.jsonl`` says), :mod:`~flexkit.compare._report` (tables, ``results.md``/``results.json``, accuracy plot),
 :mod:`~flexkit.compare._level_plot` (``levels.png``), :mod:`~flexkit.compare._results` (the records),
@@ -78,7 +78,7 @@ from flexkit.compare._statistics import (
     steps_to,
     t_quantile,
 )
-from flexkit.config.overrides import (
+from flexkit.config._overrides import (
     Override,
     Setting,
     apply_overrides,

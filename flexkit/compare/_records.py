@@ -1,7 +1,7 @@
 """What ``flexkit compare`` reads from a finished run's ``metrics.jsonl``: its evaluation curves (overall and per
 level) and what it spent (steps, optimizer steps, trained samples, rollouts; by each evaluation, with the wall
 seconds). Records are read under the current
-names (:mod:`flexkit.metric_names`), so a run folder written before them reads the same."""
+names (:mod:`flexkit._metric_names`), so a run folder written before them reads the same."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from typing import Any
 
 import attrs
 
-from flexkit.compare._results import Spent
-from flexkit.metric_names import (
+from flexkit._metric_names import (
     EVAL_ACCURACY,
     KEPT_FRACTION,
     LEVEL_MIX,
@@ -21,7 +20,8 @@ from flexkit.metric_names import (
     TRAINER_EVAL_ACCURACY,
     record_evaluation,
 )
-from flexkit.state_problems import is_number
+from flexkit._state_problems import is_number
+from flexkit.compare._results import Spent
 
 __all__ = ["RunRecords", "read_run_records"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import attrs
 
-from flexkit.config.overrides import Setting
+from flexkit.config._overrides import Setting
 
 __all__ = ["Comparison", "ReportInfo", "RunFailure", "RunOutcome", "SettingResult", "Spent"]
 

@@ -17,18 +17,18 @@ from typing import IO, Any
 
 import attrs
 
+from flexkit._state_problems import is_number
 from flexkit.compare._execution import Job, JobResult, run_in_order, run_in_processes
 from flexkit.compare._plot_parts import say
 from flexkit.compare._records import read_run_records
 from flexkit.compare._report import write_reports
 from flexkit.compare._results import Comparison, ReportInfo, RunFailure, RunOutcome, SettingResult, Spent
 from flexkit.compare._statistics import accuracy_at, default_budget, default_target, first_reaching, steps_to
-from flexkit.config.loader import read_toml_file
-from flexkit.config.overrides import Setting, apply_overrides, command_line, folder_name
+from flexkit.config._loader import read_toml_file
+from flexkit.config._overrides import Setting, apply_overrides, command_line, folder_name
 from flexkit.errors import ConfigError, ConfigIssue, FlexkitError
-from flexkit.plugins.contract import group_size_of
+from flexkit.plugins._contract import group_size_of
 from flexkit.run._lock import LOCK_FILE, hold_folder
-from flexkit.state_problems import is_number
 
 __all__ = ["compare"]
 
@@ -172,7 +172,7 @@ class _Plan:
 
     def run_dir(self, setting: Setting, seed: int) -> Path:
         """The folder of the (setting, seed) run (a long setting name is shortened, see
-        :func:`~flexkit.config.overrides.folder_name`)."""
+        :func:`~flexkit.config._overrides.folder_name`)."""
         return self.out_dir / folder_name(setting.name) / f"seed{seed}"
 
     def source(self, setting: Setting) -> str:
@@ -212,7 +212,7 @@ class _Plan:
 def _check_arguments(settings: Sequence[Setting], seeds: Sequence[int]) -> None:
     """Raise :class:`~flexkit.ConfigError` without settings, with repeated or reserved names
     (:data:`RESERVED_NAMES`), or with bad seeds."""
-    from flexkit.config.overrides import MAX_SEED, MAX_SEEDS
+    from flexkit.config._overrides import MAX_SEED, MAX_SEEDS
 
     if not settings:
         raise ConfigError("compare needs at least one setting (--set NAME:... ; NAME: alone means no overrides)")

@@ -13,7 +13,7 @@ import attrs
 
 from flexkit.compare._records import LEVEL_PREFIX
 from flexkit.compare._results import RunOutcome, SettingResult
-from flexkit.config.overrides import Setting
+from flexkit.config._overrides import Setting
 from flexkit.errors import ConfigError, FlexkitError
 
 __all__ = ["SavedComparison", "merge_saved", "read_results", "short_labels", "source_label"]

@@ -62,9 +62,9 @@ def compared_evaluation(evaluation: Mapping[str, Any], which: str) -> dict[str, 
     """The finite numbers of a run's ``which`` (first or last) evaluation, what ``compare`` reports; a value
     that is not one (``None``, NaN, text) is left out. Raises :class:`~flexkit.errors.ComponentError` when
     ``eval_accuracy``, the accuracy every report is about, is missing or not a finite number."""
+    from flexkit._metric_names import TRAINER_EVAL_ACCURACY as EVAL_ACCURACY
+    from flexkit._state_problems import is_number, short
     from flexkit.errors import ComponentError
-    from flexkit.metric_names import TRAINER_EVAL_ACCURACY as EVAL_ACCURACY
-    from flexkit.state_problems import is_number, short
 
     accuracy = evaluation.get(EVAL_ACCURACY)
     if not is_number(accuracy):

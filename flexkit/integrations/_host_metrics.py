@@ -2,7 +2,7 @@
 
 Every name starts with :data:`PREFIX` (``flexkit/``), so the metrics group together in W&B, TensorBoard or any
 tracker a host trainer feeds. The names are those of ``flexkit run``'s records, defined once in
-:mod:`flexkit.metric_names` and listed in docs/metrics.md: the scheduler's step, epoch and mix, the sample stage's
+:mod:`flexkit._metric_names` and listed in docs/metrics.md: the scheduler's step, epoch and mix, the sample stage's
 metrics (``flexkit/sample/...``, with the step's refill count when the caller gives one), the fed-back pass
 rates (``flexkit/feedback/...``) and the fed-back tasks' mix over each taskset's grouping column
 (``flexkit/group_mix/<taskset>/<group>``), the selectors' summaries (``flexkit/selector/<taskset>/<key>``), the
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from flexkit.metric_names import (
+from flexkit._metric_names import (
     EPOCH,
     FEEDBACK_ONE_FRACTION,
     FEEDBACK_PASS_RATE_MAX,

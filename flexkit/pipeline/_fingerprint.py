@@ -30,7 +30,7 @@ from typing import Any, cast
 import attrs
 import structlog
 
-from flexkit.config.fields import FACTORY_CLASS, field_meta
+from flexkit.config._fields import FACTORY_CLASS, field_meta
 from flexkit.pipeline._view import PipelineView
 from flexkit.tasksets._base import content_id_of
 

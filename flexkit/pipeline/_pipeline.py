@@ -10,9 +10,10 @@ from typing import Any
 import attrs
 import numpy as np
 
-from flexkit.config.converter import make_converter, structure
-from flexkit.config.loader import local_plugin_specs, read_toml_file, structure_pipeline
-from flexkit.config.models import PipelineConfig
+from flexkit._state_problems import add_problem
+from flexkit.config._converter import make_converter, structure
+from flexkit.config._loader import local_plugin_specs, read_toml_file, structure_pipeline
+from flexkit.config._models import PipelineConfig
 from flexkit.errors import (
     CheckpointError,
     ConfigError,
@@ -27,15 +28,14 @@ from flexkit.pipeline._checkpoint import load_state, save_state
 from flexkit.pipeline._fingerprint import compare_fingerprints, fingerprint_hints, pipeline_fingerprint
 from flexkit.pipeline._grouping import TasksetGrouping, taskset_grouping
 from flexkit.pipeline._state import EXTRA_KEY, PIPELINE_KEY, checkpoint_problems, component_of, refusing_component
-from flexkit.plugins.contract import FeedbackOperator, component_bugs
-from flexkit.plugins.manager import PluginHost, get_plugins
+from flexkit.plugins._contract import FeedbackOperator, component_bugs
+from flexkit.plugins._manager import PluginHost, get_plugins
 from flexkit.sample._actuator import Mix
 from flexkit.sample._stage import SampleStage
 from flexkit.sample._stage_checks import check_refill_stage
 from flexkit.scheduler._scheduler import AFTER_FEEDBACK, TasksetEntry, TasksetScheduler
 from flexkit.selectors import _members as members
 from flexkit.selectors._base import FEATURE_KEYS, TEXT_KEY, columns_of
-from flexkit.state_problems import add_problem
 from flexkit.tasksets import lazy_features
 from flexkit.tasksets._base import as_label, not_a_label, path_of
 
@@ -126,7 +126,7 @@ class Pipeline:
         (:meth:`~flexkit.TasksetScheduler.evaluation`); ``flexkit run`` calls it after every
         evaluation, and an integration with its own evaluation loop may call it the same way. Values may be Python
         numbers, numpy scalars, 0-d numpy arrays or 0-d torch tensors: the selectors get Python numbers
-        (:func:`~flexkit.metric_names.plain_evaluation`); a value that is not a number is named in a warning."""
+        (:func:`~flexkit._metric_names.plain_evaluation`); a value that is not a number is named in a warning."""
         self.scheduler.evaluation(metrics)
 
     def fingerprint(self) -> dict[str, Any]:
@@ -296,7 +296,7 @@ def pipeline_from_dict(
     """Build a pipeline from already-parsed TOML data (``base_dir`` resolves relative paths); ``plugins`` and
     ``overrides`` as in :func:`load_pipeline`."""
     if overrides:
-        from flexkit.config.overrides import apply_overrides, run_setting  # the --set grammar, loaded when used
+        from flexkit.config._overrides import apply_overrides, run_setting  # the --set grammar, loaded when used
 
         setting = run_setting(overrides)
         data = apply_overrides(data, setting)

@@ -4,7 +4,7 @@ A checkpoint's state is ``{"pipeline": Pipeline.state_dict(), "extra": {...}}`` 
 ``flexkit run``'s trainer state under ``trainer`` and its counters under ``runner``). Each owner checks its own
 slice (:meth:`Pipeline.check_state <flexkit.Pipeline.check_state>`, which hands the scheduler's and
 the
-sample stage's slices to them, and so on down: :mod:`flexkit.state_problems`); :func:`checkpoint_problems`
+sample stage's slices to them, and so on down: :mod:`flexkit._state_problems`); :func:`checkpoint_problems`
 collects them. The owners name their children's keys (``state_children``); :func:`state_parts` walks them to
 say which component a key path belongs to (:func:`component_of`) and which one refuses its state
 (:func:`refusing_component`).
@@ -17,12 +17,12 @@ from typing import Any
 
 import attrs
 
+from flexkit._state_problems import add_problem
 from flexkit.errors import KeyPath
 from flexkit.pipeline._checkpoint import META_KEY
 from flexkit.pipeline._view import PipelineView
 from flexkit.sample._stage import SampleStage
 from flexkit.scheduler._scheduler import TasksetScheduler
-from flexkit.state_problems import add_problem
 
 __all__ = ["EXTRA_KEY", "PIPELINE_KEY", "TRAINER_KEY", "StatePart", "checkpoint_problems", "component_of",
            "refusing_component", "state_parts"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from flexkit.config.models import PipelineConfig
+from flexkit.config._models import PipelineConfig
 from flexkit.errors import KeyPath
 from flexkit.sample._stage import SampleStage
 from flexkit.scheduler._scheduler import TasksetScheduler

@@ -23,7 +23,7 @@ Written into ``RUN_DIR/plots/`` (or ``--out``), each only when the run has somet
 
 A panel without data is left out (a figure with none is not written, and ``on_skip`` says why). Each level has
 the same colour in every panel; legends sit below their panel, off the data; per-group shares are drawn as one
-row per group. The records are read under the current names (:mod:`flexkit.metric_names`; older run folders
+row per group. The records are read under the current names (:mod:`flexkit._metric_names`; older run folders
 included). Values a plot cannot draw (a string where a number belongs, a malformed count table or histogram) are
 left out, with a note naming the key (:func:`flexkit.plot._records.drawable_records`); the rest is drawn.
 """
@@ -41,8 +41,7 @@ import attrs
 import numpy as np
 import structlog
 
-from flexkit.errors import ConfigError, FlexkitError
-from flexkit.metric_names import (
+from flexkit._metric_names import (
     EVAL_ACCURACY,
     FILTER_ROUNDS,
     KEPT_FRACTION,
@@ -54,6 +53,7 @@ from flexkit.metric_names import (
     TASKSET_MIX,
     VAL_ACCURACY,
 )
+from flexkit.errors import ConfigError, FlexkitError
 from flexkit.plot._groups import draw_group_shares, group_series
 from flexkit.plot._records import drawable_records
 from flexkit.run._folder import METRICS_FILE, read_metrics

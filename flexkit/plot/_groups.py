@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from flexkit.metric_names import PREFIX
+from flexkit._metric_names import PREFIX
 
 __all__ = ["SELECTOR_PREFIX", "draw_group_shares", "group_series"]
 

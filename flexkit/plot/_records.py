@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from flexkit.metric_names import (
+from flexkit._metric_names import (
     EVAL_ACCURACY,
     FILTER_ROUNDS,
     KEPT_FRACTION,
@@ -26,7 +26,7 @@ from flexkit.metric_names import (
     TASKSET_MIX,
     VAL_ACCURACY,
 )
-from flexkit.state_problems import is_number
+from flexkit._state_problems import is_number
 
 __all__ = ["LEVEL_PREFIXES", "NUMBER_KEYS", "TABLE_KEYS", "drawable_records"]
 

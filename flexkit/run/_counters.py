@@ -17,9 +17,9 @@ from typing import Any
 
 import attrs
 
+from flexkit._metric_names import EVAL_ACCURACY, RUN_GENERATED_TOKENS, RUN_ROLLOUTS, RUN_SECONDS, evaluation_of
+from flexkit._state_problems import add_problem, is_count, is_number
 from flexkit.errors import KeyPath
-from flexkit.metric_names import EVAL_ACCURACY, RUN_GENERATED_TOKENS, RUN_ROLLOUTS, RUN_SECONDS, evaluation_of
-from flexkit.state_problems import add_problem, is_count, is_number
 
 __all__ = ["RUNNER_KEY", "RunCounters"]
 
@@ -92,7 +92,7 @@ class RunCounters:
         """The counters of a checked :meth:`state_dict`. ``records`` are the run's metrics records before its step
         (the evaluation before training has step -1): a checkpoint written before the counters were saved takes
         the last step record's totals, one written before ``last_eval`` was the last evaluation record's. The
-        records are under the current names (:func:`~flexkit.metric_names.upgrade_record`). ``seconds`` is the last
+        records are under the current names (:func:`~flexkit._metric_names.upgrade_record`). ``seconds`` is the last
         record's ``flexkit/run/seconds`` (0 for records written before it existed)."""
         steps = [r for r in records if r["step"] >= 0]
         last_record = steps[-1] if steps else {}

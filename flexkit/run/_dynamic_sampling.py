@@ -31,7 +31,7 @@ import attrs
 import numpy as np
 
 from flexkit.errors import ConfigError, SampleError
-from flexkit.plugins.contract import RefillAction, Rollout
+from flexkit.plugins._contract import RefillAction, Rollout
 from flexkit.sample._batch import RolloutBatch
 from flexkit.sample._refill_count import RefillCount
 from flexkit.sample._stage_checks import check_refill_stage

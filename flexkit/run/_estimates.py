@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from flexkit.metric_names import selector_metric
+from flexkit._metric_names import selector_metric
 from flexkit.selectors import _members as members
 
 __all__ = ["PASS_RATE_BINS", "EstimateSnapshot", "level_mix", "predicted_pass_rates", "selector_summaries",

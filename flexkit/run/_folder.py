@@ -13,7 +13,7 @@ Every state a crash (even a SIGKILL) can leave a run folder in continues from th
 The first record of ``metrics.jsonl`` (with ``[run] eval_every``) is the evaluation before any training, with
 ``"step": -1`` (:data:`INITIAL_STEP`): a record's evaluation is taken after ``step + 1`` steps, so this one
 after none. ``--resume`` keeps it like every record before the checkpoint. :func:`read_metrics` reads records
-under the current names (:mod:`flexkit.metric_names`), those of run folders written before them included.
+under the current names (:mod:`flexkit._metric_names`), those of run folders written before them included.
 """
 
 from __future__ import annotations
@@ -27,16 +27,16 @@ from typing import Any, TypeGuard
 import attrs
 import structlog
 
+from flexkit._metric_names import upgrade_record
+from flexkit._state_problems import add_problem, is_count
 from flexkit.errors import CheckpointError, FlexkitError
-from flexkit.metric_names import upgrade_record
 from flexkit.pipeline._checkpoint import STATE_FILE, remove_leftovers
 from flexkit.pipeline._pipeline import Pipeline
 from flexkit.pipeline._state import EXTRA_KEY, TRAINER_KEY
-from flexkit.plugins.contract import TrainerLike
+from flexkit.plugins._contract import TrainerLike
 from flexkit.run._counters import RUNNER_KEY, RunCounters
 from flexkit.run._schema_line import copy_pipeline_file
 from flexkit.sample._replay import REPLAY_KEY, ReplayBuffer
-from flexkit.state_problems import add_problem, is_count
 
 log = structlog.get_logger("flexkit.runner")
 
@@ -99,7 +99,7 @@ def start_run_folder(pipe: Pipeline, run_dir: Path) -> None:
 
 def read_metrics(path: Path) -> list[tuple[str, dict[str, Any]]]:
     """The records of a ``metrics.jsonl`` file as ``(line, record)`` pairs (none when the file is missing), each
-    record under the current names (:func:`~flexkit.metric_names.upgrade_record`; the line as written).
+    record under the current names (:func:`~flexkit._metric_names.upgrade_record`; the line as written).
 
     A last line that is not a JSON object (a write cut short by a crash or a full disk) is dropped with a
     warning; a damaged line before it raises :class:`~flexkit.errors.FlexkitError` with its line number.

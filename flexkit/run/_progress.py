@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping
 from typing import IO, Any
 
-from flexkit.metric_names import RUN_ROLLOUTS
+from flexkit._metric_names import RUN_ROLLOUTS
 
 __all__ = ["ProgressDisplay"]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from flexkit.metric_names import RUN_GENERATED_TOKENS, RUN_ROLLOUTS
+from flexkit._metric_names import RUN_GENERATED_TOKENS, RUN_ROLLOUTS
 
 __all__ = ["ROLLOUT_BUDGET", "STEP_LIMIT", "RunResult", "stop_reason", "summary_lines"]
 

@@ -2,7 +2,7 @@
 
 A run folder holds ``pipeline.toml`` (a copy of the file), ``resolved.json`` (the validated config with every
 default filled in), ``metrics.jsonl`` (one object per step, flushed every step, named as in
-:mod:`flexkit.metric_names`; evaluation records carry the test split's ``flexkit/eval/accuracy`` and, for a trainer
+:mod:`flexkit._metric_names`; evaluation records carry the test split's ``flexkit/eval/accuracy`` and, for a trainer
 with a validation split, ``flexkit/val/accuracy``; with ``[run] eval_every`` the first record, ``"step": -1``,
 holds the evaluation before any training: :data:`INITIAL_STEP`) and
 ``checkpoint/`` (the latest checkpoint, written atomically every ``[run] checkpoint_every`` steps and at the
@@ -32,14 +32,14 @@ from typing import IO, Any
 import numpy as np
 import structlog
 
+from flexkit._log import say
+from flexkit._metric_names import RUN_ROLLOUTS, RUN_SECONDS, STEP, record_evaluation, record_validation
 from flexkit.errors import CheckpointError, ConfigError, ConfigIssue, FlexkitError, TasksetError
-from flexkit.log import say
-from flexkit.metric_names import RUN_ROLLOUTS, RUN_SECONDS, STEP, record_evaluation, record_validation
 from flexkit.pipeline._checkpoint import load_state
 from flexkit.pipeline._pipeline import Pipeline
 from flexkit.pipeline._state import EXTRA_KEY, TRAINER_KEY
 from flexkit.pipeline._support import HostSupport, check_support
-from flexkit.plugins.contract import Trainer, set_progress
+from flexkit.plugins._contract import Trainer, set_progress
 from flexkit.run._counters import RUNNER_KEY, RunCounters
 from flexkit.run._estimates import EstimateSnapshot, selector_summaries
 from flexkit.run._folder import (

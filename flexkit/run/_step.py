@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from flexkit.metric_names import (
+from flexkit._metric_names import (
     FEEDBACK_PASS_RATE_MEAN,
     LEVEL_MIX,
     PREDICTED_PASS_RATE,
@@ -22,7 +22,7 @@ from flexkit.metric_names import (
     TASKSET_MIX,
 )
 from flexkit.pipeline._pipeline import Pipeline
-from flexkit.plugins.contract import TrainerLike
+from flexkit.plugins._contract import TrainerLike
 from flexkit.run._counters import RunCounters
 from flexkit.run._dynamic_sampling import fill_batch
 from flexkit.run._estimates import EstimateSnapshot, level_mix

@@ -4,7 +4,7 @@ A trainer's ``rollout(...).metrics``, ``update(...)``, ``evaluate(...)`` and ``v
 metric names to numbers. :func:`trainer_metrics` converts numpy scalars and 0-d arrays or tensors to Python
 numbers, and refuses with a :class:`~flexkit.errors.ComponentError` naming the trainer anything that is not a
 number (a list, a string, a tensor of several values), a name that is not a string, and a name the runner writes itself
-(:data:`RESERVED_KEYS`, every ``flexkit/`` name of :mod:`flexkit.metric_names`, and for rollout and update
+(:data:`RESERVED_KEYS`, every ``flexkit/`` name of :mod:`flexkit._metric_names`, and for rollout and update
 metrics the ``sample/``, ``eval_accuracy`` and ``val_accuracy`` names of the sample stage and of the two
 evaluations). The test and validation splits keep apart: ``evaluate`` (test) may not return a ``val_`` name, and
 every name ``validate`` returns starts with ``val_``, so a validation number is never read as a test one. A trainer
@@ -17,8 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from flexkit.errors import ComponentError
-from flexkit.metric_names import (
+from flexkit._metric_names import (
     LEGACY_NAMES,
     PREFIX,
     STEP,
@@ -26,13 +25,14 @@ from flexkit.metric_names import (
     TRAINER_VAL_ACCURACY,
     TRAINER_VAL_PREFIX,
 )
-from flexkit.plugins.contract import TrainerLike, describe_component
-from flexkit.state_problems import NOT_A_NUMBER, plain_number
+from flexkit._state_problems import NOT_A_NUMBER, plain_number
+from flexkit.errors import ComponentError
+from flexkit.plugins._contract import TrainerLike, describe_component
 
 __all__ = ["RESERVED_KEYS", "RESERVED_PREFIXES", "trainer_metrics"]
 
 #: Keys no trainer metric may carry: the record's ``step``, and the names records had before
-#: :mod:`flexkit.metric_names` (readers of older run folders still interpret them).
+#: :mod:`flexkit._metric_names` (readers of older run folders still interpret them).
 RESERVED_KEYS: frozenset[str] = frozenset({STEP, *LEGACY_NAMES})
 #: Name prefixes that only the sample stage (``sample/``), ``evaluate`` (``eval_accuracy``) and ``validate``
 #: (``val_accuracy``) write.

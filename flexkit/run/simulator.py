@@ -31,7 +31,7 @@ import numpy as np
 
 from flexkit.config import field
 from flexkit.errors import ConfigError, ConfigIssue
-from flexkit.plugins.contract import Rollout, Trainer
+from flexkit.plugins._contract import Rollout, Trainer
 from flexkit.tasksets import InMemoryTaskset
 
 #: Jitter of a task's difficulty around its level.

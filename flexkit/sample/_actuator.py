@@ -23,7 +23,7 @@ import numpy as np
 
 from flexkit._lazy import is_tensor
 from flexkit.errors import ComponentTypeError, SampleError
-from flexkit.plugins.contract import Configurable, display_name, registered_name_of
+from flexkit.plugins._contract import Configurable, display_name, registered_name_of
 from flexkit.sample._batch import RolloutBatch
 from flexkit.sample._scorer import GRANULARITIES, MECHANISMS
 
@@ -111,7 +111,7 @@ class Actuator(Configurable, abc.ABC):
     """Base class of actuators: set :attr:`Config`, declare ``mechanism`` and ``accepts``, implement :meth:`act`.
 
     Built by its registered factory as ``factory(config)`` (``None``: ``Config()``, its defaults). Messages
-    name it by its registered name (:func:`flexkit.plugins.contract.display_name`). Stateful actuators extend
+    name it by its registered name (:func:`flexkit.plugins._contract.display_name`). Stateful actuators extend
     :meth:`state_dict` / :meth:`load_state_dict` (plain data). Invalid declarations fail when the subclass is
     defined.
     """

@@ -1,8 +1,8 @@
 """The optional members of scorers and actuators, read in one place: declared on
 :class:`~flexkit.sample.Scorer` and :class:`~flexkit.sample.Actuator` (each a documented no-op default there), so
 the stage calls them on those without asking whether they exist. A plugin scorer or actuator that does not derive
-from its base (a duck-typed object with the members of :data:`flexkit.plugins.contract.REQUIRED`) is asked here,
-and only here, which of them it has (:func:`~flexkit.plugins.contract.optional_member`).
+from its base (a duck-typed object with the members of :data:`flexkit.plugins._contract.REQUIRED`) is asked here,
+and only here, which of them it has (:func:`~flexkit.plugins._contract.optional_member`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from flexkit.plugins.contract import optional_member
+from flexkit.plugins._contract import optional_member
 from flexkit.sample._actuator import Actuator
 from flexkit.sample._scorer import Scorer
 

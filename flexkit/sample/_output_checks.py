@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from flexkit.errors import SampleError
-from flexkit.plugins.contract import ActuatorLike, ScorerLike, describe_component
+from flexkit.plugins._contract import ActuatorLike, ScorerLike, describe_component
 from flexkit.sample._actuator import ACTION_OF, Action, Keep, Mix, Weights, check_finite
 from flexkit.sample._batch import RolloutBatch
 from flexkit.sample._scorer import check_scores

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from flexkit.metric_names import FILTER_ROUNDS, KEPT_FRACTION, KEPT_GROUPS
+from flexkit._metric_names import FILTER_ROUNDS, KEPT_FRACTION, KEPT_GROUPS
 
 __all__ = ["RefillCount"]
 

@@ -3,7 +3,7 @@
 After DOTS (Sun et al. 2025, "Improving Data Efficiency for LLM Reinforcement Fine-tuning Through
 Difficulty-targeted Online Data Selection and Rollout Replay", arXiv 2506.05316): a group of answers whose rewards
 differ carries a gradient, and one step later it still carries nearly the same one, so training on it again
-costs no generation. With ``[replay]`` (:class:`~flexkit.config.models.ReplayConfig`), each step:
+costs no generation. With ``[replay]`` (:class:`~flexkit.config._models.ReplayConfig`), each step:
 
 1. rolls out ``[run] batch_size`` fresh tasks and computes their advantages, as without replay;
 2. appends up to ``groups`` stored groups, newest first, each generated at most ``max_age`` steps before, to

@@ -23,10 +23,10 @@ import abc
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from flexkit.config.converter import did_you_mean
+from flexkit._estimators import BUILTIN_GROUP_ESTIMATORS
+from flexkit.config._converter import did_you_mean
 from flexkit.errors import ComponentError, ComponentTypeError, ConfigError, ConfigIssue, SampleError, join_path
-from flexkit.estimators import BUILTIN_GROUP_ESTIMATORS
-from flexkit.plugins.contract import Configurable, display_name, optional_member
+from flexkit.plugins._contract import Configurable, display_name, optional_member
 from flexkit.sample._batch import RolloutBatch
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ GRANULARITIES: tuple[str, ...] = ("domain", "prompt", "response", "token")
 MECHANISMS: tuple[str, ...] = ("select", "reweight", "mix")
 
 #: The group advantage estimators a sample stage built without a plugin host accepts: the built-ins
-#: (:data:`flexkit.estimators.BUILTIN_GROUP_ESTIMATORS`; in a pipeline they come through the
+#: (:data:`flexkit._estimators.BUILTIN_GROUP_ESTIMATORS`; in a pipeline they come through the
 #: ``flexkit_group_estimators`` hook like a plugin's own) and those given to :func:`register_group_estimator`.
 GROUP_ESTIMATORS: set[str] = set(BUILTIN_GROUP_ESTIMATORS)
 
@@ -74,7 +74,7 @@ class Scorer(Configurable, abc.ABC):
     """Base class of scorers: set :attr:`Config` and the class attributes below, implement :meth:`score`.
 
     Built by its registered factory as ``factory(config)`` (``None``: ``Config()``, its defaults). Messages
-    name it by its registered name (:func:`flexkit.plugins.contract.display_name`). Stateful scorers extend
+    name it by its registered name (:func:`flexkit.plugins._contract.display_name`). Stateful scorers extend
     :meth:`state_dict` and :meth:`load_state_dict` (plain data only).
     """
 

@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 
+from flexkit._metric_names import KEPT_FRACTION, MEAN_WEIGHT, proportion, sample_metric
+from flexkit._state_problems import add_problem, is_count, is_number, short
 from flexkit.errors import KeyPath, SampleError
-from flexkit.metric_names import KEPT_FRACTION, MEAN_WEIGHT, proportion, sample_metric
-from flexkit.plugins.contract import ActuatorLike, ScorerLike
+from flexkit.plugins._contract import ActuatorLike, ScorerLike
 from flexkit.sample._actuator import Action, Actuator, Keep, Mix, Weights
 from flexkit.sample._batch import BatchAdapter, RolloutBatch
 from flexkit.sample._members import actuator_metrics, bind
 from flexkit.sample._output_checks import check_action_output, check_score_output
 from flexkit.sample._scorer import check_compatible, timing_index
 from flexkit.sample._weights import combine, to_token_weights
-from flexkit.state_problems import add_problem, is_count, is_number, short
 
 if TYPE_CHECKING:
     import torch
@@ -45,9 +45,9 @@ class SampleStage:
     """A scorer and an actuator checked against the trainer's advantage ``estimator`` and ``mechanism``.
 
     Args:
-        scorer: a scorer (:class:`~flexkit.plugins.contract.ScorerLike`), usually a
+        scorer: a scorer (:class:`~flexkit.plugins._contract.ScorerLike`), usually a
             :class:`~flexkit.Scorer` instance.
-        actuator: an actuator (:class:`~flexkit.plugins.contract.ActuatorLike`), usually an
+        actuator: an actuator (:class:`~flexkit.plugins._contract.ActuatorLike`), usually an
             :class:`~flexkit.Actuator` instance.
         mechanism: ``"select"``, ``"reweight"`` or ``"mix"`` (must be the actuator's).
         estimator: the trainer's advantage estimator (``"grpo"``, ``"gae"``, ...).
@@ -206,7 +206,7 @@ class SampleStage:
         return self.last_action.indices if isinstance(self.last_action, Keep) else None
 
     def metrics(self) -> dict[str, float]:
-        """Scalars for logging (:mod:`flexkit.metric_names`): ``flexkit/sample/kept_fraction``,
+        """Scalars for logging (:mod:`flexkit._metric_names`): ``flexkit/sample/kept_fraction``,
         ``flexkit/sample/mean_weight``, ``flexkit/sample/proportion/<id>``, and the actuator's own (e.g.
         ``kept_groups``, ``groups_needed`` of the group filters) as ``flexkit/sample/<name>``."""
         out: dict[str, float] = {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from flexkit.errors import ConfigError, ConfigIssue
-from flexkit.plugins.contract import display_name, is_group_filter
+from flexkit.plugins._contract import display_name, is_group_filter
 from flexkit.sample._scorer import timing_index
 from flexkit.sample._stage import SampleStage
 

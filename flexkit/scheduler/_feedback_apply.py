@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import numpy as np
 
 from flexkit.errors import ComponentError, FeedbackError, FlexkitError
-from flexkit.plugins.contract import SelectorLike, describe_component
+from flexkit.plugins._contract import SelectorLike, describe_component
 from flexkit.selectors import _members as members
 from flexkit.selectors._base import Selector
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from flexkit.config.converter import did_you_mean
+from flexkit.config._converter import did_you_mean
 from flexkit.errors import FeedbackError
 from flexkit.scheduler.feedback import SELECTOR_METRIC
 from flexkit.selectors._base import OutOfRange, validate_feedback

@@ -18,8 +18,8 @@ from typing import Any
 import attrs
 import numpy as np
 
+from flexkit._state_problems import add_problem, short
 from flexkit.errors import KeyPath
-from flexkit.state_problems import add_problem, short
 
 #: ``prefetch`` mode: select the next batch in the background right after the first feedback following a read.
 AFTER_FEEDBACK = "after_feedback"

@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from flexkit._metric_names import plain_evaluation
 from flexkit.errors import ComponentError, ConfigError, FeedbackError, SampleError
-from flexkit.metric_names import plain_evaluation
-from flexkit.plugins.contract import check_selection, describe_component
+from flexkit.plugins._contract import check_selection, describe_component
 from flexkit.scheduler._batch_plan import epoch_counts, mix_counts
 from flexkit.scheduler._feedback_apply import apply_feedback
 from flexkit.scheduler._feedback_check import check_feedback_payload, taskset_id
@@ -198,7 +198,7 @@ class TasksetScheduler(SchedulerState):
 
     def _select(self, step: int) -> list[np.ndarray]:
         """Ask each taskset's selector for its share of batch ``step``; every answer is checked
-        (:func:`~flexkit.plugins.contract.check_selection`) before it enters the scheduler."""
+        (:func:`~flexkit.plugins._contract.check_selection`) before it enters the scheduler."""
         plan = self.batch_plan(step)
         picked = []
         for entry, n in zip(self.entries, plan.tolist(), strict=True):

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from flexkit._state_problems import add_problem, is_count, short
 from flexkit.errors import FlexkitError, KeyPath, StateMismatchError
 from flexkit.scheduler._prefetch import Prefetcher
 from flexkit.scheduler._taskset_mix import TasksetMix
-from flexkit.state_problems import add_problem, is_count, short
 
 if TYPE_CHECKING:
     from flexkit.scheduler._tasks import Task, TasksetEntry

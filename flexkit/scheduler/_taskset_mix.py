@@ -17,8 +17,8 @@ from typing import Any
 
 import attrs
 
+from flexkit._state_problems import add_problem, is_count, is_number, short
 from flexkit.errors import KeyPath
-from flexkit.state_problems import add_problem, is_count, is_number, short
 
 __all__ = ["TasksetMix"]
 

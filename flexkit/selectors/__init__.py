@@ -14,7 +14,7 @@ of its names is first read from here (``from flexkit.selectors import Difficulty
 from __future__ import annotations
 
 from flexkit._lazy import lazy_exports
-from flexkit.plugins.builtin_table import SELECTORS, lazy_table
+from flexkit.plugins._builtin_table import SELECTORS, lazy_table
 from flexkit.selectors._base import FEATURE_KEYS, Selector, feature_keys_of, read_feature_columns, validate_feedback
 
 #: The module of each name this package re-exports lazily.

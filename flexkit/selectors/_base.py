@@ -6,7 +6,7 @@ Names follow Trinity-RFT's task-selection module (``get_indices``, ``feedback``,
 feedback validation, RNG state handling and the default config for free.
 
 The conventions a pipeline relies on (also listed under ``flexkit_register_selectors`` in
-:mod:`flexkit.plugins.hookspecs`):
+:mod:`flexkit.plugins._hookspecs`):
 
 - a config field named :data:`FEATURE_KEYS` (``feature_keys``) lists the taskset's feature columns the selector
   reads, and one named :data:`TEXT_KEY` (``text_key``) a text column; the pipeline loads exactly those
@@ -37,8 +37,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from flexkit.errors import ComponentError, ConfigError, FeedbackError, FlexkitError, StateMismatchError, TasksetError
-from flexkit.plugins.contract import Configurable, display_name
-from flexkit.plugins.contract import OutOfRange as OutOfRange  # "clip" or "error"; its home is the selector protocol's
+from flexkit.plugins._contract import Configurable, display_name
+from flexkit.plugins._contract import OutOfRange as OutOfRange  # "clip" or "error"; its home is the selector protocol's
 
 Seed = int | np.random.SeedSequence
 

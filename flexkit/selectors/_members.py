@@ -2,7 +2,7 @@
 (each a documented default there), so a host calls them on a ``Selector`` without asking whether they exist. A
 plugin selector that does not derive from the base (a duck-typed object with ``get_indices``, ``feedback`` and the
 state methods) is asked here, and only here, which of them it has
-(:func:`~flexkit.plugins.contract.optional_member`).
+(:func:`~flexkit.plugins._contract.optional_member`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from flexkit.plugins.contract import optional_member
+from flexkit.plugins._contract import optional_member
 from flexkit.selectors._base import Selector
 
 __all__ = ["flag", "observe_evaluation", "predicted_pass_rates", "summary"]

@@ -22,7 +22,7 @@ import numpy as np
 
 from flexkit._files import O_NONBLOCK, NotRegularFileError, open_regular
 from flexkit.errors import TasksetError
-from flexkit.plugins.contract import TasksetLike, optional_member
+from flexkit.plugins._contract import TasksetLike, optional_member
 
 __all__ = ["LazyFeatures", "Taskset", "check_rows", "content_id_of", "lazy_features", "path_of"]
 

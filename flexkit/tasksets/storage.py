@@ -10,7 +10,7 @@ from typing import Any
 import attrs
 
 from flexkit._files import file_kind, resolve_path
-from flexkit.config.fields import field
+from flexkit.config._fields import field
 from flexkit.errors import TasksetError
 from flexkit.tasksets._base import Taskset
 from flexkit.tasksets._json_file import JsonTaskset

@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from flexkit.pipeline._checkpoint import check_state
-from flexkit.plugins.manager import PluginHost
+from flexkit.plugins._manager import PluginHost
 from flexkit.testing._contract import (
     CHECKPOINTED,
     DRIVEN,

@@ -11,7 +11,7 @@ A component (a registered ``stage:name``) must
 5. be documented: its stage's hook has a docstring, and the component a description (:func:`check_documented`);
 6. refuse a bad table, an unknown key and a table where a scalar belongs, each at its key path
    (:func:`check_refuses_bad_table`);
-7. follow the component pattern (:mod:`flexkit.plugins.contract`) when its class uses it
+7. follow the component pattern (:mod:`flexkit.plugins._contract`) when its class uses it
    (:func:`check_component_pattern`).
 
 :func:`check_component` runs every check that applies to a stage.
@@ -30,12 +30,12 @@ import attrs
 import numpy as np
 import pluggy
 
-from flexkit.config.converter import make_converter, structure
-from flexkit.config.schema import pipeline_schema
+from flexkit.config._converter import make_converter, structure
+from flexkit.config._schema import pipeline_schema
 from flexkit.errors import ConfigError
-from flexkit.plugins import hookspecs
-from flexkit.plugins.contract import Configurable, FeedbackOperator
-from flexkit.plugins.manager import REGISTER_HOOKS, Component, PluginHost
+from flexkit.plugins import _hookspecs as hookspecs
+from flexkit.plugins._contract import Configurable, FeedbackOperator
+from flexkit.plugins._manager import REGISTER_HOOKS, Component, PluginHost
 from flexkit.selectors import Selector
 from flexkit.testing._registry import build, checkpoint_round_trip, default_table, drive, host, plain, spec_class
 

@@ -22,10 +22,10 @@ import attrs
 import numpy as np
 
 from flexkit._lazy import is_tensor
-from flexkit.config.components import ComponentSpec
-from flexkit.config.converter import make_converter, structure
+from flexkit.config._components import ComponentSpec
+from flexkit.config._converter import make_converter, structure
 from flexkit.pipeline._checkpoint import load_state, save_state
-from flexkit.plugins.manager import Component, PluginHost
+from flexkit.plugins._manager import Component, PluginHost
 
 __all__ = [
     "BATCH",

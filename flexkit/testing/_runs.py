@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from flexkit.metric_names import RUN_SECONDS
-from flexkit.plugins.hookspecs import hookimpl
+from flexkit._metric_names import RUN_SECONDS
+from flexkit.plugins._hookspecs import hookimpl
 
 __all__ = ["Crash", "CrashAt", "crash_run", "jsonl_pipeline", "read_metrics", "without_clock", "without_clock_text",
            "write_jsonl_taskset"]

@@ -156,7 +156,7 @@ def zygote(data_dir: str) -> None:
     import torch  # noqa: F401 - imported before forking so workers start fast
 
     import flexkit.sample.scorers  # noqa: F401
-    from flexkit.plugins.manager import get_plugins
+    from flexkit.plugins._manager import get_plugins
 
     def child(ckpt: str) -> int:
         try:

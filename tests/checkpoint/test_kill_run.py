@@ -175,7 +175,7 @@ def zygote() -> None:
 
     import flexkit.cli.main
     import flexkit.run.simulator  # noqa: F401
-    from flexkit.plugins.manager import get_plugins
+    from flexkit.plugins._manager import get_plugins
 
     get_plugins()
     serve_forks(_child, announce_pid=True)

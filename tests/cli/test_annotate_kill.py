@@ -116,7 +116,7 @@ def zygote() -> None:
     import flexkit.annotate._command
     import flexkit.cli.main
     import flexkit.run.simulator  # noqa: F401
-    from flexkit.plugins.manager import get_plugins
+    from flexkit.plugins._manager import get_plugins
 
     with contextlib.suppress(ImportError):  # its first write imports pandas: in every worker, without this
         import tempfile

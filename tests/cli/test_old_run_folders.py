@@ -19,8 +19,7 @@ import attrs
 import pytest
 
 from flexkit import pipeline_from_dict
-from flexkit.compare._records import RunRecords, read_run_records
-from flexkit.metric_names import (
+from flexkit._metric_names import (
     EVAL_ACCURACY,
     FILTER_ROUNDS,
     KEPT_FRACTION,
@@ -28,6 +27,7 @@ from flexkit.metric_names import (
     RUN_ROLLOUTS,
     upgrade_record,
 )
+from flexkit.compare._records import RunRecords, read_run_records
 from flexkit.plot._figures import _Run
 from flexkit.run._result import summary_lines
 from flexkit.run._runner import run_pipeline

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from flexkit.compare._worker import ORPHANED_EXIT
-from flexkit.config.loader import read_toml_file
+from flexkit.config._loader import read_toml_file
 from tests.fixtures import ROOT
 
 PARENT = """

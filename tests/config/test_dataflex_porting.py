@@ -11,7 +11,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from flexkit.config.loader import parse_toml
+from flexkit.config._loader import parse_toml
 from flexkit.pipeline._pipeline import load_pipeline, pipeline_from_dict
 from tests.fixtures import EXAMPLES, ROOT
 

@@ -12,8 +12,8 @@ import pytest
 import flexkit.plugins.builtins
 import flexkit.sample
 import flexkit.selectors
-from flexkit.plugins.contract import display_name, group_size_of, registered_name_of
-from flexkit.plugins.manager import BUILTIN_PLUGINS, PluginHost, get_plugins
+from flexkit.plugins._contract import display_name, group_size_of, registered_name_of
+from flexkit.plugins._manager import BUILTIN_PLUGINS, PluginHost, get_plugins
 from flexkit.sample import GroupSolveRateScorer, ThresholdBandFilter
 from flexkit.selectors import DifficultyBasedSelector, Selector
 from tests.fixtures import ROOT

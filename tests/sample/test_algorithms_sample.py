@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from flexkit.config.converter import make_converter
+from flexkit.config._converter import make_converter
 from flexkit.errors import ConfigError
 from flexkit.pipeline._pipeline import pipeline_from_dict
 from flexkit.run._runner import run_pipeline

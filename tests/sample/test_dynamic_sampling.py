@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from flexkit import ConfigError, pipeline_from_dict, pipeline_metrics
-from flexkit.metric_names import (
+from flexkit._metric_names import (
     EVAL_ACCURACY,
     FILTER_ROUNDS,
     KEPT_FRACTION,
@@ -20,7 +20,7 @@ from flexkit.metric_names import (
     RUN_GENERATED_TOKENS,
     RUN_ROLLOUTS,
 )
-from flexkit.plugins.contract import Rollout
+from flexkit.plugins._contract import Rollout
 from flexkit.run._dynamic_sampling import fill_batch
 from flexkit.run._runner import run_pipeline
 from flexkit.sample._batch import RolloutBatch

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from flexkit.metric_names import FILTER_ROUNDS, KEPT_FRACTION, KEPT_GROUPS
+from flexkit._metric_names import FILTER_ROUNDS, KEPT_FRACTION, KEPT_GROUPS
 from flexkit.sample._batch import RolloutBatch
 from flexkit.sample._refill_count import RefillCount
 from flexkit.sample.actuators.zero_variance_filter import ZeroVarianceFilter

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flexkit.errors import ConfigError, SampleError
-from flexkit.plugins.manager import PluginHost
+from flexkit.plugins._manager import PluginHost
 from flexkit.sample import (
     GROUP_ESTIMATORS,
     Actuator,

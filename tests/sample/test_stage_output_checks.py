@@ -18,7 +18,7 @@ import torch
 
 from flexkit import hookimpl
 from flexkit.errors import SampleError
-from flexkit.plugins.manager import PluginHost
+from flexkit.plugins._manager import PluginHost
 from flexkit.sample import Keep, Mix, RolloutBatch, SampleStage, Weights
 from flexkit.sample.scorers import RewardScorer
 

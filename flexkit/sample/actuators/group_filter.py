@@ -21,9 +21,9 @@ from typing import Any
 import attrs
 import numpy as np
 
+from flexkit._metric_names import FILTER_ROUNDS, GROUPS_NEEDED, KEPT_GROUPS
 from flexkit.config import field
 from flexkit.errors import SampleError, StateMismatchError
-from flexkit.metric_names import FILTER_ROUNDS, GROUPS_NEEDED, KEPT_GROUPS
 from flexkit.sample._actuator import Actuator, Keep
 from flexkit.sample._batch import RolloutBatch
 from flexkit.sample._refill_count import RefillCount

@@ -16,7 +16,7 @@ import numpy as np
 
 from flexkit._lazy import is_tensor
 from flexkit.errors import ConfigError, SampleError, StateMismatchError
-from flexkit.plugins.contract import display_name
+from flexkit.plugins._contract import display_name
 from flexkit.sample._actuator import Actuator
 from flexkit.sample._batch import RolloutBatch
 

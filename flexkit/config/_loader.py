@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from flexkit.config.converter import make_converter, structure
-from flexkit.config.models import PipelineConfig
+from flexkit.config._converter import make_converter, structure
+from flexkit.config._models import PipelineConfig
 from flexkit.errors import ConfigError, ConfigIssue
 
 if sys.version_info >= (3, 11):

@@ -15,9 +15,9 @@ from typing import Any, Literal, Union, cast
 
 import attrs
 
-from flexkit.config.components import ComponentSpec, component_meta
-from flexkit.config.fields import FACTORY_CLASS, field_meta
-from flexkit.config.models import PipelineConfig
+from flexkit.config._components import ComponentSpec, component_meta
+from flexkit.config._fields import FACTORY_CLASS, field_meta
+from flexkit.config._models import PipelineConfig
 
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
 #: The command that regenerates the committed schema (printed when it is out of date).

@@ -29,13 +29,13 @@ import pluggy
 import structlog
 
 from flexkit._version import DISTRIBUTION, __version__
-from flexkit.config.components import STAGES
-from flexkit.config.converter import did_you_mean
+from flexkit.config._components import STAGES
+from flexkit.config._converter import did_you_mean
 from flexkit.errors import ConfigError, ConfigIssue, PluginError
-from flexkit.plugins import hookspecs
-from flexkit.plugins.contract import set_name_resolver
-from flexkit.plugins.local_import import exit_is_import_error, load_local_module
-from flexkit.plugins.registrar import Component, NoParams, PluginFailure, PluginInfo, Registrar, describe_origin
+from flexkit.plugins import _hookspecs as hookspecs
+from flexkit.plugins._contract import set_name_resolver
+from flexkit.plugins._local_import import exit_is_import_error, load_local_module
+from flexkit.plugins._registrar import Component, NoParams, PluginFailure, PluginInfo, Registrar, describe_origin
 
 __all__ = ["BUILTIN_PLUGINS", "ENTRY_POINT_GROUP", "ENV_ALLOW", "ENV_STRICT", "FIRST_PARTY", "REGISTER_HOOKS",
            "Component", "NoParams", "PluginFailure", "PluginHost", "PluginInfo", "clear_plugin_cache",

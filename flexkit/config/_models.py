@@ -6,7 +6,7 @@ from typing import Literal
 
 import attrs
 
-from flexkit.config.components import (
+from flexkit.config._components import (
     ActuatorSpec,
     FeedbackSpec,
     ScorerSpec,
@@ -16,7 +16,7 @@ from flexkit.config.components import (
     component_field,
     default_table,
 )
-from flexkit.config.fields import field
+from flexkit.config._fields import field
 from flexkit.errors import ConfigError, ConfigIssue
 
 

@@ -20,13 +20,13 @@ hooks below. Registration hooks receive a ``register`` callback; calling it decl
 
 flexkit checks names, duplicates and config classes and reports problems with the plugin's name and
 distribution. What a factory returns must be a component of its stage (the methods the pipeline calls,
-:data:`flexkit.plugins.contract.REQUIRED`), else building it raises :class:`~flexkit.errors.ComponentError`; a
+:data:`flexkit.plugins._contract.REQUIRED`), else building it raises :class:`~flexkit.errors.ComponentError`; a
 selector's, scorer's and actuator's output is checked where it enters flexkit. Hooks are always called with
 keyword arguments; later versions may add arguments, never remove them, so implementations may accept only the
 ones they use.
 
 flexkit's own components are registered the same way, all in one module: :mod:`flexkit.plugins.builtins`. A component
-class follows one pattern (:mod:`flexkit.plugins.contract`): it names its config class as ``Config`` (built with its
+class follows one pattern (:mod:`flexkit.plugins._contract`): it names its config class as ``Config`` (built with its
 defaults when the factory gets ``None``) and never repeats its registered name, which the plugin host sets on
 what it builds (``registered_name``).
 """

@@ -13,13 +13,13 @@ from typing import Any
 import attrs
 
 from flexkit.errors import ComponentError, ComponentTypeError
-from flexkit.plugins.contract import check_built, optional_member
+from flexkit.plugins._contract import check_built, optional_member
 
 __all__ = ["Component", "NoParams", "PluginFailure", "PluginInfo", "Registrar", "describe_origin"]
 
 _NAME = re.compile(r"^[a-z][a-z0-9_\-]*$")
 
-#: What :func:`~flexkit.plugins.contract.optional_member` returns for a member the object lacks.
+#: What :func:`~flexkit.plugins._contract.optional_member` returns for a member the object lacks.
 _ABSENT = object()
 
 
@@ -45,8 +45,8 @@ class Component:
         """Call the factory with a validated config (default: the config class's defaults) and context.
 
         The built object's ``registered_name``, ``registered_plugin`` and ``registered_distribution``, when it has
-        those attributes (see :mod:`flexkit.plugins.contract`), are set to this component's, for messages. What the
-        factory returned must be a component of this stage (:func:`flexkit.plugins.contract.check_built`), else a
+        those attributes (see :mod:`flexkit.plugins._contract`), are set to this component's, for messages. What the
+        factory returned must be a component of this stage (:func:`flexkit.plugins._contract.check_built`), else a
         :class:`~flexkit.errors.ComponentError` names the component, its plugin and its distribution.
         """
         if config is None:

@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 import structlog
 
-from flexkit.state_problems import NOT_A_NUMBER, plain_number, short
+from flexkit._state_problems import NOT_A_NUMBER, plain_number, short
 
 __all__ = [
     "EPOCH", "EVAL_ACCURACY", "FEEDBACK_ONE_FRACTION", "FEEDBACK_PASS_RATE_MAX", "FEEDBACK_PASS_RATE_MEAN",
@@ -196,7 +196,7 @@ def record_evaluation(evaluation: Mapping[str, Any]) -> dict[str, Any]:
 def plain_evaluation(evaluation: Mapping[str, Any]) -> dict[str, Any]:
     """A held-out evaluation (metric name to value) as the selectors read it, whoever passes it (``flexkit run``,
     a host adapter, an integration's own loop): each number a Python number
-    (:func:`~flexkit.state_problems.plain_number`: numpy scalars and 0-d numpy arrays and torch tensors
+    (:func:`~flexkit._state_problems.plain_number`: numpy scalars and 0-d numpy arrays and torch tensors
     included). ``None`` (no value) and bools (not numbers) are kept as they are; a value that is not a number
     (text, a list, an array of several values) is kept too, with a warning naming it: no selector reads a number
     from it."""

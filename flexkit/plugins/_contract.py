@@ -17,7 +17,7 @@ Selectors, scorers, actuators, feedback operators and trainers share it through 
 - ``Config``: the component's attrs config class. ``__init__(config=None)`` builds ``Config()`` (its
   defaults) when no config is given, so a subclass never repeats ``config if config is not None else ...``;
 - ``registered_name``: the ``type`` name the component was built under. The plugin host sets it on what it
-  builds (:meth:`flexkit.plugins.manager.Component.build`), so a class never repeats the name it is registered under;
+  builds (:meth:`flexkit.plugins._manager.Component.build`), so a class never repeats the name it is registered under;
   :func:`registered_name_of` also finds it for an object built directly, from the default registry. The host
   sets ``registered_plugin`` and ``registered_distribution`` the same way, so an error about a component's
   output can say where it came from.
@@ -27,7 +27,7 @@ Selectors, scorers, actuators, feedback operators and trainers share it through 
 A component need not derive from flexkit's base classes (:class:`~flexkit.selectors.Selector`,
 :class:`~flexkit.sample.Scorer`, :class:`~flexkit.sample.Actuator`, :class:`~flexkit.Trainer`,
 :class:`~flexkit.tasksets.Taskset`): the plugin host checks what a factory built against
-:data:`flexkit.plugins.contract.REQUIRED`, and flexkit then uses only the members named here. Annotations take these
+:data:`flexkit.plugins._contract.REQUIRED`, and flexkit then uses only the members named here. Annotations take these
 protocols where any conforming object will do. Members a component may lack (``bind``, ``metrics``,
 ``learns_from_feedback``, ``check_rows``, ``content_id``, ``set_progress``, ...) are not part of them: each is
 declared on its base class with a documented no-op default, and flexkit calls it there unconditionally. A
@@ -290,7 +290,7 @@ class FeedbackSource(Protocol):
 
 class TrainerLike(Stateful, Protocol):
     """A trainer backend (``stage = "trainer"``): what ``flexkit run`` drives each step
-    (:mod:`flexkit.plugins.contract`)."""
+    (:mod:`flexkit.plugins._contract`)."""
 
     def setup(self, pipeline: Any) -> None:
         """Called once before the first step (and before a checkpoint is loaded)."""
@@ -363,7 +363,7 @@ def describe_component(obj: Any, stage: str | None = None) -> str:
     """``selector 'name' (Class, plugin 'p', distribution 'd')``: what ``obj`` is and where it came from.
 
     The plugin host records the name, plugin and distribution on what it builds
-    (:meth:`flexkit.plugins.manager.Component.build`); for other objects the name comes from the default registry when
+    (:meth:`flexkit.plugins._manager.Component.build`); for other objects the name comes from the default registry when
     the class is registered there, and the origin is left out.
     """
     cls = type(obj)
@@ -440,7 +440,7 @@ def component_bugs(component: Any, where: str) -> Iterator[None]:
     """Report what ``component`` raises while it is built at ``where`` (``tasksets[0]``): flexkit's own errors
     (a bad taskset, a bad config) pass through; a broken contract, or any other exception (the plugin's bug, not
     the pipeline's config), is a :class:`~flexkit.errors.ComponentError` naming the component, its plugin and
-    its distribution. ``component`` is a registered :class:`~flexkit.plugins.manager.Component` (``stage``, ``name``,
+    its distribution. ``component`` is a registered :class:`~flexkit.plugins._manager.Component` (``stage``, ``name``,
     ``plugin``, ``distribution``)."""
     try:
         yield

@@ -25,7 +25,7 @@ from typing import Any, Literal, TypeVar, Union
 import attrs
 import cattrs
 
-from flexkit.config.components import ComponentLookup, ComponentSpec, component_meta, default_table_of
+from flexkit.config._components import ComponentLookup, ComponentSpec, component_meta, default_table_of
 from flexkit.errors import ConfigError, ConfigIssue
 
 _T = TypeVar("_T")
