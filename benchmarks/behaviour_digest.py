@@ -63,8 +63,8 @@ def digest(data: Any) -> str:
 
 def component_digests(steps: int = 6) -> dict[str, str]:
     """One digest per registered selector, scorer and actuator: driven outputs, then state."""
-    from flexkit.config.converter import make_converter, structure
-    from flexkit.testing.registry import build, default_table, drive, host, plain, registered
+    from flexkit import make_converter, structure
+    from flexkit.testing import build, default_table, drive, host, plain, registered
 
     out: dict[str, str] = {}
     for component in registered("selector", "scorer", "actuator"):
@@ -90,8 +90,8 @@ def _metrics(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def _checkpoint(run_dir: Path) -> Any:
-    from flexkit.pipeline.checkpoint import load_state
-    from flexkit.testing.registry import plain
+    from flexkit.pipeline._checkpoint import load_state
+    from flexkit.testing import plain
 
     folders = sorted(p.parent for p in run_dir.rglob("state.json"))
     if not folders:

@@ -60,8 +60,8 @@ def run(*, quick: bool = False, steps: int = 60, warmup: int = 10, sample: bool 
     prefetch`` (``None``: the pipeline's default)."""
     import copy
 
-    from flexkit.pipeline.pipeline import pipeline_from_dict
-    from flexkit.run.runner import trainer_seed
+    from flexkit import pipeline_from_dict
+    from flexkit.run._runner import trainer_seed
 
     data = copy.deepcopy(PIPELINE)
     if sample:

@@ -42,8 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _machine import machine_info
 
+from flexkit import pipeline_from_dict
 from flexkit.distributed import BatchLedger
-from flexkit.pipeline.pipeline import pipeline_from_dict
 
 FULL_WORKERS = (1, 8, 32, 64)
 QUICK_WORKERS = (1, 2)

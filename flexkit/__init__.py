@@ -13,8 +13,10 @@ The public surface::
 their configs' :func:`field`, the registration hook's :class:`Register` and :data:`hookimpl`, the errors (their
 home is :mod:`flexkit.errors`), the pipeline loaders, the host adapters' helpers (:func:`pipeline_metrics`,
 :class:`FlexkitSampler`, :func:`fill_batch`, :func:`split_arrays`), the public subpackages :mod:`flexkit.testing`
-(contract checks for a plugin's tests) and :mod:`flexkit.distributed`, and :mod:`flexkit.errors`. Every other
-module is internal: its names may move between releases. A few names load their module on first use
+(contract checks for a plugin's tests) and :mod:`flexkit.distributed`, and :mod:`flexkit.errors`; host adapters
+also use :mod:`flexkit.host`. Internal modules say so by name (a leading underscore: ``flexkit.run._runner``, as
+pytest's ``_pytest``): their names may move between releases (the public modules are listed in
+docs/architecture.md). A few names load their module on first use
 (``FlexkitSampler`` imports torch; ``GroupFilter`` is a built-in's module), so that ``import flexkit`` stays light
 and loads no built-in component.
 """
@@ -24,7 +26,7 @@ from __future__ import annotations
 from flexkit._lazy import lazy_exports
 from flexkit._version import DISTRIBUTION, __version__
 from flexkit.config import field
-from flexkit.config.converter import make_converter, structure
+from flexkit.config._converter import make_converter, structure
 from flexkit.errors import (
     CheckpointError,
     ComponentError,
@@ -42,29 +44,29 @@ from flexkit.errors import (
     StateMismatchError,
     TasksetError,
 )
-from flexkit.pipeline.checkpoint import join_arrays, split_arrays
-from flexkit.pipeline.pipeline import Pipeline, load_pipeline, make_selector, pipeline_from_dict
-from flexkit.plugins.contract import Configurable, FeedbackOperator, Rollout, Trainer
-from flexkit.plugins.hookspecs import Register, hookimpl
-from flexkit.plugins.manager import PluginHost, get_plugins, plugin_host_for
-from flexkit.run.dynamic_sampling import fill_batch
+from flexkit.pipeline._checkpoint import join_arrays, split_arrays
+from flexkit.pipeline._pipeline import Pipeline, load_pipeline, make_selector, pipeline_from_dict
+from flexkit.plugins._contract import Configurable, FeedbackOperator, Rollout, Trainer
+from flexkit.plugins._hookspecs import Register, hookimpl
+from flexkit.plugins._manager import PluginHost, get_plugins, plugin_host_for
+from flexkit.run._dynamic_sampling import fill_batch
 from flexkit.sample import Actuator, Keep, Mix, RolloutBatch, SampleStage, Scorer, Weights
-from flexkit.sample.actuator import sample_weights_normalised
-from flexkit.sample.weights import aggregate, keep_mask, policy_loss
+from flexkit.sample._actuator import sample_weights_normalised
+from flexkit.sample._weights import aggregate, keep_mask, policy_loss
+from flexkit.scheduler._scheduler import Task, TasksetScheduler
 from flexkit.scheduler.feedback import SELECTOR_METRIC, Experience, PassRateCalculator, task_triples
-from flexkit.scheduler.scheduler import Task, TasksetScheduler
 from flexkit.selectors import FEATURE_KEYS, Selector, feature_keys_of, read_feature_columns
 from flexkit.tasksets import InMemoryTaskset, Taskset
 
 #: Names loaded on first use, and their modules (torch, a built-in component's module, the runner).
 _LAZY: dict[str, str] = {
-    "FlexkitSampler": "flexkit.integrations.torch",
+    "FlexkitSampler": "flexkit.integrations._torch",
     "GroupFilter": "flexkit.sample.actuators.group_filter",
-    "WithIndex": "flexkit.integrations.torch",
+    "WithIndex": "flexkit.integrations._torch",
     "max_rounds_field": "flexkit.sample.actuators.group_filter",
-    "pipeline_metrics": "flexkit.integrations.host_metrics",
-    "run_pipeline": "flexkit.run.runner",
-    "selector_metrics": "flexkit.integrations.host_metrics",
+    "pipeline_metrics": "flexkit.integrations._host_metrics",
+    "run_pipeline": "flexkit.run._runner",
+    "selector_metrics": "flexkit.integrations._host_metrics",
     "target_groups_field": "flexkit.sample.actuators.group_filter",
 }
 

@@ -101,7 +101,7 @@ class PluginError(FlexkitError):
 class ComponentError(FlexkitError, ValueError):
     """A component broke its contract: a factory built something that is not a component of its stage, or a
     selector returned indices that do not fit the request. The message names the component, its plugin and its
-    distribution (see :func:`flexkit.plugins.contract.describe_component`). A plugin's invalid registration (a bad
+    distribution (see :func:`flexkit.plugins._contract.describe_component`). A plugin's invalid registration (a bad
     component name, one registered twice) is one as well."""
 
 

@@ -13,9 +13,9 @@ held-out accuracy under :data:`GUARD_TEMPLATE`, pooled by the columns :func:`gua
 
 from __future__ import annotations
 
-from flexkit.integrations.support import SAMPLER_SUPPORT
-from flexkit.pipeline.guard_groups import ACCURACY, GUARD_TEMPLATE, GroupColumn, group_label, guard_columns
-from flexkit.pipeline.support import (
+from flexkit.integrations._support import SAMPLER_SUPPORT
+from flexkit.pipeline._guard_groups import ACCURACY, GUARD_TEMPLATE, GroupColumn, group_label, guard_columns
+from flexkit.pipeline._support import (
     PARTS,
     HostSupport,
     Need,
@@ -24,8 +24,8 @@ from flexkit.pipeline.support import (
     selector_needs,
     unmet_needs,
 )
-from flexkit.sample.batch import PadSide
-from flexkit.sample.replay import REPLAY_AGE, REPLAY_KEY, ReplayBuffer
+from flexkit.sample._batch import PadSide
+from flexkit.sample._replay import REPLAY_AGE, REPLAY_KEY, ReplayBuffer
 
 __all__ = ["ACCURACY", "GUARD_TEMPLATE", "PARTS", "REPLAY_AGE", "REPLAY_KEY", "SAMPLER_SUPPORT", "GroupColumn",
            "HostSupport", "Need", "PadSide", "ReplayBuffer", "check_support", "group_label", "guard_columns",

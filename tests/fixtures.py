@@ -22,7 +22,7 @@ import pytest
 import structlog
 from hypothesis import settings
 
-from flexkit.plugins.manager import clear_plugin_cache
+from flexkit.plugins._manager import clear_plugin_cache
 from flexkit.testing import Crash, CrashAt, crash_run, jsonl_pipeline, read_metrics, without_clock, without_clock_text
 
 __all__ = ["EXAMPLES", "ROOT", "Crash", "CrashAt", "crash_run", "fake_dist", "jsonl_pipeline", "plain_feedback",

@@ -115,7 +115,7 @@ def test_import_flexkit_loads_neither_torch_nor_a_component_module() -> None:
     loaded = json.loads(out.stdout)
     assert "torch" not in loaded
     assert not [m for m in loaded if m.startswith(("flexkit.sample.actuators.", "flexkit.sample.scorers.",
-                                                   "flexkit.integrations", "flexkit.testing", "flexkit.run.runner"))]
+                                                   "flexkit.integrations", "flexkit.testing", "flexkit.run._runner"))]
     code = "import json, sys, flexkit.testing; print(json.dumps(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=ROOT)
     assert not {"torch", "pytest"} & set(json.loads(out.stdout))
@@ -158,6 +158,6 @@ def test_the_plugins_text_sends_users_only_to_the_api_line(path: Path) -> None:
 
 
 def test_the_text_check_finds_an_internal_module() -> None:
-    found = past_the_line_in_text("see flexkit.run.dynamic_sampling.fill_batch")
-    assert found == ["flexkit.run.dynamic_sampling.fill_batch"]
+    found = past_the_line_in_text("see flexkit.run._dynamic_sampling.fill_batch")
+    assert found == ["flexkit.run._dynamic_sampling.fill_batch"]
     assert past_the_line_in_text("flexkit.fill_batch, flexkit.host.check_support, +flexkit.pipeline=x.toml") == []

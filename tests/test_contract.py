@@ -1,4 +1,4 @@
-"""The component contract (:mod:`flexkit.testing.contract`), checked for every registered component of every stage
+"""The component contract (:mod:`flexkit.testing._contract`), checked for every registered component of every stage
 (built-ins and the installed first-party plugins), parametrised by ``stage:name`` from the plugin registry: a
 newly registered component is covered without editing this file. Each clause is its own test, so a failure names
 it; a plugin in another repository runs the same checks with one call, ``flexkit.testing.check_component``.
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from flexkit.config.components import STAGES
-from flexkit.plugins.manager import REGISTER_HOOKS, Component, plugin_host_for
+from flexkit.config._components import STAGES
+from flexkit.plugins._manager import REGISTER_HOOKS, Component, plugin_host_for
 from flexkit.testing import (
     CHECKPOINTED,
     DRIVEN,

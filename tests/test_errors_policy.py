@@ -37,23 +37,24 @@ GENERIC = frozenset({"BaseException", "Exception", "ValueError", "TypeError", "K
 
 #: ``"path::function: Builtin"`` -> why the builtin is right there (nothing a user or a plugin causes reaches it).
 INTERNAL_RAISES: dict[str, str] = {
-    "flexkit/selectors/members.py::flag: ValueError": "internal invariant: flexkit's own callers name a declared flag",
-    "flexkit/scheduler/batch_plan.py::mix_counts: ValueError":
+    "flexkit/selectors/_members.py::flag: ValueError": "internal invariant: flexkit's own callers name a declared flag",
+    "flexkit/scheduler/_batch_plan.py::mix_counts: ValueError":
         "internal invariant: the scheduler refuses a batch_size above all tasks when it is built",
-    "flexkit/compare/statistics.py::mean_interval: ValueError":
+    "flexkit/compare/_statistics.py::mean_interval: ValueError":
         "internal invariant: compare's reports call it with at least one value",
-    "flexkit/compare/statistics.py::t_quantile: ValueError": "internal invariant: mean_interval passes n - 1 >= 1",
-    "flexkit/sample/batch.py::RolloutBatch.concat_rows: ValueError":
+    "flexkit/compare/_statistics.py::t_quantile: ValueError": "internal invariant: mean_interval passes n - 1 >= 1",
+    "flexkit/sample/_batch.py::RolloutBatch.concat_rows: ValueError":
         "internal invariant: the refill keeps one row selection per batch",
-    "flexkit/selectors/difficulty_based/compact_grid.py::CompactGrid.__init__: ValueError":
+    "flexkit/selectors/difficulty_based/_compact_grid.py::CompactGrid.__init__: ValueError":
         "internal invariant: difficulty_based picks the grid's shape (and a taskset of 2^31 tasks cannot be loaded)",
-    "flexkit/selectors/difficulty_based/index_structures.py::SlabGrid.__init__: ValueError":
+    "flexkit/selectors/difficulty_based/_index_structures.py::SlabGrid.__init__: ValueError":
         "internal invariant: difficulty_based picks the grid's shape (and a taskset of 2^31 tasks cannot be loaded)",
-    "flexkit/tasksets/base.py::LazyFeatures.__getitem__: KeyError": "the Mapping protocol: a missing key is a KeyError",
-    "flexkit/tasksets/base.py::LazyFeatures.labels: KeyError": "the Mapping protocol, as __getitem__",
-    "flexkit/tasksets/memory.py::_json_default: TypeError":
+    "flexkit/tasksets/_base.py::LazyFeatures.__getitem__: KeyError":
+        "the Mapping protocol: a missing key is a KeyError",
+    "flexkit/tasksets/_base.py::LazyFeatures.labels: KeyError": "the Mapping protocol, as __getitem__",
+    "flexkit/tasksets/_memory.py::_json_default: TypeError":
         "json.dumps' default= protocol: TypeError means 'not serialisable' (caught by the digest right there)",
-    "flexkit/testing/registry.py::drive: ValueError": "internal invariant: flexkit's own list of stages is driven",
+    "flexkit/testing/_registry.py::drive: ValueError": "internal invariant: flexkit's own list of stages is driven",
 }
 
 _DATA = "a library's error on data it is given (json, numpy, int(), ...), turned into the fitting flexkit error"
@@ -65,55 +66,56 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "plugins/flexkit-rft-trl/flexkit_trl/run_trainer.py::_group_order: ValueError":
         "float() of a group label: a label that is no number sorts after the numbers",
     "flexkit/_files.py::open_regular: BaseException": _CLEANUP,
-    "flexkit/annotate/command.py::_load_trainer_state: Exception": _NAMED + " (a CheckpointError: the trainer's state)",
-    "flexkit/annotate/output.py::_unwritable: TypeError, ValueError": _DATA,
-    "flexkit/annotate/output.py::check_parquet_columns: TypeError, ValueError": _DATA + " (pyarrow)",
-    "flexkit/annotate/output.py::row_lines: TypeError, ValueError": _DATA,
-    "flexkit/annotate/partial.py::_line_problem: ValueError": _DATA,
-    "flexkit/pipeline/pipeline.py::_feature_array: ValueError": _DATA + " (numpy on a ragged column)",
+    "flexkit/annotate/_command.py::_load_trainer_state: Exception":
+        _NAMED + " (a CheckpointError: the trainer's state)",
+    "flexkit/annotate/_output.py::_unwritable: TypeError, ValueError": _DATA,
+    "flexkit/annotate/_output.py::check_parquet_columns: TypeError, ValueError": _DATA + " (pyarrow)",
+    "flexkit/annotate/_output.py::row_lines: TypeError, ValueError": _DATA,
+    "flexkit/annotate/_partial.py::_line_problem: ValueError": _DATA,
+    "flexkit/pipeline/_pipeline.py::_feature_array: ValueError": _DATA + " (numpy on a ragged column)",
     "flexkit/selectors/_prompt_model.py::text_column: KeyError":
         "a mapping lookup of the selector's text column: a missing column is a TasksetError naming it",
-    "flexkit/pipeline/checkpoint.py::_committed_arrays: KeyError, TypeError, ValueError":
+    "flexkit/pipeline/_checkpoint.py::_committed_arrays: KeyError, TypeError, ValueError":
         _DATA + " (a damaged state.json)",
-    "flexkit/pipeline/checkpoint.py::_locate_unserialisable: TypeError, ValueError":
+    "flexkit/pipeline/_checkpoint.py::_locate_unserialisable: TypeError, ValueError":
         "probing json.dumps for the bad value",
-    "flexkit/pipeline/checkpoint.py::_read_arrays: Exception": _DATA + " (whatever numpy raises on hostile bytes)",
-    "flexkit/pipeline/checkpoint.py::_read_body: ValueError": _DATA,
-    "flexkit/pipeline/checkpoint.py::_serialise: KeyError, TypeError, ValueError": _DATA + " (a StateError)",
-    "flexkit/pipeline/checkpoint.py::_serialise: TypeError, ValueError": _DATA + " (a StateError)",
-    "flexkit/pipeline/checkpoint.py::_sniff_version: ValueError": _DATA,
-    "flexkit/pipeline/checkpoint.py::load_state: KeyError, TypeError, ValueError": _DATA + " (a CheckpointError)",
+    "flexkit/pipeline/_checkpoint.py::_read_arrays: Exception": _DATA + " (whatever numpy raises on hostile bytes)",
+    "flexkit/pipeline/_checkpoint.py::_read_body: ValueError": _DATA,
+    "flexkit/pipeline/_checkpoint.py::_serialise: KeyError, TypeError, ValueError": _DATA + " (a StateError)",
+    "flexkit/pipeline/_checkpoint.py::_serialise: TypeError, ValueError": _DATA + " (a StateError)",
+    "flexkit/pipeline/_checkpoint.py::_sniff_version: ValueError": _DATA,
+    "flexkit/pipeline/_checkpoint.py::load_state: KeyError, TypeError, ValueError": _DATA + " (a CheckpointError)",
     "flexkit/cli/main.py::_output_cut: AttributeError, ValueError":
         "a replaced or closed stream has no file descriptor",
-    "flexkit/cli/compare.py::_number_list: ValueError": _DATA,
-    "flexkit/cli/registry.py::origin_of: AttributeError, KeyError, TypeError, ValueError":
+    "flexkit/cli/_compare.py::_number_list: ValueError": _DATA,
+    "flexkit/cli/_registry.py::origin_of: AttributeError, KeyError, TypeError, ValueError":
         "an installer's direct_url.json that json or its layout refuses: its origin is shown as unknown, nothing fails",
-    "flexkit/cli/pipeline.py::_check_every_row: Exception":
+    "flexkit/cli/_pipeline.py::_check_every_row: Exception":
         "flexkit validate reports every taskset's failure; a storage's own error is shown with its type",
-    "flexkit/compare/execution.py::run_in_order: Exception": "any error of one run is that run's failure, reported",
-    "flexkit/compare/run.py::_read_setting_file: ValueError": _DATA,
-    "flexkit/config/converter.py::_structure_attrs: ArithmeticError, TypeError, ValueError":
+    "flexkit/compare/_execution.py::run_in_order: Exception": "any error of one run is that run's failure, reported",
+    "flexkit/compare/_run.py::_read_setting_file: ValueError": _DATA,
+    "flexkit/config/_converter.py::_structure_attrs: ArithmeticError, TypeError, ValueError":
         "attrs' validator convention: a config class's validators signal an invalid value with these",
-    "flexkit/config/converter.py::describe: ValueError": "repr() of an int past Python's digit limit",
-    "flexkit/config/converter.py::structure: TypeError, ValueError":
+    "flexkit/config/_converter.py::describe: ValueError": "repr() of an int past Python's digit limit",
+    "flexkit/config/_converter.py::structure: TypeError, ValueError":
         "cattrs' hook convention: a structure hook signals an invalid value with these",
-    "flexkit/config/loader.py::_first_failing_prefix.fails: Exception": "probing tomllib for the failing prefix",
-    "flexkit/config/loader.py::parse_toml: ValueError": _DATA + " (tomllib's int() past the digit limit)",
-    "flexkit/config/overrides.py::parse_seeds: ValueError": _DATA,
-    "flexkit/plugins/contract.py::registered_name_of: Exception":
+    "flexkit/config/_loader.py::_first_failing_prefix.fails: Exception": "probing tomllib for the failing prefix",
+    "flexkit/config/_loader.py::parse_toml: ValueError": _DATA + " (tomllib's int() past the digit limit)",
+    "flexkit/config/_overrides.py::parse_seeds: ValueError": _DATA,
+    "flexkit/plugins/_contract.py::registered_name_of: Exception":
         "a broken plugin must not replace the message being written",
-    "flexkit/plugins/contract.py::check_selection: Exception": _NAMED + " (a ComponentError: its indices)",
-    "flexkit/plugins/contract.py::component_bugs: Exception": _NAMED + " (a ComponentError)",
-    "flexkit/distributed/ledger.py::BatchLedger._check_id: TypeError": _DATA + " (operator.index)",
-    "flexkit/distributed/torch_dist.py::DistributedPipeline.apply_sample_stage: Exception":
+    "flexkit/plugins/_contract.py::check_selection: Exception": _NAMED + " (a ComponentError: its indices)",
+    "flexkit/plugins/_contract.py::component_bugs: Exception": _NAMED + " (a ComponentError)",
+    "flexkit/distributed/_ledger.py::BatchLedger._check_id: TypeError": _DATA + " (operator.index)",
+    "flexkit/distributed/_torch_dist.py::DistributedPipeline.apply_sample_stage: Exception":
         "gathered from every rank (so no rank waits forever) and raised on all, with its repr",
-    "flexkit/distributed/torch_dist.py::DistributedPipeline.feedback: Exception":
+    "flexkit/distributed/_torch_dist.py::DistributedPipeline.feedback: Exception":
         "gathered from every rank (so no rank waits forever) and raised on all, with its repr",
-    "flexkit/distributed/torch_dist.py::DistributedPipeline.load_checkpoint: Exception":
+    "flexkit/distributed/_torch_dist.py::DistributedPipeline.load_checkpoint: Exception":
         "broadcast from rank 0 (so no rank waits forever) and raised on all",
-    "flexkit/distributed/torch_dist.py::DistributedPipeline.save_checkpoint: Exception":
+    "flexkit/distributed/_torch_dist.py::DistributedPipeline.save_checkpoint: Exception":
         "broadcast from rank 0 (so no rank waits forever) and raised on all, with its repr",
-    "flexkit/distributed/torch_dist.py::_concatenate: ValueError": _DATA,
+    "flexkit/distributed/_torch_dist.py::_concatenate: ValueError": _DATA,
     "flexkit/scheduler/feedback.py::PassRateCalculator.process: TypeError": _DATA + " (iterating the payload)",
     "flexkit/scheduler/feedback.py::_columns: TypeError, ValueError": _DATA,
     "flexkit/scheduler/feedback.py::_copied_row: Exception": "an object that cannot be copied is fed back as it is",
@@ -122,73 +124,73 @@ CAUGHT_BUILTINS: dict[str, str] = {
     "flexkit/scheduler/feedback.py::task_triples: AttributeError, KeyError, TypeError":
         _DATA + " (an experience's fields)",
     "flexkit/scheduler/feedback.py::task_triples: TypeError": _DATA + " (iterating the payload)",
-    "flexkit/scheduler/feedback_apply.py::apply_feedback: Exception":
+    "flexkit/scheduler/_feedback_apply.py::apply_feedback: Exception":
         _NAMED + " (a ComponentError; the payload rolled back)",
-    "flexkit/scheduler/scheduler.py::TasksetScheduler.evaluation: Exception":
+    "flexkit/scheduler/_scheduler.py::TasksetScheduler.evaluation: Exception":
         _NAMED + " (a ComponentError naming the selector)",
-    "flexkit/integrations/host_metrics.py::feedback_metrics: TypeError, ValueError": "metrics never stop a run",
-    "flexkit/integrations/host_metrics.py::group_mix_metrics: TypeError, ValueError": "metrics never stop a run",
+    "flexkit/integrations/_host_metrics.py::feedback_metrics: TypeError, ValueError": "metrics never stop a run",
+    "flexkit/integrations/_host_metrics.py::group_mix_metrics: TypeError, ValueError": "metrics never stop a run",
     "flexkit/integrations/_state.py::to_portable: TypeError": "dtypes torch lacks are kept as lists",
-    "flexkit/integrations/torch.py::FlexkitSampler.locate: TypeError, ValueError": _DATA,
-    "flexkit/integrations/torch.py::_as_numpy: TypeError, ValueError": _DATA,
-    "flexkit/scheduler/observers.py::notify: Exception": "an observer's failure is logged with its type, not raised",
-    "flexkit/pipeline/state.py::refusing_component: Exception": "probing which component refuses its part of a state",
-    "flexkit/pipeline/pipeline.py::Pipeline.load_checkpoint: Exception": _NAMED + " (a CheckpointError)",
-    "flexkit/pipeline/pipeline.py::Pipeline.load_state_dict: BaseException": _CLEANUP,
-    "flexkit/plot/figures.py::_natural: ValueError": _DATA,
-    "flexkit/plot/figures.py::_resolved: ValueError": "best effort: a plot without target lines, the sample stage "
+    "flexkit/integrations/_torch.py::FlexkitSampler.locate: TypeError, ValueError": _DATA,
+    "flexkit/integrations/_torch.py::_as_numpy: TypeError, ValueError": _DATA,
+    "flexkit/scheduler/_observers.py::notify: Exception": "an observer's failure is logged with its type, not raised",
+    "flexkit/pipeline/_state.py::refusing_component: Exception": "probing which component refuses its part of a state",
+    "flexkit/pipeline/_pipeline.py::Pipeline.load_checkpoint: Exception": _NAMED + " (a CheckpointError)",
+    "flexkit/pipeline/_pipeline.py::Pipeline.load_state_dict: BaseException": _CLEANUP,
+    "flexkit/plot/_figures.py::_natural: ValueError": _DATA,
+    "flexkit/plot/_figures.py::_resolved: ValueError": "best effort: a plot without target lines, the sample stage "
                                                       "read from the records",
-    "flexkit/plot/figures.py::_targets: KeyError, TypeError": "best effort: a plot without target lines",
-    "flexkit/pipeline/grouping.py::_natural: ValueError": _DATA,
-    "flexkit/plugins/registrar.py::Component.build: AttributeError, TypeError":
+    "flexkit/plot/_figures.py::_targets: KeyError, TypeError": "best effort: a plot without target lines",
+    "flexkit/pipeline/_grouping.py::_natural: ValueError": _DATA,
+    "flexkit/plugins/_registrar.py::Component.build: AttributeError, TypeError":
         "a frozen or slotted component keeps its class's name",
-    "flexkit/plugins/local_import.py::exit_is_import_error: BaseException": "sys.exit() while importing a plugin",
-    "flexkit/plugins/local_import.py::exit_is_import_error: Exception": "re-raised as it is",
-    "flexkit/plugins/local_import.py::load_local_module: BaseException": _CLEANUP,
-    "flexkit/plugins/manager.py::PluginHost._load_entry_points: Exception": _NAMED + " (a plugin failure)",
-    "flexkit/plugins/manager.py::PluginHost.add: Exception": _NAMED + " (a plugin failure)",
-    "flexkit/plugins/manager.py::PluginHost.add_local: Exception": _NAMED + " (cannot load plugin ...)",
-    "flexkit/scheduler/prefetch.py::Prefetcher._run: BaseException": "handed to the reader and raised there, as it is",
-    "flexkit/sample/replay.py::ReplayBuffer.load_state_dict: RuntimeError, TypeError, ValueError":
+    "flexkit/plugins/_local_import.py::exit_is_import_error: BaseException": "sys.exit() while importing a plugin",
+    "flexkit/plugins/_local_import.py::exit_is_import_error: Exception": "re-raised as it is",
+    "flexkit/plugins/_local_import.py::load_local_module: BaseException": _CLEANUP,
+    "flexkit/plugins/_manager.py::PluginHost._load_entry_points: Exception": _NAMED + " (a plugin failure)",
+    "flexkit/plugins/_manager.py::PluginHost.add: Exception": _NAMED + " (a plugin failure)",
+    "flexkit/plugins/_manager.py::PluginHost.add_local: Exception": _NAMED + " (cannot load plugin ...)",
+    "flexkit/scheduler/_prefetch.py::Prefetcher._run: BaseException": "handed to the reader and raised there, as it is",
+    "flexkit/sample/_replay.py::ReplayBuffer.load_state_dict: RuntimeError, TypeError, ValueError":
         _DATA + " (numpy and torch on a checkpoint's stored rows: a CheckpointError)",
-    "flexkit/run/folder.py::_is_pipeline_file: ValueError": "a NUL byte in a path: not a file",
-    "flexkit/run/folder.py::read_metrics: ValueError": _DATA,
-    "flexkit/run/folder.py::resume_run_folder: Exception": _NAMED + " (a CheckpointError: the trainer's state)",
-    "flexkit/run/runner.py::_committed_step: KeyError, TypeError, ValueError": _DATA + " (best effort, a fallback)",
+    "flexkit/run/_folder.py::_is_pipeline_file: ValueError": "a NUL byte in a path: not a file",
+    "flexkit/run/_folder.py::read_metrics: ValueError": _DATA,
+    "flexkit/run/_folder.py::resume_run_folder: Exception": _NAMED + " (a CheckpointError: the trainer's state)",
+    "flexkit/run/_runner.py::_committed_step: KeyError, TypeError, ValueError": _DATA + " (best effort, a fallback)",
     "flexkit/sample/actuators/static.py::StaticMixer.act: ValueError": _DATA + " (int() of a taskset name)",
-    "flexkit/sample/batch.py::RolloutBatch.__getitem__: KeyError": "dict lookup, a SampleError listing the fields",
-    "flexkit/sample/batch.py::RolloutBatch.group_index: TypeError": _DATA + " (unhashable group values)",
-    "flexkit/sample/batch.py::_per_sample_array: TypeError, ValueError": _DATA + " (ragged values)",
-    "flexkit/sample/output_checks.py::check_score_output: TypeError, ValueError":
+    "flexkit/sample/_batch.py::RolloutBatch.__getitem__: KeyError": "dict lookup, a SampleError listing the fields",
+    "flexkit/sample/_batch.py::RolloutBatch.group_index: TypeError": _DATA + " (unhashable group values)",
+    "flexkit/sample/_batch.py::_per_sample_array: TypeError, ValueError": _DATA + " (ragged values)",
+    "flexkit/sample/_output_checks.py::check_score_output: TypeError, ValueError":
         _DATA + " (the scores a scorer returned, a SampleError naming it)",
-    "flexkit/scheduler/scheduler.py::TasksetScheduler._produce: Exception":
+    "flexkit/scheduler/_scheduler.py::TasksetScheduler._produce: Exception":
         "carried with the selection and raised as it is",
-    "flexkit/scheduler/state.py::SchedulerState.load_state_dict: Exception": _CLEANUP,
-    "flexkit/selectors/base.py::checked_load.load_state_dict: ArithmeticError, AttributeError, IndexError, "
+    "flexkit/scheduler/_state.py::SchedulerState.load_state_dict: Exception": _CLEANUP,
+    "flexkit/selectors/_base.py::checked_load.load_state_dict: ArithmeticError, AttributeError, IndexError, "
     "KeyError, TypeError, ValueError":
         "a selector's own load_state_dict failing on a state that does not fit it: restored to the state before "
         "and reported as StateMismatchError naming the selector and the original error",
-    "flexkit/scheduler/state.py::SchedulerState._load: ArithmeticError, AttributeError, IndexError, KeyError, "
+    "flexkit/scheduler/_state.py::SchedulerState._load: ArithmeticError, AttributeError, IndexError, KeyError, "
     "TypeError, ValueError":
         "a selector's load_state_dict failing on a saved state that does not fit it, reported as "
         "StateMismatchError naming the taskset, the selector and the original error",
-    "flexkit/run/schema_line.py::retarget_schema_line: ValueError": "os.path.relpath across drives",
+    "flexkit/run/_schema_line.py::retarget_schema_line: ValueError": "os.path.relpath across drives",
     "flexkit/selectors/_grouping.py::_any_column: Exception":
         "a taskset refusing a non-numeric column: read as labels, else raised as it is",
     "flexkit/selectors/_grouping.py::_any_column: KeyError": "the Mapping protocol: a missing feature column",
     "flexkit/selectors/_estimates.py::load_array: TypeError, ValueError": _DATA,
-    "flexkit/selectors/base.py::read_feature_columns: Exception": "a lazy mapping that cannot list its keys",
-    "flexkit/selectors/base.py::read_feature_columns: KeyError": "the Mapping protocol: a missing feature column",
-    "flexkit/selectors/base.py::validate_feedback: TypeError, ValueError": _DATA,
-    "flexkit/tasksets/base.py::Taskset._indices: TypeError, ValueError": _DATA,
-    "flexkit/tasksets/json_file.py::JsonTaskset.__init__: ValueError": _DATA + " (UnicodeDecodeError)",
-    "flexkit/tasksets/jsonl.py::JsonlTaskset.__init__: BaseException": _CLEANUP,
-    "flexkit/tasksets/jsonl.py::JsonlTaskset._extract: KeyError": "dict lookup of a row's feature",
-    "flexkit/tasksets/jsonl.py::JsonlTaskset._parse: ValueError": _DATA,
-    "flexkit/tasksets/jsonl.py::_problem: ValueError": _DATA,
-    "flexkit/tasksets/memory.py::InMemoryTaskset.__init__: TypeError, ValueError": _DATA,
-    "flexkit/tasksets/memory.py::_content_digest: TypeError, ValueError": "rows JSON cannot hold have no digest",
-    "flexkit/state_problems.py::plain_number: Exception": "whatever a foreign array type raises: not a number",
+    "flexkit/selectors/_base.py::read_feature_columns: Exception": "a lazy mapping that cannot list its keys",
+    "flexkit/selectors/_base.py::read_feature_columns: KeyError": "the Mapping protocol: a missing feature column",
+    "flexkit/selectors/_base.py::validate_feedback: TypeError, ValueError": _DATA,
+    "flexkit/tasksets/_base.py::Taskset._indices: TypeError, ValueError": _DATA,
+    "flexkit/tasksets/_json_file.py::JsonTaskset.__init__: ValueError": _DATA + " (UnicodeDecodeError)",
+    "flexkit/tasksets/_jsonl.py::JsonlTaskset.__init__: BaseException": _CLEANUP,
+    "flexkit/tasksets/_jsonl.py::JsonlTaskset._extract: KeyError": "dict lookup of a row's feature",
+    "flexkit/tasksets/_jsonl.py::JsonlTaskset._parse: ValueError": _DATA,
+    "flexkit/tasksets/_jsonl.py::_problem: ValueError": _DATA,
+    "flexkit/tasksets/_memory.py::InMemoryTaskset.__init__: TypeError, ValueError": _DATA,
+    "flexkit/tasksets/_memory.py::_content_digest: TypeError, ValueError": "rows JSON cannot hold have no digest",
+    "flexkit/_state_problems.py::plain_number: Exception": "whatever a foreign array type raises: not a number",
     "plugins/flexkit-rft-ray/flexkit_ray/__init__.py::run_worker: BaseException": _CLEANUP,
     "plugins/flexkit-rft-trinity/flexkit_trinity/config.py::is_flexkit_selector_type: Exception":
         "Trinity-RFT's own registry refusing an unknown name: not a flexkit selector",
@@ -211,8 +213,8 @@ CAUGHT_BUILTINS: dict[str, str] = {
 #: Exception classes defined outside ``flexkit/errors.py``, and why they are not flexkit errors.
 OTHER_EXCEPTION_CLASSES: dict[str, str] = {
     "flexkit/_files.py::NotRegularFileError": "an OSError of the file helpers, caught where files are opened",
-    "flexkit/scheduler/prefetch.py::RowsFailed": "internal: carries a failed read's selection to the reader",
-    "flexkit/testing/runs.py::Crash": "the contract kit's simulated crash (a BaseException no code catches)",
+    "flexkit/scheduler/_prefetch.py::RowsFailed": "internal: carries a failed read's selection to the reader",
+    "flexkit/testing/_runs.py::Crash": "the contract kit's simulated crash (a BaseException no code catches)",
 }
 
 
@@ -381,7 +383,7 @@ def _bad_seeds() -> None:
 
 
 def _not_a_batch() -> None:
-    from flexkit.sample.batch import BatchAdapter
+    from flexkit.sample._batch import BatchAdapter
 
     BatchAdapter()(["not", "a", "batch"], who="test")
 
@@ -391,7 +393,7 @@ def _bad_declaration() -> None:
 
 
 def _bad_scheduler_state() -> None:
-    from flexkit.scheduler.scheduler import TasksetEntry
+    from flexkit.scheduler._scheduler import TasksetEntry
 
     entry = TasksetEntry(name="a", taskset=flexkit.InMemoryTaskset("a", size=3),
                          selector=flexkit.make_selector("shuffle", size=3))

@@ -11,15 +11,15 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from flexkit.integrations.host_metrics import (
+from flexkit.integrations._host_metrics import (
     ESTIMATE_MEAN_LIMIT,
     PREFIX,
     feedback_metrics,
     pipeline_metrics,
     selector_metrics,
 )
-from flexkit.pipeline.pipeline import pipeline_from_dict
-from flexkit.sample.batch import RolloutBatch
+from flexkit.pipeline._pipeline import pipeline_from_dict
+from flexkit.sample._batch import RolloutBatch
 from flexkit.scheduler.feedback import SELECTOR_METRIC
 from tests.scheduler.test_scheduler import make_pipeline, write_taskset
 
@@ -110,7 +110,7 @@ def test_sample_stage_metrics_are_prefixed(tmp_path: Path) -> None:
 def test_tasksets_above_the_limit_skip_the_estimate_mean(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pipe = make_pipeline(tmp_path, sizes=(40,), selectors=[LEARNING])
     assert "flexkit/selector/t0/predicted_pass_rate_mean" in pipeline_metrics(pipe)
-    monkeypatch.setattr("flexkit.integrations.host_metrics.ESTIMATE_MEAN_LIMIT", 39)
+    monkeypatch.setattr("flexkit.integrations._host_metrics.ESTIMATE_MEAN_LIMIT", 39)
     assert "flexkit/selector/t0/predicted_pass_rate_mean" not in pipeline_metrics(pipe)
     assert ESTIMATE_MEAN_LIMIT >= 10**6
 

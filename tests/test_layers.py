@@ -30,8 +30,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "sample": ("sample/",),
     "plugins": ("plugins/",),
     "config": ("config/",),
-    "base": ("errors.py", "log.py", "_files.py", "_lazy.py", "_version.py", "estimators.py", "state_problems.py",
-             "metric_names.py"),
+    "base": ("errors.py", "_log.py", "_files.py", "_lazy.py", "_version.py", "_estimators.py", "_state_problems.py",
+             "_metric_names.py"),
 }
 
 #: The layers each layer may import besides its own and the base. Not transitive: each allowed pair is written.
@@ -52,8 +52,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 
 #: Imports against the table that are known and kept, each with its reason (importer file, imported module).
 EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("compare/run.py", "flexkit.plot.figures"): "compare draws each run's plots with flexkit plot's own code",
-    ("integrations/host_metrics.py", "flexkit.run.estimates"):
+    ("compare/_run.py", "flexkit.plot._figures"): "compare draws each run's plots with flexkit plot's own code",
+    ("integrations/_host_metrics.py", "flexkit.run._estimates"):
         "host adapters report the selectors' estimates as flexkit run does",
 }
 
@@ -155,18 +155,18 @@ def test_every_exception_is_still_needed() -> None:
     assert not stale, f"these exceptions no longer happen; remove them: {stale}"
 
 
-@pytest.mark.parametrize(("importer", "module"), [("pipeline/pipeline.py", "flexkit.run.dynamic_sampling"),
-                                                  ("pipeline/pipeline.py", "flexkit.run.runner")])
+@pytest.mark.parametrize(("importer", "module"), [("pipeline/_pipeline.py", "flexkit.run._dynamic_sampling"),
+                                                  ("pipeline/_pipeline.py", "flexkit.run._runner")])
 def test_the_pipeline_does_not_import_the_step_loop(importer: str, module: str) -> None:
     assert module not in imports_of(importer)
 
 
 def test_the_checker_sees_function_level_and_relative_imports(tmp_path: Path) -> None:
     """The scanner itself: an import inside a function, and a relative one, are found and placed."""
-    assert "flexkit.config.overrides" in imports_of("pipeline/pipeline.py")  # imported inside pipeline_from_dict
-    assert layer_of(module_file("flexkit.config.overrides")) == "config"
-    assert layer_of(module_file("flexkit.selectors.base.Selector")) == "selectors"
-    assert layer_of("config/reference.py") == "face" and layer_of("config/models.py") == "config"
+    assert "flexkit.config._overrides" in imports_of("pipeline/_pipeline.py")  # imported inside pipeline_from_dict
+    assert layer_of(module_file("flexkit.config._overrides")) == "config"
+    assert layer_of(module_file("flexkit.selectors._base.Selector")) == "selectors"
+    assert layer_of("config/reference.py") == "face" and layer_of("config/_models.py") == "config"
 
 
 def test_docs_architecture_names_every_module() -> None:

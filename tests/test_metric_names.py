@@ -1,11 +1,11 @@
-"""The metric vocabulary (:mod:`flexkit.metric_names`): one name per value, and old records read under it."""
+"""The metric vocabulary (:mod:`flexkit._metric_names`): one name per value, and old records read under it."""
 
 from __future__ import annotations
 
 import pytest
 
-from flexkit import metric_names as names
-from flexkit.metric_names import (
+from flexkit import _metric_names as names
+from flexkit._metric_names import (
     EVAL_ACCURACY,
     KEPT_FRACTION,
     KEPT_GROUPS,

@@ -1,4 +1,4 @@
-"""Rollout replay (:mod:`flexkit.sample.replay`): what is stored, what is replayed and when, its checkpoint state, and
+"""Rollout replay (:mod:`flexkit.sample._replay`): what is stored, what is replayed and when, its checkpoint state, and
 the config and trainer checks of ``flexkit run``."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flexkit import ConfigError, Pipeline, load_pipeline, run_pipeline
+from flexkit._metric_names import KEPT_FRACTION, REPLAY_RESPONSES
 from flexkit.cli.main import main
-from flexkit.compare.records import _trained
+from flexkit.compare._records import _trained
 from flexkit.errors import CheckpointError, SampleError
-from flexkit.metric_names import KEPT_FRACTION, REPLAY_RESPONSES
 from flexkit.run.simulator import SimulatorTrainer
-from flexkit.sample.batch import RolloutBatch
-from flexkit.sample.replay import REPLAY_AGE, ReplayBuffer
+from flexkit.sample._batch import RolloutBatch
+from flexkit.sample._replay import REPLAY_AGE, ReplayBuffer
 
 G, T = 2, 3  # answers per group, tokens per answer
 

@@ -8,7 +8,7 @@ import torch
 
 from flexkit.errors import SampleError
 from flexkit.sample import Keep, Mix, Weights
-from flexkit.sample.weights import (
+from flexkit.sample._weights import (
     AGGREGATIONS,
     aggregate,
     combine,

@@ -1,9 +1,9 @@
 """The ``flexkit`` command line: :func:`main`, its entry point (``flexkit = "flexkit.cli.main:main"``), which runs a
 command and turns its errors into messages and exit statuses.
 
-The parser is :mod:`flexkit.cli.parser`; the commands live in :mod:`flexkit.cli.registry` (``plugins``,
-``schema``), :mod:`flexkit.cli.pipeline` (``validate``, ``preview``), :mod:`flexkit.cli.run` (``run``,
-``annotate``, ``plot``) and :mod:`flexkit.cli.compare` (``compare``), and are importable from here as before.
+The parser is :mod:`flexkit.cli._parser`; the commands live in :mod:`flexkit.cli._registry` (``plugins``,
+``schema``), :mod:`flexkit.cli._pipeline` (``validate``, ``preview``), :mod:`flexkit.cli._run` (``run``,
+``annotate``, ``plot``) and :mod:`flexkit.cli._compare` (``compare``), and are importable from here as before.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import os
 import sys
 from collections.abc import Sequence
 
-from flexkit.cli.compare import MAX_LIST_VALUES, cmd_compare
-from flexkit.cli.parser import build_parser
-from flexkit.cli.pipeline import cmd_preview, cmd_validate
-from flexkit.cli.registry import DEFAULT_SCHEMA_PATH, cmd_plugins, cmd_schema
-from flexkit.cli.run import cmd_annotate, cmd_plot, cmd_run, resume_command
+from flexkit._log import configure_cli_logging, say
+from flexkit.cli._compare import MAX_LIST_VALUES, cmd_compare
+from flexkit.cli._parser import build_parser
+from flexkit.cli._pipeline import cmd_preview, cmd_validate
+from flexkit.cli._registry import DEFAULT_SCHEMA_PATH, cmd_plugins, cmd_schema
+from flexkit.cli._run import cmd_annotate, cmd_plot, cmd_run, resume_command
 from flexkit.errors import ConfigError, FlexkitError
-from flexkit.log import configure_cli_logging, say
 
 __all__ = ["DEFAULT_SCHEMA_PATH", "EXIT_OUTPUT_CUT", "MAX_LIST_VALUES", "build_parser", "cmd_annotate", "cmd_compare",
            "cmd_plot", "cmd_plugins", "cmd_preview", "cmd_run", "cmd_schema", "cmd_validate", "main",

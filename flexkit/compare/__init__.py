@@ -48,18 +48,18 @@ number and every run's curves), ``accuracy.png`` (mean accuracy vs step and vs r
 and ``levels.png`` (one panel per level); the plots need matplotlib, ``pip install "flexkit-rft[plot]"``, and
 are skipped with a note without it.
 
-Modules, by reader: :mod:`~flexkit.config.overrides` (``--set``/``--seeds`` parsing and overrides),
-:mod:`~flexkit.compare.statistics` (intervals, curves, the target), :mod:`~flexkit.compare.records` (what a run's
-``metrics.jsonl`` says), :mod:`~flexkit.compare.report` (tables, ``results.md``/``results.json``, accuracy plot),
-:mod:`~flexkit.compare.level_plot` (``levels.png``), :mod:`~flexkit.compare.results` (the records),
-:mod:`~flexkit.compare.execution` and :mod:`~flexkit.compare.worker` (running the jobs) and
-:mod:`~flexkit.compare.run` (:func:`compare` itself).
+Modules, by reader: :mod:`~flexkit.config._overrides` (``--set``/``--seeds`` parsing and overrides),
+:mod:`~flexkit.compare._statistics` (intervals, curves, the target), :mod:`~flexkit.compare._records` (what a run's
+``metrics.jsonl`` says), :mod:`~flexkit.compare._report` (tables, ``results.md``/``results.json``, accuracy plot),
+:mod:`~flexkit.compare._level_plot` (``levels.png``), :mod:`~flexkit.compare._results` (the records),
+:mod:`~flexkit.compare._execution` and :mod:`~flexkit.compare._worker` (running the jobs) and
+:mod:`~flexkit.compare._run` (:func:`compare` itself).
 """
 
 from __future__ import annotations
 
-from flexkit.compare.level_plot import write_level_plot
-from flexkit.compare.report import (
+from flexkit.compare._level_plot import write_level_plot
+from flexkit.compare._report import (
     render_compute_table,
     render_cost_table,
     render_markdown,
@@ -67,9 +67,9 @@ from flexkit.compare.report import (
     summary_rows,
     write_plot,
 )
-from flexkit.compare.results import Comparison, ReportInfo, RunFailure, RunOutcome, SettingResult, Spent
-from flexkit.compare.run import compare
-from flexkit.compare.statistics import (
+from flexkit.compare._results import Comparison, ReportInfo, RunFailure, RunOutcome, SettingResult, Spent
+from flexkit.compare._run import compare
+from flexkit.compare._statistics import (
     MIN_INTERVAL_VALUES,
     TARGET_FRACTION,
     mean_curve,
@@ -78,7 +78,7 @@ from flexkit.compare.statistics import (
     steps_to,
     t_quantile,
 )
-from flexkit.config.overrides import (
+from flexkit.config._overrides import (
     Override,
     Setting,
     apply_overrides,

@@ -1,5 +1,5 @@
 """The component reference: every component and pipeline table with its keys (type, default, bounds, doc), as
-Markdown, generated from the same attrs classes as the JSON Schema (:mod:`flexkit.config.schema`).
+Markdown, generated from the same attrs classes as the JSON Schema (:mod:`flexkit.config._schema`).
 
 ``python -m flexkit.config.reference --output docs/components.md`` writes the committed reference (flexkit's own
 components and those of the embedded trainer's distribution, :data:`COMMITTED_DISTRIBUTIONS`); ``--check`` exits 1
@@ -23,9 +23,9 @@ from typing import Any, Literal, Union
 import attrs
 
 from flexkit._version import DISTRIBUTION
-from flexkit.config.components import STAGES, ComponentSpec, component_meta, default_table_of
-from flexkit.config.fields import FACTORY_CLASS, field_meta
-from flexkit.config.models import (
+from flexkit.config._components import STAGES, ComponentSpec, component_meta, default_table_of
+from flexkit.config._fields import FACTORY_CLASS, field_meta
+from flexkit.config._models import (
     FeedbackConfig,
     PipelineConfig,
     RefillConfig,
@@ -34,7 +34,7 @@ from flexkit.config.models import (
     SampleConfig,
     TasksetConfig,
 )
-from flexkit.plugins.contract import optional_member
+from flexkit.plugins._contract import optional_member
 
 #: The committed reference, relative to the repository root.
 REFERENCE_PATH = "docs/components.md"
@@ -270,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     which.add_argument("--distribution", action="append", default=[], metavar="NAME",
                        help="include the components of this distribution (repeatable)")
     args = parser.parse_args(argv)
-    from flexkit.plugins.manager import get_plugins  # the command asks for the registry; the generator takes one
+    from flexkit.plugins._manager import get_plugins  # the command asks for the registry; the generator takes one
 
     wanted = {*COMMITTED_DISTRIBUTIONS, *args.distribution}
     include = None if args.all_plugins else (lambda c: c.distribution in wanted)

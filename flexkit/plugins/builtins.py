@@ -1,12 +1,12 @@
 """flexkit's built-in components, all registered here (as llm registers its own in ``default_plugins``).
 
-This module is the one entry of :data:`flexkit.plugins.manager.BUILTIN_PLUGINS`, and
-:meth:`flexkit.plugins.manager.PluginHost.add` loads it exactly as it loads a third-party entry point: through the
-registration hooks of :mod:`flexkit.plugins.hookspecs`. No other module registers anything.
+This module is the one entry of :data:`flexkit.plugins._manager.BUILTIN_PLUGINS`, and
+:meth:`flexkit.PluginHost.add` loads it exactly as it loads a third-party entry point: through the
+registration hooks of :mod:`flexkit.plugins._hookspecs`. No other module registers anything.
 
-The tables of :mod:`flexkit.plugins.builtin_table` give each component's ``type`` name, its factory as
+The tables of :mod:`flexkit.plugins._builtin_table` give each component's ``type`` name, its factory as
 ``"module:attribute"``, and optionally a description (default: the factory docstring's first line) and a config
-class (default: the factory's ``Config``, see :mod:`flexkit.plugins.contract`). A component module is imported only
+class (default: the factory's ``Config``, see :mod:`flexkit.plugins._contract`). A component module is imported only
 when the hooks run, so importing this module, or the packages the components live in, loads none of them. A new
 component is one module plus one line in that table.
 """
@@ -17,9 +17,9 @@ import importlib
 from collections.abc import Sequence
 from typing import Any
 
-from flexkit.estimators import BUILTIN_GROUP_ESTIMATORS
-from flexkit.plugins.builtin_table import ACTUATORS, FEEDBACK, SCORERS, SELECTORS, STORAGES, TRAINERS, Builtin
-from flexkit.plugins.hookspecs import Register, hookimpl
+from flexkit._estimators import BUILTIN_GROUP_ESTIMATORS
+from flexkit.plugins._builtin_table import ACTUATORS, FEEDBACK, SCORERS, SELECTORS, STORAGES, TRAINERS, Builtin
+from flexkit.plugins._hookspecs import Register, hookimpl
 
 
 def resolve(target: str) -> Any:
@@ -74,5 +74,5 @@ def flexkit_register_trainers(register: Register) -> None:
 
 @hookimpl
 def flexkit_group_estimators() -> list[str]:
-    """GRPO's family of group advantage estimators (:data:`flexkit.estimators.BUILTIN_GROUP_ESTIMATORS`)."""
+    """GRPO's family of group advantage estimators (:data:`flexkit._estimators.BUILTIN_GROUP_ESTIMATORS`)."""
     return sorted(BUILTIN_GROUP_ESTIMATORS)

@@ -31,7 +31,7 @@ import numpy as np
 
 from flexkit.config import field
 from flexkit.errors import ConfigError, ConfigIssue
-from flexkit.plugins.contract import Rollout, Trainer
+from flexkit.plugins._contract import Rollout, Trainer
 from flexkit.tasksets import InMemoryTaskset
 
 #: Jitter of a task's difficulty around its level.
@@ -157,7 +157,7 @@ class SimulatorTrainer(Trainer):
         """Draw ``group_size`` Bernoulli outcomes per task."""
         import torch
 
-        from flexkit.sample.batch import RolloutBatch
+        from flexkit.sample._batch import RolloutBatch
 
         g = self.config.group_size
         p = self.success_probability(tasks)

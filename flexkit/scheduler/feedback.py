@@ -22,8 +22,8 @@ import numpy as np
 
 from flexkit._lazy import is_tensor
 from flexkit.errors import FeedbackError
-from flexkit.plugins.contract import Configurable, FeedbackSource
-from flexkit.plugins.contract import (
+from flexkit.plugins._contract import Configurable, FeedbackSource
+from flexkit.plugins._contract import (
     FeedbackOperator as FeedbackOperator,  # its home; named here too, beside its built-in
 )
 

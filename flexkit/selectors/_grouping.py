@@ -6,7 +6,7 @@ rollout of the group. :class:`TaskGroups` maps each task to a group id ``0 .. co
 
 - **categorical** (``bins = 0``): one group per distinct combination of the named columns' values. A numeric
   column is read as numbers; a column of strings (``source = "gsm8k"``) is read as labels, through the feature
-  mapping's ``labels(key)`` (what a taskset's :class:`~flexkit.tasksets.base.LazyFeatures` offers) or, for a plain
+  mapping's ``labels(key)`` (what a taskset's :class:`~flexkit.tasksets._base.LazyFeatures` offers) or, for a plain
   mapping, from the array itself;
 - **binned** (``bins = k > 0``): each numeric column is cut at its ``k``-quantiles (estimated on an evenly strided
   sample of at most :data:`QUANTILE_SAMPLE` values, so a column of 10^8 costs no sort) into at most ``k`` bins,

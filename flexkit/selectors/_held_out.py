@@ -19,9 +19,9 @@ from typing import Any, cast
 
 import numpy as np
 
+from flexkit._state_problems import is_number
 from flexkit.errors import ConfigError, ConfigIssue, StateMismatchError
 from flexkit.selectors._estimates import load_array
-from flexkit.state_problems import is_number
 
 #: Marks the place of a group's value in a metric template (``"val_accuracy/{}"``).
 PLACEHOLDER = "{}"

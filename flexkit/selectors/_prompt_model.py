@@ -304,7 +304,7 @@ def reference_sample(size: int, count: int) -> np.ndarray:
 
 def text_column(features: Mapping[str, np.ndarray], key: str, size: int, owner: str) -> np.ndarray:
     """The text column ``key`` of ``features``: as labels where the mapping offers them (a taskset's
-    :class:`~flexkit.tasksets.base.LazyFeatures`, which reads strings from the rows), else as given. Raises
+    :class:`~flexkit.tasksets._base.LazyFeatures`, which reads strings from the rows), else as given. Raises
     :class:`~flexkit.errors.TasksetError` naming ``owner`` when it is missing or of the wrong length."""
     try:
         column = np.asarray(features.labels(key) if isinstance(features, LabelledFeatures) else features[key])

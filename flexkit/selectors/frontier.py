@@ -96,8 +96,10 @@ from typing import Any
 import attrs
 import numpy as np
 
+from flexkit._state_problems import is_count, short
 from flexkit.config import field
 from flexkit.errors import ConfigError, StateMismatchError
+from flexkit.selectors._base import Selector
 from flexkit.selectors._estimates import (
     GroupBeta,
     GroupRates,
@@ -115,8 +117,6 @@ from flexkit.selectors._held_out import (
     reads_test_split,
 )
 from flexkit.selectors._prompt_model import HashedFeatures, PromptPassModel, PromptTexts, reference_sample, text_column
-from flexkit.selectors.base import Selector
-from flexkit.state_problems import is_count, short
 
 #: Group summaries :meth:`FrontierSelector.summary` reports one by one (more groups: only the totals).
 SUMMARY_GROUPS = 16

@@ -40,6 +40,7 @@ import numpy as np
 
 from flexkit.config import field
 from flexkit.errors import StateMismatchError
+from flexkit.selectors._base import Selector
 from flexkit.selectors._estimates import (
     GroupBeta,
     GroupRates,
@@ -51,7 +52,6 @@ from flexkit.selectors._estimates import (
 )
 from flexkit.selectors._grouping import TaskGroups, bins_field, uniform_fraction_field
 from flexkit.selectors._task_table import TaskTable
-from flexkit.selectors.base import Selector
 
 
 @attrs.frozen(kw_only=True)

@@ -12,7 +12,7 @@ import attrs
 import numpy as np
 
 from flexkit.config import field
-from flexkit.selectors.base import read_feature_columns
+from flexkit.selectors._base import read_feature_columns
 from flexkit.selectors.sequential import SequentialSelector
 
 

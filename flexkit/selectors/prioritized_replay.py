@@ -29,8 +29,8 @@ import numpy as np
 
 from flexkit.config import field
 from flexkit.errors import StateMismatchError
+from flexkit.selectors._base import Selector
 from flexkit.selectors._estimates import PooledRate, gumbel_top_k
-from flexkit.selectors.base import Selector
 
 
 @attrs.frozen(kw_only=True)

@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from flexkit.selectors.base import Selector
+from flexkit.selectors._base import Selector
 
 
 @attrs.frozen(kw_only=True)

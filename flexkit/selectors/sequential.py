@@ -12,7 +12,7 @@ import attrs
 import numpy as np
 
 from flexkit.errors import StateMismatchError
-from flexkit.selectors.base import Selector
+from flexkit.selectors._base import Selector
 
 
 @attrs.frozen(kw_only=True)

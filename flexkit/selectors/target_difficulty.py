@@ -24,8 +24,8 @@ import numpy as np
 
 from flexkit.config import field
 from flexkit.errors import ConfigError, StateMismatchError, TasksetError
+from flexkit.selectors._base import Selector, read_feature_columns
 from flexkit.selectors._estimates import candidate_count
-from flexkit.selectors.base import Selector, read_feature_columns
 
 
 @attrs.frozen(kw_only=True)

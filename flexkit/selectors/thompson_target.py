@@ -28,9 +28,9 @@ import numpy as np
 
 from flexkit.config import field
 from flexkit.errors import StateMismatchError
+from flexkit.selectors._base import Selector
 from flexkit.selectors._estimates import candidate_count, draw_candidates, top_k
 from flexkit.selectors._task_table import TaskTable
-from flexkit.selectors.base import Selector
 
 
 @attrs.frozen(kw_only=True)

@@ -27,8 +27,8 @@ import numpy as np
 
 from flexkit.config import field
 from flexkit.errors import StateMismatchError
+from flexkit.selectors._base import Selector
 from flexkit.selectors._estimates import candidate_count, draw_candidates, load_array, top_k
-from flexkit.selectors.base import Selector
 
 #: Kinds of a zero-variance streak.
 NONE, EASY, HARD = 0, 1, 2

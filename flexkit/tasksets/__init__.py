@@ -13,19 +13,19 @@ The built-in ``file`` storage (``storage_type = "file"`` in a ``[[tasksets]]`` t
 - **Parquet** (``.parquet``): via pyarrow (``pip install "flexkit-rft[parquet]"``), memory-mapped and read with
   ``take``.
 
-Modules, by reader: :mod:`~flexkit.tasksets.base` (the :class:`Taskset` protocol and feature mappings),
-:mod:`~flexkit.tasksets.jsonl`, :mod:`~flexkit.tasksets.json_file`, :mod:`~flexkit.tasksets.parquet`,
-:mod:`~flexkit.tasksets.memory` (one per format) and :mod:`~flexkit.tasksets.storage` (the ``file`` storage).
+Modules, by reader: :mod:`~flexkit.tasksets._base` (the :class:`Taskset` protocol and feature mappings),
+:mod:`~flexkit.tasksets._jsonl`, :mod:`~flexkit.tasksets._json_file`, :mod:`~flexkit.tasksets._parquet`,
+:mod:`~flexkit.tasksets._memory` (one per format) and :mod:`~flexkit.tasksets.storage` (the ``file`` storage).
 :mod:`flexkit.plugins.builtins` registers the ``file`` storage.
 """
 
 from __future__ import annotations
 
-from flexkit.tasksets.base import LazyFeatures, Taskset, lazy_features
-from flexkit.tasksets.json_file import JsonTaskset
-from flexkit.tasksets.jsonl import JsonlTaskset
-from flexkit.tasksets.memory import InMemoryTaskset
-from flexkit.tasksets.parquet import ParquetTaskset
+from flexkit.tasksets._base import LazyFeatures, Taskset, check_rows, lazy_features
+from flexkit.tasksets._json_file import JsonTaskset
+from flexkit.tasksets._jsonl import JsonlTaskset
+from flexkit.tasksets._memory import InMemoryTaskset
+from flexkit.tasksets._parquet import ParquetTaskset
 from flexkit.tasksets.storage import (
     FORMATS,
     FileStorageConfig,
@@ -42,6 +42,7 @@ __all__ = [
     "LazyFeatures",
     "ParquetTaskset",
     "Taskset",
+    "check_rows",
     "lazy_features",
     "open_file_taskset",
     "resolve_format",

@@ -158,7 +158,7 @@ class FdPool:
                 os.close(entry.fd)
 
 
-#: The pool every :class:`~flexkit.tasksets.jsonl.JsonlTaskset` borrows from.
+#: The pool every :class:`~flexkit.tasksets._jsonl.JsonlTaskset` borrows from.
 POOL = FdPool()
 
 if hasattr(os, "register_at_fork"):

@@ -10,12 +10,12 @@ from typing import Any
 import attrs
 
 from flexkit._files import file_kind, resolve_path
-from flexkit.config.fields import field
+from flexkit.config._fields import field
 from flexkit.errors import TasksetError
-from flexkit.tasksets.base import Taskset
-from flexkit.tasksets.json_file import JsonTaskset
-from flexkit.tasksets.jsonl import JsonlTaskset
-from flexkit.tasksets.parquet import ParquetTaskset
+from flexkit.tasksets._base import Taskset
+from flexkit.tasksets._json_file import JsonTaskset
+from flexkit.tasksets._jsonl import JsonlTaskset
+from flexkit.tasksets._parquet import ParquetTaskset
 
 __all__ = ["FORMATS", "FileStorageConfig", "open_file_taskset", "resolve_format"]
 

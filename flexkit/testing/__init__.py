@@ -9,17 +9,20 @@ pattern); a failure is an ``AssertionError`` naming the component and the clause
     def test_contract():
         flexkit.testing.check_selector("my_selector")       # or check_component("selector", "my_selector")
 
-The clauses one by one are in :mod:`flexkit.testing.contract`; the generic builds and drivers they use
-(:func:`build`, :func:`drive`, :data:`REQUIRED_FILLERS`, ...) in :mod:`flexkit.testing.registry`; helpers for
-tests that run pipelines in :mod:`flexkit.testing.runs`. Importing this package imports neither pytest nor torch.
+The clauses one by one (:func:`check_builds`, :func:`check_state_round_trip`, ...), the generic builds and
+drivers they use (:func:`build`, :func:`drive`, :data:`REQUIRED_FILLERS`, ...), :func:`check_state` (whether a
+state can be checkpointed, checked in memory) and helpers for tests that run pipelines (:func:`crash_run`,
+:func:`read_metrics`, ...) are all importable from here; the modules that hold them are internal. Importing this
+package imports neither pytest nor torch.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from flexkit.plugins.manager import PluginHost
-from flexkit.testing.contract import (
+from flexkit.pipeline._checkpoint import check_state
+from flexkit.plugins._manager import PluginHost
+from flexkit.testing._contract import (
     CHECKPOINTED,
     DRIVEN,
     check_builds,
@@ -32,7 +35,7 @@ from flexkit.testing.contract import (
     check_state_round_trip,
     find_component,
 )
-from flexkit.testing.registry import (
+from flexkit.testing._registry import (
     REQUIRED_FILLERS,
     build,
     checkpoint_round_trip,
@@ -45,7 +48,7 @@ from flexkit.testing.registry import (
     synthetic_batch,
     synthetic_features,
 )
-from flexkit.testing.runs import (
+from flexkit.testing._runs import (
     Crash,
     CrashAt,
     crash_run,
@@ -74,6 +77,7 @@ __all__ = [
     "check_schema_entry",
     "check_scorer",
     "check_selector",
+    "check_state",
     "check_state_round_trip",
     "check_storage",
     "check_trainer",

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from flexkit.distributed import digest
-from flexkit.pipeline.pipeline import pipeline_from_dict
-from flexkit.testing.runs import write_jsonl_taskset
+from flexkit.pipeline._pipeline import pipeline_from_dict
+from flexkit.testing._runs import write_jsonl_taskset
 
 __all__ = ["TOTAL_STEPS", "experiences", "make_pipeline", "metrics_for", "pairs", "pipeline_data", "reference",
            "reward"]

@@ -25,7 +25,7 @@ import attrs
 import numpy as np
 import pytest
 
-from flexkit.pipeline.checkpoint import LOCK_FILE, STATE_FILE
+from flexkit.pipeline._checkpoint import LOCK_FILE, STATE_FILE
 from tests.fixtures import ROOT
 
 __all__ = ["CampaignReport", "Lines", "ZygoteProcess", "canonical", "emit", "needs_fork", "serve_forks",

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from flexkit.errors import CheckpointError
-from flexkit.pipeline.checkpoint import load_state, save_state
+from flexkit.pipeline._checkpoint import load_state, save_state
 from flexkit.scheduler.feedback import SELECTOR_METRIC
 from tests.scheduler.test_scheduler import batch_key, feedback_for, make_pipeline
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from flexkit.errors import CheckpointError
-from flexkit.pipeline.checkpoint import load_state, save_state
-from flexkit.pipeline.pipeline import pipeline_from_dict
+from flexkit.pipeline._checkpoint import load_state, save_state
+from flexkit.pipeline._pipeline import pipeline_from_dict
 from flexkit.tasksets import InMemoryTaskset, JsonlTaskset
 from tests.checkpoint.test_kill_checkpoint import canonical
 from tests.scheduler.test_scheduler import write_taskset
@@ -155,7 +155,7 @@ def test_content_ids_of_the_built_in_formats(tmp_path: Path) -> None:
 def test_regression_a_parameter_added_later_loads_at_its_default_only(tmp_path: Path, monkeypatch) -> None:
     """Regression: a checkpoint written before a component gained a parameter (toyrl's ``operation``) was refused
     ("operation: None in the checkpoint, 'add' now"), though the default computes what the old code did."""
-    from flexkit.pipeline.pipeline import Pipeline
+    from flexkit.pipeline._pipeline import Pipeline
 
     for i, n in enumerate((12, 8)):
         write_taskset(tmp_path / f"t{i}.jsonl", n, seed=i)

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from flexkit.errors import CheckpointError
-from flexkit.pipeline.checkpoint import STATE_FILE, load_state, save_state
-from flexkit.pipeline.pipeline import Pipeline
+from flexkit.pipeline._checkpoint import STATE_FILE, load_state, save_state
+from flexkit.pipeline._pipeline import Pipeline
 from tests.checkpoint.test_kill_checkpoint import build_pipeline, canonical, play_step, signed, write_data
 
 FLIPS = int(os.environ.get("FLEXKIT_FLIPS", "150"))

@@ -14,9 +14,9 @@ import pytest
 
 from flexkit.cli.main import main
 from flexkit.errors import CheckpointError, TasksetError
-from flexkit.pipeline.checkpoint import load_state, save_state
-from flexkit.pipeline.fingerprint import compare_fingerprints
-from flexkit.pipeline.pipeline import pipeline_from_dict
+from flexkit.pipeline._checkpoint import load_state, save_state
+from flexkit.pipeline._fingerprint import compare_fingerprints
+from flexkit.pipeline._pipeline import pipeline_from_dict
 from tests.fixtures import read_metrics, without_clock
 
 

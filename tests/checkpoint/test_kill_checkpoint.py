@@ -39,8 +39,8 @@ import numpy as np
 import pytest
 
 from flexkit.errors import CheckpointError
-from flexkit.pipeline.checkpoint import STATE_FILE, load_state, save_state
-from flexkit.pipeline.pipeline import Pipeline, pipeline_from_dict
+from flexkit.pipeline._checkpoint import STATE_FILE, load_state, save_state
+from flexkit.pipeline._pipeline import Pipeline, pipeline_from_dict
 from flexkit.scheduler.feedback import SELECTOR_METRIC
 from tests.checkpoint.kill_helpers import (
     CampaignReport,
@@ -54,7 +54,7 @@ from tests.checkpoint.kill_helpers import (
 from tests.fixtures import ROOT
 from tests.scheduler.test_scheduler import write_taskset
 
-CHECKPOINT_PY = ROOT / "flexkit" / "pipeline" / "checkpoint.py"
+CHECKPOINT_PY = ROOT / "flexkit" / "pipeline" / "_checkpoint.py"
 TOTAL_STEPS = 40
 SIZES = (3000, 1500, 500)
 FEEDBACK_SEED = 20_240_611
@@ -156,7 +156,7 @@ def zygote(data_dir: str) -> None:
     import torch  # noqa: F401 - imported before forking so workers start fast
 
     import flexkit.sample.scorers  # noqa: F401
-    from flexkit.plugins.manager import get_plugins
+    from flexkit.plugins._manager import get_plugins
 
     def child(ckpt: str) -> int:
         try:
@@ -389,7 +389,7 @@ def _crash_when(hit: Callable[[FrameType], bool], fn: Callable[[], Any]) -> bool
 
 
 def crash_at(n: int, fn: Callable[[], Any]) -> bool:
-    """Run ``fn``, raising :class:`Crash` before the ``n``-th line executed in ``flexkit/pipeline/checkpoint.py``;
+    """Run ``fn``, raising :class:`Crash` before the ``n``-th line executed in ``flexkit/pipeline/_checkpoint.py``;
     returns whether it crashed. (Crashing inside library code this way would run its ``finally`` clauses, which a
     real crash does not; the interior of numpy's zip writing is what the SIGKILL campaign covers.)"""
     count = 0
@@ -411,7 +411,7 @@ def _states(i: int) -> dict[str, Any]:
 
 
 def test_a_crash_between_any_two_steps_of_a_save_leaves_the_old_or_the_new_checkpoint(tmp_path: Path) -> None:
-    """Crash points: before every line executed in ``flexkit/pipeline/checkpoint.py`` during a save."""
+    """Crash points: before every line executed in ``flexkit/pipeline/_checkpoint.py`` during a save."""
     ckpt = tmp_path / "ckpt"
     save_state(ckpt, _states(0), meta={"m": 0})
     points, outcomes = 0, Counter()
@@ -445,7 +445,8 @@ def test_stale_temp_and_arrays_files_do_not_break_loading_and_are_removed(tmp_pa
 
 
 def crash_before(source_line: str, fn: Callable[[], Any]) -> None:
-    """Run ``fn``, raising :class:`Crash` right before ``flexkit/pipeline/checkpoint.py`` first runs ``source_line``."""
+    """Run ``fn``, raising :class:`Crash` right before ``flexkit/pipeline/_checkpoint.py`` first runs
+    ``source_line``."""
     numbers = [i + 1 for i, text in enumerate(CHECKPOINT_PY.read_text().splitlines()) if text.strip() == source_line]
     assert len(numbers) == 1, source_line
     line, target = numbers[0], str(CHECKPOINT_PY)

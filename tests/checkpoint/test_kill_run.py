@@ -33,7 +33,7 @@ import attrs
 import numpy as np
 import pytest
 
-from flexkit.pipeline.checkpoint import STATE_FILE, load_state
+from flexkit.pipeline._checkpoint import STATE_FILE, load_state
 from flexkit.testing import without_clock_text
 from tests.checkpoint.kill_helpers import (
     CampaignReport,
@@ -105,7 +105,7 @@ def write_pipeline(folder: Path) -> Path:
 def install_kill_hook(kill_save: int, kill_line: int, count_to: str | None) -> None:
     """SIGKILL this process at the ``kill_line``-th Python line executed inside its ``kill_save``-th call of
     ``Pipeline.save_checkpoint`` (0: never); with ``count_to``, append each save's line count to that file."""
-    from flexkit.pipeline.pipeline import Pipeline
+    from flexkit.pipeline._pipeline import Pipeline
 
     original = Pipeline.save_checkpoint
     saves = 0
@@ -175,7 +175,7 @@ def zygote() -> None:
 
     import flexkit.cli.main
     import flexkit.run.simulator  # noqa: F401
-    from flexkit.plugins.manager import get_plugins
+    from flexkit.plugins._manager import get_plugins
 
     get_plugins()
     serve_forks(_child, announce_pid=True)

@@ -15,10 +15,10 @@ import json
 import shutil
 from pathlib import Path
 
+from flexkit._metric_names import upgrade_record
 from flexkit.cli.main import main
-from flexkit.metric_names import upgrade_record
-from flexkit.pipeline.checkpoint import load_state, save_state
-from flexkit.pipeline.pipeline import load_pipeline
+from flexkit.pipeline._checkpoint import load_state, save_state
+from flexkit.pipeline._pipeline import load_pipeline
 from tests.checkpoint.test_kill_checkpoint import canonical
 from tests.fixtures import within_rounding, without_clock
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from flexkit.errors import CheckpointError, StateError
-from flexkit.pipeline.checkpoint import check_state
-from flexkit.pipeline.pipeline import Pipeline, pipeline_from_dict
+from flexkit.pipeline._checkpoint import check_state
+from flexkit.pipeline._pipeline import Pipeline, pipeline_from_dict
 from tests.scheduler.test_scheduler import write_taskset
 
 PLUGIN = """

@@ -3,7 +3,7 @@ simulated kills (inside a save or between operations), the state after resuming 
 uninterrupted run's, and rejected input changes nothing.
 
 The uninterrupted run applies the operations once, ignoring saves, restarts and kills. The interrupted one is
-a job that saves checkpoints and dies: a kill raises a crash at a random line of ``flexkit/pipeline/checkpoint.py``
+a job that saves checkpoints and dies: a kill raises a crash at a random line of ``flexkit/pipeline/_checkpoint.py``
 inside a save (or between two operations); the job then restarts from a freshly built pipeline, loads the
 checkpoint (if any was committed), checks that it holds exactly the uninterrupted state at the checkpoint's
 operation, and replays the operations since then, as a training job redoes its steps after a restart.
@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from flexkit.errors import CheckpointError, FeedbackError
-from flexkit.pipeline.pipeline import Pipeline, pipeline_from_dict
+from flexkit.pipeline._pipeline import Pipeline, pipeline_from_dict
 from flexkit.scheduler.feedback import SELECTOR_METRIC
 from tests.checkpoint.test_kill_checkpoint import canonical, crash_at
 from tests.scheduler.test_scheduler import write_taskset
@@ -208,7 +208,7 @@ def test_resume_after_any_sequence_of_saves_kills_and_bad_input_equals_the_unint
 
 def test_a_fixed_sequence_with_a_kill_in_every_phase_of_the_first_save(data_dir: Path) -> None:
     """A kill at every 97th line of the first save and of a later one (a save runs about 3,600 lines of
-    ``flexkit/pipeline/checkpoint.py``), each followed by the same steps: the job always ends in the uninterrupted
+    ``flexkit/pipeline/_checkpoint.py``), each followed by the same steps: the job always ends in the uninterrupted
     state."""
     base: list[tuple[Any, ...]] = [("read",), ("feedback", 1, None), ("mix", 2), ("read",), ("feedback", 3, "nan")]
     for line in range(1, 4000, 97):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from flexkit import FlexkitError, pipeline_from_dict
-from flexkit.annotate.command import annotate
+from flexkit.annotate._command import annotate
 from flexkit.cli.main import main
 
 DATA = {
@@ -98,7 +98,7 @@ def test_cli_annotate_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_a_trained_checkpoint_is_the_stronger_reference(tmp_path: Path) -> None:
-    from flexkit.run.runner import run_pipeline
+    from flexkit.run._runner import run_pipeline
 
     pq = pytest.importorskip("pyarrow.parquet")  # the stronger reference is written as Parquet
 

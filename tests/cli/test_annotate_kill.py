@@ -55,11 +55,11 @@ EXAMPLES = 200 if os.environ.get("FLEXKIT_SLOW") == "1" else 8
 
 def install_interrupt(mode: str, line: int, count_to: str | None) -> None:
     """Interrupt this process (``mode``: ``"kill"`` SIGKILL, ``"int"`` SIGINT) at the ``line``-th Python line
-    executed inside ``flexkit.annotate.command.annotate`` (0: never); with ``count_to``, write the call's line count
+    executed inside ``flexkit.annotate._command.annotate`` (0: never); with ``count_to``, write the call's line count
     there."""
-    import flexkit.annotate.command
+    import flexkit.annotate._command
 
-    original = flexkit.annotate.command.annotate
+    original = flexkit.annotate._command.annotate
 
     def annotate(*args: Any, **kwargs: Any) -> Any:
         lines = 0
@@ -83,7 +83,7 @@ def install_interrupt(mode: str, line: int, count_to: str | None) -> None:
             if count_to is not None:
                 Path(count_to).write_text(str(lines))
 
-    flexkit.annotate.command.annotate = annotate  # the CLI imports it when the command runs
+    flexkit.annotate._command.annotate = annotate  # the CLI imports it when the command runs
 
 
 def _child(payload: str) -> int:
@@ -113,10 +113,10 @@ def zygote() -> None:
     import torch
 
     torch.set_num_threads(1)
-    import flexkit.annotate.command
+    import flexkit.annotate._command
     import flexkit.cli.main
     import flexkit.run.simulator  # noqa: F401
-    from flexkit.plugins.manager import get_plugins
+    from flexkit.plugins._manager import get_plugins
 
     with contextlib.suppress(ImportError):  # its first write imports pandas: in every worker, without this
         import tempfile

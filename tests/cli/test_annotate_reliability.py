@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-import flexkit.annotate.command
+import flexkit.annotate._command
 from flexkit import FlexkitError, pipeline_from_dict
-from flexkit.annotate.command import annotate
+from flexkit.annotate._command import annotate
 from flexkit.cli.main import main
 from flexkit.errors import CheckpointError, TasksetError
 
@@ -34,19 +34,19 @@ class _Boom(Exception):
 def rollouts(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     """The number of chunks rolled out (one entry per chunk), counted through ``annotate._pass_rates``."""
     calls: list[int] = []
-    original = flexkit.annotate.command._pass_rates
+    original = flexkit.annotate._command._pass_rates
 
     def counted(trainer: Any, tasks: Any, samples: int) -> Any:
         calls.append(len(tasks))
         return original(trainer, tasks, samples)
 
-    monkeypatch.setattr(flexkit.annotate.command, "_pass_rates", counted)
+    monkeypatch.setattr(flexkit.annotate._command, "_pass_rates", counted)
     yield calls
 
 
 def _fail_at_chunk(monkeypatch: pytest.MonkeyPatch, n: int, exc: BaseException) -> None:
     """Make the ``n``-th chunk's rollout (1-based) raise ``exc``; later calls work."""
-    original = flexkit.annotate.command._pass_rates
+    original = flexkit.annotate._command._pass_rates
     count = 0
 
     def failing(trainer: Any, tasks: Any, samples: int) -> Any:
@@ -56,7 +56,7 @@ def _fail_at_chunk(monkeypatch: pytest.MonkeyPatch, n: int, exc: BaseException) 
             raise exc
         return original(trainer, tasks, samples)
 
-    monkeypatch.setattr(flexkit.annotate.command, "_pass_rates", failing)
+    monkeypatch.setattr(flexkit.annotate._command, "_pass_rates", failing)
 
 
 def _annotate(tmp_path: Path, out: str, data: dict[str, Any] = SIM, **kwargs: Any) -> Path:
@@ -137,7 +137,7 @@ def test_a_damaged_line_of_the_partial_is_reported_before_any_rollout(
     lines[line - 1] = damage
     partial.write_bytes(b"\n".join(lines))
     calls: list[int] = []
-    monkeypatch.setattr(flexkit.annotate.command, "_pass_rates", lambda *a: calls.append(1))
+    monkeypatch.setattr(flexkit.annotate._command, "_pass_rates", lambda *a: calls.append(1))
     with pytest.raises(FlexkitError, match=rf"out\.jsonl\.partial line {line} is damaged \({why}.*delete .* to start"):
         _annotate(tmp_path, "out.jsonl")
     assert calls == []
@@ -176,7 +176,7 @@ def test_a_rerun_after_the_taskset_file_changed_is_refused(tmp_path: Path, monke
 
 
 def _train(tmp_path: Path, folder: str, seed: int, data: dict[str, Any] = SIM) -> Path:
-    from flexkit.run.runner import run_pipeline
+    from flexkit.run._runner import run_pipeline
 
     trained = {**data, "run": {**data["run"], "seed": seed}}
     run_pipeline(pipeline_from_dict(trained, base_dir=tmp_path), run_dir=tmp_path / folder, progress=None)
@@ -326,7 +326,7 @@ def test_a_checkpoint_of_another_taskset_is_refused_before_any_rollout(
 
 def test_a_checkpoint_of_another_trainer_or_no_run_is_refused(tmp_path: Path, rollouts: list[int]) -> None:
     """A folder without a checkpoint, and a checkpoint of another trainer type, are flexkit errors too."""
-    from flexkit.pipeline.checkpoint import save_state
+    from flexkit.pipeline._checkpoint import save_state
 
     (tmp_path / "empty").mkdir()
     with pytest.raises(CheckpointError, match="no checkpoint in"):

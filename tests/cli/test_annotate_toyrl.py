@@ -47,12 +47,12 @@ def test_annotate_interrupted_then_rerun_continues_the_generator_of_the_uninterr
     import contextlib
     import hashlib
 
-    import flexkit.annotate.command
-    from flexkit.annotate.command import annotate
+    import flexkit.annotate._command
+    from flexkit.annotate._command import annotate
 
     path = tmp_path / "pipeline.toml"
     path.write_text(TINY)
-    original = flexkit.annotate.command._pass_rates
+    original = flexkit.annotate._command._pass_rates
 
     def run(out: str, fail_at: int = 0) -> list[str]:
         states: list[str] = []
@@ -63,7 +63,7 @@ def test_annotate_interrupted_then_rerun_continues_the_generator_of_the_uninterr
                 raise RuntimeError("the GPU went away")
             return original(trainer, tasks, samples)
 
-        monkeypatch.setattr(flexkit.annotate.command, "_pass_rates", recorded)
+        monkeypatch.setattr(flexkit.annotate._command, "_pass_rates", recorded)
         with contextlib.suppress(RuntimeError):
             annotate(load_pipeline(path), out=tmp_path / out, samples=4, progress=None)
         return states

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import flexkit
+from flexkit.cli._registry import distribution_origin, origin_of
 from flexkit.cli.main import main
-from flexkit.cli.registry import distribution_origin, origin_of
 
 PLUGIN = """\
 from flexkit import hookimpl

@@ -13,7 +13,7 @@ import pytest
 
 from flexkit import ConfigError
 from flexkit.cli.main import EXIT_OUTPUT_CUT, main
-from flexkit.plugins.manager import FIRST_PARTY, PluginHost
+from flexkit.plugins._manager import FIRST_PARTY, PluginHost
 from tests.fixtures import ROOT
 
 HOOKS = """\

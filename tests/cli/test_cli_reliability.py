@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from flexkit.cli.main import main
-from flexkit.config.loader import ENV_NO_PIPELINE_PLUGINS
+from flexkit.config._loader import ENV_NO_PIPELINE_PLUGINS
 from tests.fixtures import ROOT
 
 PIPELINE = '[run]\nbatch_size = 2\n[[tasksets]]\nname = "t"\npath = "t.jsonl"\n'

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from flexkit.errors import FlexkitError
-from flexkit.pipeline.pipeline import load_pipeline
-from flexkit.run.lock import LOCK_FILE, hold_folder
-from flexkit.run.runner import run_pipeline
+from flexkit.pipeline._pipeline import load_pipeline
+from flexkit.run._lock import LOCK_FILE, hold_folder
+from flexkit.run._runner import run_pipeline
 from tests.cli.test_runner import PIPELINE, step_records, write
 from tests.fixtures import read_metrics
 
@@ -79,7 +79,7 @@ def test_regression_a_run_on_a_folder_another_process_holds_is_refused_in_proces
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\nfrom flexkit.run.lock import hold_folder\n"
+        [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\nfrom flexkit.run._lock import hold_folder\n"
          "with hold_folder(Path(sys.argv[1]), 'test'):\n    print('held', flush=True)\n    time.sleep(600)\n",
          str(run_dir)], stdout=subprocess.PIPE, text=True)
     try:

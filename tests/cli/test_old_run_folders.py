@@ -19,8 +19,7 @@ import attrs
 import pytest
 
 from flexkit import pipeline_from_dict
-from flexkit.compare.records import RunRecords, read_run_records
-from flexkit.metric_names import (
+from flexkit._metric_names import (
     EVAL_ACCURACY,
     FILTER_ROUNDS,
     KEPT_FRACTION,
@@ -28,9 +27,10 @@ from flexkit.metric_names import (
     RUN_ROLLOUTS,
     upgrade_record,
 )
-from flexkit.plot.figures import _Run
-from flexkit.run.result import summary_lines
-from flexkit.run.runner import run_pipeline
+from flexkit.compare._records import RunRecords, read_run_records
+from flexkit.plot._figures import _Run
+from flexkit.run._result import summary_lines
+from flexkit.run._runner import run_pipeline
 from tests.fixtures import crash_run, read_metrics, within_rounding, without_clock
 
 OLD_METRICS = Path(__file__).parent / "data" / "metrics_before_0_names.jsonl"
@@ -112,7 +112,7 @@ def test_plot_reads_an_old_run_folder_as_a_new_one(new_run: tuple[Path, Any], tm
     for key in (KEPT_FRACTION, FILTER_ROUNDS):
         assert [a.tolist() for a in old.series(key)] == [a.tolist() for a in new.series(key)]
     if importlib.util.find_spec("matplotlib") is not None:
-        from flexkit.plot.figures import plot_run
+        from flexkit.plot._figures import plot_run
 
         notes: list[str] = []
         written = plot_run(old_dir, dpi=30, files=("overview.png",), on_skip=notes.append)
@@ -121,8 +121,8 @@ def test_plot_reads_an_old_run_folder_as_a_new_one(new_run: tuple[Path, Any], tm
 
 def read_metrics_upgraded(run_dir: Path) -> list[dict[str, Any]]:
     """What ``flexkit plot`` and ``compare`` read: the records under the current names."""
-    from flexkit.run.folder import METRICS_FILE
-    from flexkit.run.folder import read_metrics as read_folder
+    from flexkit.run._folder import METRICS_FILE
+    from flexkit.run._folder import read_metrics as read_folder
 
     return [record for _line, record in read_folder(run_dir / METRICS_FILE)]
 

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from flexkit.cli.main import main
-from flexkit.pipeline.pipeline import load_pipeline
-from flexkit.plot.figures import _FIGURES, PLOT_FILES, _count_axis, _Run, _smooth, compact_count, plot_run
-from flexkit.run.runner import run_pipeline
+from flexkit.pipeline._pipeline import load_pipeline
+from flexkit.plot._figures import _FIGURES, PLOT_FILES, _count_axis, _Run, _smooth, compact_count, plot_run
+from flexkit.run._runner import run_pipeline
 from tests.cli.test_runner import PIPELINE, read_metrics, write
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flexkit.cli.main import main
-from flexkit.pipeline.pipeline import load_pipeline
-from flexkit.plot.figures import PLOT_FILES
-from flexkit.plot.records import NUMBER_KEYS, TABLE_KEYS, drawable_records
-from flexkit.run.runner import run_pipeline
+from flexkit.pipeline._pipeline import load_pipeline
+from flexkit.plot._figures import PLOT_FILES
+from flexkit.plot._records import NUMBER_KEYS, TABLE_KEYS, drawable_records
+from flexkit.run._runner import run_pipeline
 from tests.cli.test_runner import PIPELINE, write
 
 PNG = b"\x89PNG\r\n\x1a\n"

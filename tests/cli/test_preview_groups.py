@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from flexkit.cli.main import main
-from flexkit.pipeline.grouping import first_categorical_column
-from flexkit.pipeline.pipeline import load_pipeline
+from flexkit.pipeline._grouping import first_categorical_column
+from flexkit.pipeline._pipeline import load_pipeline
 
 SOURCES = ("gsm8k", "math", "aime")
 

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from flexkit.cli._preview import field_bins
 from flexkit.cli.main import main
-from flexkit.cli.preview import field_bins
 from tests.fixtures import ROOT
 
 pytest.importorskip("flexkit_toyrl", reason="the example pipelines need the embedded trainer's storage")

@@ -6,7 +6,7 @@ import io
 from pathlib import Path
 
 from flexkit import pipeline_from_dict
-from flexkit.run.runner import run_pipeline
+from flexkit.run._runner import run_pipeline
 
 DATA = {
     "run": {"batch_size": 8, "seed": 0, "total_steps": 1000, "max_rollouts": 960, "eval_every": 10},

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from flexkit import ConfigError, pipeline_from_dict
-from flexkit.run.runner import run_pipeline
+from flexkit.run._runner import run_pipeline
 
 
 def test_a_bad_row_deep_in_the_file_fails_the_run_before_its_first_step(tmp_path: Path) -> None:

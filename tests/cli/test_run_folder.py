@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from flexkit.cli.main import main
-from flexkit.pipeline.checkpoint import STATE_FILE, load_state, save_state
-from flexkit.pipeline.pipeline import load_pipeline
-from flexkit.run.runner import run_pipeline
+from flexkit.pipeline._checkpoint import STATE_FILE, load_state, save_state
+from flexkit.pipeline._pipeline import load_pipeline
+from flexkit.run._runner import run_pipeline
 from tests.checkpoint.test_kill_checkpoint import crash_before, stale_files
 from tests.cli.test_runner import PIPELINE, read_metrics, step_records, write
 from tests.fixtures import ROOT, Crash, CrashAt, without_clock_text
@@ -223,7 +223,7 @@ def test_regression_a_read_only_disk_is_a_message(tmp_path: Path, monkeypatch: p
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """Regression: a read-only file system gave a raw ``OSError`` traceback (creating the run folder, or
     replacing ``state.json``)."""
-    import flexkit.pipeline.checkpoint as ckpt_module
+    import flexkit.pipeline._checkpoint as ckpt_module
 
     path = write(tmp_path)
 

@@ -7,9 +7,9 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flexkit.pipeline.pipeline import load_pipeline
-from flexkit.run.folder import start_run_folder
-from flexkit.run.schema_line import retarget_schema_line
+from flexkit.pipeline._pipeline import load_pipeline
+from flexkit.run._folder import start_run_folder
+from flexkit.run._schema_line import retarget_schema_line
 from tests.fixtures import ROOT
 
 

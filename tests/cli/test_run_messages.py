@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from flexkit.cli.main import build_parser, main, resume_command
-from flexkit.run.runner import ROLLOUT_BUDGET, STEP_LIMIT, stop_reason
+from flexkit.run._runner import ROLLOUT_BUDGET, STEP_LIMIT, stop_reason
 from tests.fixtures import ROOT
 
 SIMULATED = str(ROOT / "examples" / "simulated.toml")
@@ -140,9 +140,9 @@ def test_ctrl_c_while_a_checkpoint_is_written_names_the_one_on_disk(tmp_path: Pa
                                                                      after_commit: bool) -> None:
     """Regression: a Ctrl-C that landed in the checkpoint write after its commit (during the folder sync) named
     the checkpoint before it, so the printed resume step was one checkpoint behind the disk."""
-    from flexkit.pipeline.checkpoint import load_state
-    from flexkit.pipeline.pipeline import Pipeline, load_pipeline
-    from flexkit.run.runner import RunInterrupted, run_pipeline
+    from flexkit.pipeline._checkpoint import load_state
+    from flexkit.pipeline._pipeline import Pipeline, load_pipeline
+    from flexkit.run._runner import RunInterrupted, run_pipeline
 
     original, calls = Pipeline.save_checkpoint, []
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from flexkit import make_selector
-from flexkit.pipeline.pipeline import load_pipeline
-from flexkit.run.estimates import PASS_RATE_BINS, EstimateSnapshot, level_mix, predicted_pass_rates
-from flexkit.run.runner import _Progress, run_pipeline
-from flexkit.scheduler.scheduler import Task
+from flexkit.pipeline._pipeline import load_pipeline
+from flexkit.run._estimates import PASS_RATE_BINS, EstimateSnapshot, level_mix, predicted_pass_rates
+from flexkit.run._runner import _Progress, run_pipeline
+from flexkit.scheduler._scheduler import Task
 from tests.cli.test_runner import PIPELINE, write
 from tests.fixtures import crash_run, read_metrics, without_clock_text
 
@@ -187,7 +187,7 @@ def test_a_record_holds_the_finite_numbers_of_each_selectors_summary() -> None:
     import contextlib
     from types import SimpleNamespace
 
-    from flexkit.run.estimates import selector_summaries
+    from flexkit.run._estimates import selector_summaries
 
     class Plugin:
         def summary(self) -> dict[str, object]:

@@ -9,8 +9,8 @@ import pytest
 
 from flexkit import ConfigError, FlexkitError
 from flexkit.cli.main import main
-from flexkit.pipeline.pipeline import load_pipeline
-from flexkit.run.runner import run_pipeline
+from flexkit.pipeline._pipeline import load_pipeline
+from flexkit.run._runner import run_pipeline
 from tests.fixtures import EXAMPLES, crash_run, read_metrics, without_clock
 
 PIPELINE = """

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-import flexkit.run.step as run_step
+import flexkit.run._step as run_step
 from flexkit import FeedbackError
-from flexkit.pipeline.pipeline import load_pipeline
-from flexkit.run.runner import run_pipeline
+from flexkit.pipeline._pipeline import load_pipeline
+from flexkit.run._runner import run_pipeline
 from tests.cli.test_runner import PIPELINE, step_records, write
 from tests.fixtures import read_metrics
 

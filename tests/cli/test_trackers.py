@@ -10,8 +10,8 @@ from unittest import mock
 
 import pytest
 
+from flexkit.cli._trackers import Trackers, merge_feedback
 from flexkit.cli.main import main
-from flexkit.cli.trackers import Trackers, merge_feedback
 from flexkit.errors import FlexkitError
 from flexkit.scheduler.feedback import SELECTOR_METRIC
 from tests.fixtures import ROOT, read_metrics, without_clock

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from flexkit.errors import ComponentError
-from flexkit.pipeline.pipeline import load_pipeline
-from flexkit.run.runner import run_pipeline
-from flexkit.run.trainer_output import RESERVED_KEYS, trainer_metrics
+from flexkit.pipeline._pipeline import load_pipeline
+from flexkit.run._runner import run_pipeline
+from flexkit.run._trainer_output import RESERVED_KEYS, trainer_metrics
 from tests.cli.test_runner import PIPELINE, write
 from tests.fixtures import read_metrics, without_clock
 
@@ -157,7 +157,7 @@ def test_regression_the_simulator_refuses_groups_of_one_answer() -> None:
     """With one answer per task the simulator's reward-variance signal is always 0: a run learnt nothing, and
     with DAPO's filter kept nothing, without a word."""
     from flexkit import ConfigError
-    from flexkit.pipeline.pipeline import pipeline_from_dict
+    from flexkit.pipeline._pipeline import pipeline_from_dict
 
     data = {"run": {"batch_size": 4, "total_steps": 1},
             "tasksets": [{"name": "s", "storage_type": "simulated", "size": 20}],

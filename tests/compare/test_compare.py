@@ -347,7 +347,7 @@ def test_rollouts_come_from_the_runs_own_counts(pipeline_file: Path, tmp_path: P
 
 
 def test_curves_take_the_initial_record_once_and_old_run_folders_still_read(tmp_path: Path) -> None:
-    from flexkit.compare.run import _read_curves
+    from flexkit.compare._run import _read_curves
 
     steps = '{"step": 0, "rollouts": 32}\n{"step": 1, "rollouts": 64, "eval_accuracy": 0.5}\n'
     (tmp_path / "metrics.jsonl").write_text('{"step": -1, "rollouts": 0, "eval_accuracy": 0.25}\n' + steps)

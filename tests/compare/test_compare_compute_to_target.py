@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from flexkit.compare import Comparison, compare, parse_setting
-from flexkit.compare.saved import read_results
+from flexkit.compare._saved import read_results
 from tests.compare.test_compare import PIPELINE
 from tests.fixtures import ROOT
 

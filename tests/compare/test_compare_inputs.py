@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from flexkit import ConfigError
 from flexkit.cli.main import main
 from flexkit.compare import compare, parse_seeds, parse_setting
-from flexkit.config.overrides import MAX_FOLDER_NAME, MAX_SEEDS, MAX_VALUE_DEPTH, folder_name, run_setting
+from flexkit.config._overrides import MAX_FOLDER_NAME, MAX_SEEDS, MAX_VALUE_DEPTH, folder_name, run_setting
 from tests.compare.test_compare import PIPELINE
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from flexkit.cli.main import main
 from flexkit.compare import Comparison, compare
-from flexkit.compare.saved import merge_saved, read_results, short_labels, source_label
-from flexkit.config.overrides import parse_setting
+from flexkit.compare._saved import merge_saved, read_results, short_labels, source_label
+from flexkit.config._overrides import parse_setting
 from flexkit.errors import ConfigError
 from tests.compare.test_compare import PIPELINE, SPECS
 

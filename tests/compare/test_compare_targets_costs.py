@@ -27,9 +27,9 @@ from flexkit.compare import (
     reported_interval,
     write_level_plot,
 )
-from flexkit.compare.records import read_run_records
-from flexkit.compare.report import level_shares
-from flexkit.compare.statistics import (
+from flexkit.compare._records import read_run_records
+from flexkit.compare._report import level_shares
+from flexkit.compare._statistics import (
     FORGETTING_MEASURES,
     accuracy_at,
     below_best,

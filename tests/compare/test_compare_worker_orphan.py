@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from flexkit.compare.worker import ORPHANED_EXIT
-from flexkit.config.loader import read_toml_file
+from flexkit.compare._worker import ORPHANED_EXIT
+from flexkit.config._loader import read_toml_file
 from tests.fixtures import ROOT
 
 PARENT = """
 import subprocess, sys, time
-proc = subprocess.Popen([sys.executable, "-m", "flexkit.compare.worker", sys.argv[1]])
+proc = subprocess.Popen([sys.executable, "-m", "flexkit.compare._worker", sys.argv[1]])
 print(proc.pid, flush=True)
 time.sleep(600)
 """

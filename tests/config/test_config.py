@@ -9,9 +9,9 @@ import pytest
 
 from flexkit import ConfigError
 from flexkit.config import field
-from flexkit.config.converter import make_converter, structure
-from flexkit.config.loader import parse_toml
-from flexkit.pipeline.pipeline import load_pipeline, pipeline_from_dict
+from flexkit.config._converter import make_converter, structure
+from flexkit.config._loader import parse_toml
+from flexkit.pipeline._pipeline import load_pipeline, pipeline_from_dict
 
 MINIMAL = {"run": {"batch_size": 4}, "tasksets": [{"name": "a", "path": "a.jsonl"}]}
 

@@ -11,8 +11,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from flexkit.config.loader import parse_toml
-from flexkit.pipeline.pipeline import load_pipeline, pipeline_from_dict
+from flexkit.config._loader import parse_toml
+from flexkit.pipeline._pipeline import load_pipeline, pipeline_from_dict
 from tests.fixtures import EXAMPLES, ROOT
 
 GUIDE = ROOT / "docs" / "porting-from-dataflex.md"

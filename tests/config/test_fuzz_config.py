@@ -37,12 +37,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flexkit import ConfigError
-from flexkit.config.converter import describe, make_converter, structure
-from flexkit.config.loader import parse_toml
-from flexkit.config.models import PipelineConfig, RunConfig
-from flexkit.pipeline.pipeline import load_pipeline, pipeline_from_dict
-from flexkit.sample.actuator import Mix
-from flexkit.scheduler.scheduler import TasksetEntry, TasksetScheduler
+from flexkit.config._converter import describe, make_converter, structure
+from flexkit.config._loader import parse_toml
+from flexkit.config._models import PipelineConfig, RunConfig
+from flexkit.pipeline._pipeline import load_pipeline, pipeline_from_dict
+from flexkit.sample._actuator import Mix
+from flexkit.scheduler._scheduler import TasksetEntry, TasksetScheduler
 from flexkit.selectors import SequentialSelector
 from flexkit.tasksets import InMemoryTaskset
 

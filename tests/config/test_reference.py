@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from flexkit.config.components import STAGES
+from flexkit.config._components import STAGES
 from flexkit.config.reference import (
     COMMITTED_DISTRIBUTIONS,
     REFERENCE_PATH,
@@ -12,7 +12,7 @@ from flexkit.config.reference import (
     main,
     reference_markdown,
 )
-from flexkit.plugins.manager import get_plugins
+from flexkit.plugins._manager import get_plugins
 from tests.fixtures import ROOT
 
 

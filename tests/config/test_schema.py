@@ -7,9 +7,9 @@ import json
 import jsonschema
 import pytest
 
-from flexkit.config.loader import read_toml_file
-from flexkit.config.schema import REGENERATE_COMMAND, dumps, pipeline_schema
-from flexkit.plugins.manager import get_plugins
+from flexkit.config._loader import read_toml_file
+from flexkit.config._schema import REGENERATE_COMMAND, dumps, pipeline_schema
+from flexkit.plugins._manager import get_plugins
 from tests.fixtures import EXAMPLES, ROOT
 
 SCHEMA_PATH = ROOT / "schemas" / "pipeline.schema.json"

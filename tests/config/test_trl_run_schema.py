@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from flexkit.config.schema import dumps, pipeline_schema
-from flexkit.plugins.manager import PluginHost
+from flexkit.config._schema import dumps, pipeline_schema
+from flexkit.plugins._manager import PluginHost
 
 pytest.importorskip("flexkit_toyrl")
 pytest.importorskip("flexkit_trl")

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from flexkit.distributed import digest
 from flexkit.errors import DistributedStateError, FeedbackError
-from flexkit.pipeline.checkpoint import load_state, save_state
+from flexkit.pipeline._checkpoint import load_state, save_state
 from flexkit.testing.distributed import experiences, make_pipeline, pairs
 from tests.fixtures import plain_feedback
 
@@ -26,7 +26,7 @@ dist = pytest.importorskip("torch.distributed")
 if not dist.is_available():  # pragma: no cover - torch builds without distributed support
     pytest.skip("torch.distributed is not available", allow_module_level=True)
 
-from flexkit.distributed.torch_dist import DistributedPipeline, shard_bounds  # noqa: E402
+from flexkit.distributed._torch_dist import DistributedPipeline, shard_bounds  # noqa: E402
 
 WORLD = 2
 STEPS = 8

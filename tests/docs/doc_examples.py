@@ -142,8 +142,8 @@ def check_toml(example: Example) -> None:
     A ``pyproject.toml`` is only parsed. A whole pipeline written to a file is loaded from it (its
     ``plugins = [...]`` resolve against it); without a ``plugins`` key, the page's plugin modules are loaded.
     """
-    from flexkit.config.loader import parse_toml
-    from flexkit.pipeline.pipeline import load_pipeline, pipeline_from_dict
+    from flexkit.config._loader import parse_toml
+    from flexkit.pipeline._pipeline import load_pipeline, pipeline_from_dict
 
     source = str(example.parsed)
     data = parse_toml(source, source=f"{example.path}:{example.line}")

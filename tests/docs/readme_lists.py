@@ -32,7 +32,7 @@ LEFT_OUT = frozenset({"flexkit-rft-example"})
 def components_table() -> str:
     """The generated block: one row per stage with every built-in and first-party plugin component."""
     from flexkit import DISTRIBUTION
-    from flexkit.plugins.manager import plugin_host_for
+    from flexkit.plugins._manager import plugin_host_for
     from tests.distribution_names import our_distributions
 
     host = plugin_host_for([])

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from flexkit.pipeline.pipeline import pipeline_from_dict
-from flexkit.scheduler.scheduler import AFTER_FEEDBACK
+from flexkit.pipeline._pipeline import pipeline_from_dict
+from flexkit.scheduler._scheduler import AFTER_FEEDBACK
 from tests.fixtures import ROOT
 
 

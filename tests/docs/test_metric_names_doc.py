@@ -1,16 +1,16 @@
-"""docs/metrics.md's table is the vocabulary of :mod:`flexkit.metric_names`, row for row; the other guides link
+"""docs/metrics.md's table is the vocabulary of :mod:`flexkit._metric_names`, row for row; the other guides link
 to it instead of listing names."""
 
 from __future__ import annotations
 
-from flexkit.metric_names import LEGACY_NAMES, METRICS
+from flexkit._metric_names import LEGACY_NAMES, METRICS
 from tests.fixtures import ROOT
 
 PAGE = ROOT / "docs" / "metrics.md"
 
 
 def table() -> str:
-    """The table docs/metrics.md must hold, from :data:`~flexkit.metric_names.METRICS`."""
+    """The table docs/metrics.md must hold, from :data:`~flexkit._metric_names.METRICS`."""
     rows = ["| name | `metrics.jsonl` | `pipeline_metrics` | value |", "|---|---|---|---|"]
     for m in METRICS:
         rows.append(f"| `{m.name}` | {'yes' if m.record else ''} | {'yes' if m.host else ''} | {m.doc} |")
@@ -20,7 +20,7 @@ def table() -> str:
 def test_the_page_holds_the_table_of_the_module() -> None:
     text = PAGE.read_text(encoding="utf-8")
     expected = table()
-    assert expected in text, f"docs/metrics.md's table differs from flexkit.metric_names.METRICS; make it:\n{expected}"
+    assert expected in text, f"docs/metrics.md's table differs from flexkit._metric_names.METRICS; make it:\n{expected}"
     assert text.count("| name |") == 1  # one table of names
 
 

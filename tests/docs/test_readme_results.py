@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from flexkit.config.loader import read_toml_file
-from flexkit.pipeline.pipeline import load_pipeline
+from flexkit.config._loader import read_toml_file
+from flexkit.pipeline._pipeline import load_pipeline
 from flexkit.selectors.frontier import FrontierConfig
 from tests.fixtures import ROOT
 

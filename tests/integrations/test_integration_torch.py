@@ -1,4 +1,4 @@
-"""flexkit.integrations.torch: FlexkitSampler yields global indices, learns from feedback, resumes exactly
+"""flexkit.integrations._torch: FlexkitSampler yields global indices, learns from feedback, resumes exactly
 through torchdata's StatefulDataLoader (the StatefulDataLoader tests skip when torchdata is absent)."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from torch.utils.data import ConcatDataset, DataLoader
 
 from flexkit import FeedbackError, FlexkitError
 from flexkit.integrations._state import from_portable, to_portable
-from flexkit.integrations.torch import FlexkitSampler, sampler_for_dataset
-from flexkit.pipeline.pipeline import pipeline_from_dict
+from flexkit.integrations._torch import FlexkitSampler, sampler_for_dataset
+from flexkit.pipeline._pipeline import pipeline_from_dict
 from tests.fixtures import jsonl_pipeline
 from tests.scheduler.test_scheduler import write_taskset
 
@@ -270,7 +270,7 @@ def test_resume_inside_a_repeated_batch(tmp_path: Path) -> None:
 
 
 def test_with_index_gives_loader_batches_their_dataset_indices(tmp_path: Path) -> None:
-    from flexkit.integrations.torch import WithIndex
+    from flexkit.integrations._torch import WithIndex
 
     dataset = ConcatDataset([Rows(20, "t0"), Rows(12, "t1")])
     sampler = FlexkitSampler(make_pipeline(tmp_path, epochs=1), dataset)

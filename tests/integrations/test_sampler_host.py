@@ -13,7 +13,7 @@ import pytest
 
 from flexkit import ComponentError, ConfigError, load_pipeline, pipeline_from_dict
 from flexkit.host import SAMPLER_SUPPORT, HostSupport, pipeline_needs
-from flexkit.integrations.torch import FlexkitSampler, sampler_for_dataset
+from flexkit.integrations._torch import FlexkitSampler, sampler_for_dataset
 from tests.fixtures import ROOT, jsonl_pipeline
 
 QUICKSTART = ROOT / "examples" / "quickstart.toml"

@@ -23,7 +23,7 @@ from flexkit_trl.run_trainer import TRLRunTrainer  # noqa: E402
 
 from flexkit import ConfigError, load_pipeline, run_pipeline  # noqa: E402
 from flexkit.compare import compare, parse_setting  # noqa: E402
-from flexkit.run.runner import new_trainer  # noqa: E402
+from flexkit.run._runner import new_trainer  # noqa: E402
 from flexkit.testing import crash_run, read_metrics, without_clock  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trl_run"

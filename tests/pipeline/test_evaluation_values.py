@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import structlog
 
-from flexkit.metric_names import plain_evaluation
-from flexkit.pipeline.pipeline import Pipeline, load_pipeline
-from flexkit.state_problems import NOT_A_NUMBER, plain_number
+from flexkit._metric_names import plain_evaluation
+from flexkit._state_problems import NOT_A_NUMBER, plain_number
+from flexkit.pipeline._pipeline import Pipeline, load_pipeline
 
 torch = pytest.importorskip("torch")
 

@@ -12,7 +12,7 @@ import pytest
 
 from flexkit import ConfigError, load_pipeline, make_selector
 from flexkit.host import HostSupport, check_support, pipeline_needs, selector_needs, unmet_needs
-from flexkit.run.runner import check_run_support, new_trainer, run_support
+from flexkit.run._runner import check_run_support, new_trainer, run_support
 from tests.fixtures import ROOT
 
 QUICKSTART = ROOT / "examples" / "quickstart.toml"

@@ -12,8 +12,8 @@ import pytest
 import flexkit.plugins.builtins
 import flexkit.sample
 import flexkit.selectors
-from flexkit.plugins.contract import display_name, group_size_of, registered_name_of
-from flexkit.plugins.manager import BUILTIN_PLUGINS, PluginHost, get_plugins
+from flexkit.plugins._contract import display_name, group_size_of, registered_name_of
+from flexkit.plugins._manager import BUILTIN_PLUGINS, PluginHost, get_plugins
 from flexkit.sample import GroupSolveRateScorer, ThresholdBandFilter
 from flexkit.selectors import DifficultyBasedSelector, Selector
 from tests.fixtures import ROOT
@@ -22,7 +22,7 @@ from tests.fixtures import ROOT
 COMPONENT_PREFIXES = ("flexkit.plugins.builtins", "flexkit.run.simulator", "flexkit.selectors.",
                       "flexkit.sample.scorers.", "flexkit.sample.actuators.")
 #: Modules under those prefixes that are part of the core.
-CORE = {"flexkit.selectors.base", "flexkit.selectors.members", "flexkit.selectors._grouping"}
+CORE = {"flexkit.selectors._base", "flexkit.selectors._members", "flexkit.selectors._grouping"}
 
 
 def _modules_after(statement: str) -> list[str]:
@@ -32,7 +32,7 @@ def _modules_after(statement: str) -> list[str]:
 
 
 @pytest.mark.parametrize("statement", [
-    "import flexkit.scheduler.scheduler", "import flexkit", "import flexkit.pipeline.pipeline"])
+    "import flexkit.scheduler._scheduler", "import flexkit", "import flexkit.pipeline._pipeline"])
 def test_core_imports_load_no_builtin_component(statement: str) -> None:
     loaded = _modules_after(statement)
     assert "flexkit.selectors.difficulty_based" not in loaded

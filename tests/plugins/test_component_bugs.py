@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from flexkit.errors import ComponentError, ConfigError
-from flexkit.pipeline.pipeline import pipeline_from_dict
+from flexkit.pipeline._pipeline import pipeline_from_dict
 
 PLUGIN = '''
 from flexkit import Selector, TasksetError, hookimpl

@@ -2,7 +2,7 @@
 
 It used to be accepted, and failed later with an ``AttributeError`` (``'dict' object has no attribute
 'get_indices'``) at the first read, feedback or step, without naming the plugin. ``Component.build`` now checks
-what the factory returned against :data:`flexkit.plugins.contract.REQUIRED` and names the component, its plugin and its
+what the factory returned against :data:`flexkit.plugins._contract.REQUIRED` and names the component, its plugin and its
 distribution.
 """
 
@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from flexkit import ComponentError, hookimpl
-from flexkit.pipeline.pipeline import pipeline_from_dict
-from flexkit.plugins.contract import REQUIRED
-from flexkit.plugins.manager import REGISTER_HOOKS, PluginHost
+from flexkit.pipeline._pipeline import pipeline_from_dict
+from flexkit.plugins._contract import REQUIRED
+from flexkit.plugins._manager import REGISTER_HOOKS, PluginHost
 from flexkit.sample.scorers import RewardScorer
 
 
@@ -77,7 +77,7 @@ def test_the_pipeline_refuses_them_where_it_builds_them(tmp_path: Path) -> None:
 
 
 def test_components_built_by_the_host_record_their_plugin_and_distribution() -> None:
-    from flexkit.plugins.manager import get_plugins
+    from flexkit.plugins._manager import get_plugins
 
     sel = get_plugins().component("selector", "shuffle").build(size=4)
     assert (sel.registered_name, sel.registered_plugin, sel.registered_distribution) == (

@@ -6,8 +6,8 @@ import inspect
 
 import pytest
 
-from flexkit.plugins import hookspecs
-from flexkit.plugins.manager import REGISTER_HOOKS
+from flexkit.plugins import _hookspecs as hookspecs
+from flexkit.plugins._manager import REGISTER_HOOKS
 from tests.fixtures import ROOT
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from flexkit.errors import ConfigError
-from flexkit.pipeline.pipeline import pipeline_from_dict
-from flexkit.plugins.manager import load_local_module
+from flexkit.pipeline._pipeline import pipeline_from_dict
+from flexkit.plugins._manager import load_local_module
 
 TASKSETS = [{"name": "a", "path": "a.jsonl"}]
 
@@ -92,7 +92,7 @@ def test_a_plugin_missing_a_dependency_gets_no_path_hint(tmp_path: Path, monkeyp
 
 def test_an_installed_plugin_that_exits_is_reported_and_the_others_keep_working(fake_dist) -> None:
     """Regression: entry-point plugins that call sys.exit() on import or while registering ended the process."""
-    from flexkit.plugins.manager import PluginHost
+    from flexkit.plugins._manager import PluginHost
 
     fake_dist("quits-on-import", {"quits_on_import": "import sys\nsys.exit(0)\n"}, {"quits": "quits_on_import"})
     fake_dist("quits-on-register", {"quits_on_register": (

@@ -11,9 +11,9 @@ import pytest
 
 import flexkit
 from flexkit import ComponentError, ConfigError, PluginError, hookimpl
-from flexkit.pipeline.pipeline import pipeline_from_dict
-from flexkit.plugins import hookspecs
-from flexkit.plugins.manager import BUILTIN_PLUGINS, REGISTER_HOOKS, PluginHost, get_plugins, load_local_module
+from flexkit.pipeline._pipeline import pipeline_from_dict
+from flexkit.plugins import _hookspecs as hookspecs
+from flexkit.plugins._manager import BUILTIN_PLUGINS, REGISTER_HOOKS, PluginHost, get_plugins, load_local_module
 
 GOOD = """
 import attrs
@@ -249,7 +249,7 @@ def test_loading_every_builtin_plugin_does_not_import_torch() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, flexkit; from flexkit.plugins.manager import get_plugins; host = get_plugins(); "
+    code = ("import sys, flexkit; from flexkit.plugins._manager import get_plugins; host = get_plugins(); "
             "assert host.names('scorer') and host.names('trainer'); "
             "assert 'torch' not in sys.modules, 'torch imported at plugin load'")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from flexkit.config.converter import make_converter
+from flexkit.config._converter import make_converter
 from flexkit.errors import ConfigError
-from flexkit.pipeline.pipeline import pipeline_from_dict
-from flexkit.run.runner import run_pipeline
+from flexkit.pipeline._pipeline import pipeline_from_dict
+from flexkit.run._runner import run_pipeline
 from flexkit.sample import (
     CategoryBandit,
     CategoryBanditConfig,
@@ -233,7 +233,7 @@ def test_sample_algorithms_run_and_resume_in_a_pipeline(tmp_path: Path, sample: 
 
 @pytest.mark.parametrize("name", ["mixing.toml", "dynamic_sampling.toml"])
 def test_algorithm_examples_load(name: str) -> None:
-    from flexkit.pipeline.pipeline import load_pipeline
+    from flexkit.pipeline._pipeline import load_pipeline
 
     pipe = load_pipeline(EXAMPLES / "algorithms" / name)
     assert pipe.has_sample_stage and pipe.scheduler.total_steps == 400

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from flexkit import ConfigError, pipeline_from_dict, pipeline_metrics
-from flexkit.metric_names import (
+from flexkit._metric_names import (
     EVAL_ACCURACY,
     FILTER_ROUNDS,
     KEPT_FRACTION,
@@ -20,11 +20,11 @@ from flexkit.metric_names import (
     RUN_GENERATED_TOKENS,
     RUN_ROLLOUTS,
 )
-from flexkit.plugins.contract import Rollout
-from flexkit.run.dynamic_sampling import fill_batch
-from flexkit.run.runner import run_pipeline
-from flexkit.sample.batch import RolloutBatch
-from flexkit.scheduler.scheduler import AFTER_FEEDBACK
+from flexkit.plugins._contract import Rollout
+from flexkit.run._dynamic_sampling import fill_batch
+from flexkit.run._runner import run_pipeline
+from flexkit.sample._batch import RolloutBatch
+from flexkit.scheduler._scheduler import AFTER_FEEDBACK
 from tests.fixtures import crash_run, read_metrics, without_clock_text
 
 G = 4  # responses per task
@@ -218,7 +218,7 @@ def test_max_rollouts_stops_the_run_with_a_last_evaluation_and_checkpoint(tmp_pa
     records = _records(tmp_path / "budget")
     assert records[-1][RUN_ROLLOUTS] >= 1000 > records[-2][RUN_ROLLOUTS]  # stopped after the step that spent it
     assert result.steps == len(records) and records[-1][EVAL_ACCURACY] == result.last_eval["eval_accuracy"]
-    from flexkit.pipeline.checkpoint import load_state
+    from flexkit.pipeline._checkpoint import load_state
 
     state, _meta = load_state(tmp_path / "budget" / "checkpoint")
     assert state["extra"]["runner"]["step"] == len(records)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from flexkit import FeedbackError, SampleError
-from flexkit.plugins.contract import Rollout
+from flexkit.plugins._contract import Rollout
 from flexkit.sample import RolloutBatch
 from flexkit.scheduler.feedback import PassRateCalculator
 from tests.fixtures import plain_feedback

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from flexkit import ConfigError, load_pipeline
-from flexkit.estimators import BUILTIN_GROUP_ESTIMATORS
-from flexkit.pipeline.pipeline import group_estimators
-from flexkit.plugins.manager import get_plugins
+from flexkit._estimators import BUILTIN_GROUP_ESTIMATORS
+from flexkit.pipeline._pipeline import group_estimators
+from flexkit.plugins._manager import get_plugins
 
 PIPELINE = """
 {plugins}

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from flexkit import ConfigError
-from flexkit.pipeline.pipeline import load_pipeline, pipeline_from_dict
+from flexkit.pipeline._pipeline import load_pipeline, pipeline_from_dict
 from flexkit.sample import RolloutBatch
 from tests.fixtures import plain_feedback
 from tests.scheduler.test_scheduler import from_plain_state, write_taskset

@@ -1,4 +1,4 @@
-"""A step's refill accounting in one record (:class:`flexkit.sample.refill_count.RefillCount`), and the group
+"""A step's refill accounting in one record (:class:`flexkit.sample._refill_count.RefillCount`), and the group
 filter that keeps it as its state."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from flexkit.metric_names import FILTER_ROUNDS, KEPT_FRACTION, KEPT_GROUPS
+from flexkit._metric_names import FILTER_ROUNDS, KEPT_FRACTION, KEPT_GROUPS
+from flexkit.sample._batch import RolloutBatch
+from flexkit.sample._refill_count import RefillCount
 from flexkit.sample.actuators.zero_variance_filter import ZeroVarianceFilter
-from flexkit.sample.batch import RolloutBatch
-from flexkit.sample.refill_count import RefillCount
 
 
 def test_rounds_add_up_and_the_surplus_is_what_passed_but_is_not_trained_on() -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from flexkit import ConfigError, pipeline_from_dict
-from flexkit.run.runner import RUN_TIMINGS, run_pipeline
-from flexkit.sample.scorer import TIMINGS
+from flexkit.run._runner import RUN_TIMINGS, run_pipeline
+from flexkit.sample._scorer import TIMINGS
 
 PLUGIN = '''
 from flexkit import hookimpl

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from flexkit.config.converter import make_converter
+from flexkit.config._converter import make_converter
 from flexkit.errors import ConfigError, SampleError
 from flexkit.sample import (
     DifficultyBandConfig,

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from flexkit.errors import SampleError
 from flexkit.sample import RolloutBatch
-from flexkit.sample.batch import masked_sum
+from flexkit.sample._batch import masked_sum
 
 
 def _batch(**extra: object) -> RolloutBatch:
@@ -90,7 +90,7 @@ def test_sequence_rewards_masked_sum_and_preference() -> None:
 
 @pytest.mark.parametrize("mask_dtype", [torch.int64, torch.bool, torch.float32])
 def test_masked_sum_blocks_match_dense(mask_dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("flexkit.sample.batch.MASKED_SUM_BLOCK", 64)  # several blocks, a ragged last one
+    monkeypatch.setattr("flexkit.sample._batch.MASKED_SUM_BLOCK", 64)  # several blocks, a ragged last one
     g = torch.Generator().manual_seed(0)
     values = torch.randn(37, 16, generator=g)
     mask = torch.rand(37, 16, generator=g) > 0.3
@@ -115,6 +115,6 @@ def test_group_index_equals_np_unique_for_sorted_and_unsorted_integer_ids(ids: l
 
 @given(st.lists(st.integers(0, 30), max_size=20))
 def test_keep_indices_are_sorted_and_unique_whatever_the_actuator_returns(indices: list[int]) -> None:
-    from flexkit.sample.actuator import Keep
+    from flexkit.sample._actuator import Keep
 
     assert Keep(np.asarray(indices, dtype=np.int64)).indices.tolist() == sorted(set(indices))

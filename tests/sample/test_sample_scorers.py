@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flexkit.errors import ConfigError, SampleError
-from flexkit.plugins.manager import PluginHost
+from flexkit.plugins._manager import PluginHost
 from flexkit.sample import (
     GROUP_ESTIMATORS,
     Actuator,
@@ -228,5 +228,5 @@ def test_builtins_register_through_the_hooks() -> None:
 
 
 def test_import_does_not_import_torch() -> None:
-    code = "import sys, flexkit.sample, flexkit.sample.weights; assert 'torch' not in sys.modules"
+    code = "import sys, flexkit.sample, flexkit.sample._weights; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -166,7 +166,7 @@ def test_regression_the_mix_is_not_checkpointed_by_the_stage_and_an_old_copy_is_
 def test_mix_stage_drives_the_scheduler_proportions() -> None:
     """Scripted rewards: one taskset is solved, the other not; the mix moves batches toward the unsolved one,
     and back when the signal flips (window of 2 steps)."""
-    from flexkit.scheduler.scheduler import TasksetEntry, TasksetScheduler
+    from flexkit.scheduler._scheduler import TasksetEntry, TasksetScheduler
     from flexkit.selectors import RandomSelector
     from flexkit.tasksets import InMemoryTaskset
 
@@ -194,12 +194,12 @@ def test_mix_stage_drives_the_scheduler_proportions() -> None:
 
 
 def test_scores_are_checked_once_and_an_actuator_with_its_own_call_still_works(monkeypatch) -> None:
-    import flexkit.sample.actuator as actuator_module
+    import flexkit.sample._actuator as actuator_module
 
     calls: list[str] = []
     original = actuator_module.check_finite
     monkeypatch.setattr(actuator_module, "check_finite", lambda *a, **k: (calls.append(k["who"]), original(*a, **k)))
-    import flexkit.sample.output_checks as checks_module
+    import flexkit.sample._output_checks as checks_module
 
     monkeypatch.setattr(checks_module, "check_finite", actuator_module.check_finite)
     action = _select_stage().run(_batch(), step=0)

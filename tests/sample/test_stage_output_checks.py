@@ -18,7 +18,7 @@ import torch
 
 from flexkit import hookimpl
 from flexkit.errors import SampleError
-from flexkit.plugins.manager import PluginHost
+from flexkit.plugins._manager import PluginHost
 from flexkit.sample import Keep, Mix, RolloutBatch, SampleStage, Weights
 from flexkit.sample.scorers import RewardScorer
 
@@ -205,7 +205,7 @@ def test_regression_gfpo_keeps_nothing_of_an_empty_batch() -> None:
 
 
 def test_regression_mean_one_refuses_non_finite_raw_weights_instead_of_dropping_the_batch() -> None:
-    from flexkit.sample.actuators.mean_one import mean_one
+    from flexkit.sample.actuators._mean_one import mean_one
 
     with pytest.raises(SampleError, match="raw weights must be finite"):
         mean_one(torch.tensor([float("nan"), 1.0]), None, torch.float32)

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from flexkit import ComponentError, Selector
-from flexkit.scheduler.scheduler import TasksetEntry, apply_feedback
+from flexkit.scheduler._scheduler import TasksetEntry, apply_feedback
 from flexkit.selectors.learnability import LearnabilitySelector
 from flexkit.selectors.prioritized_replay import PrioritizedReplaySelector
-from flexkit.testing.registry import registered
+from flexkit.testing._registry import registered
 
 
 class Counting(Selector):

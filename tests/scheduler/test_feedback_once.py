@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-import flexkit.scheduler.feedback_check
-import flexkit.selectors.base
+import flexkit.scheduler._feedback_check
+import flexkit.selectors._base
 from flexkit import FeedbackError, Selector
+from flexkit.scheduler._scheduler import TasksetEntry, TasksetScheduler
 from flexkit.scheduler.feedback import SELECTOR_METRIC, PassRateCalculator
-from flexkit.scheduler.scheduler import TasksetEntry, TasksetScheduler
 
 
 class Recording(Selector):
@@ -46,7 +46,7 @@ def _scheduler(*selectors: Selector) -> TasksetScheduler:
 
 def _count_validations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
-    real = flexkit.selectors.base.validate_feedback
+    real = flexkit.selectors._base.validate_feedback
 
     def counted(where: str) -> Any:
         def validate(*args: Any, **kwargs: Any) -> Any:
@@ -54,8 +54,8 @@ def _count_validations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             return real(*args, **kwargs)
         return validate
 
-    monkeypatch.setattr(flexkit.scheduler.feedback_check, "validate_feedback", counted("scheduler"))
-    monkeypatch.setattr(flexkit.selectors.base, "validate_feedback", counted("selector"))
+    monkeypatch.setattr(flexkit.scheduler._feedback_check, "validate_feedback", counted("scheduler"))
+    monkeypatch.setattr(flexkit.selectors._base, "validate_feedback", counted("selector"))
     return calls
 
 

@@ -33,10 +33,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flexkit import FeedbackError
-from flexkit.pipeline.pipeline import pipeline_from_dict
+from flexkit.pipeline._pipeline import pipeline_from_dict
+from flexkit.scheduler._scheduler import TasksetScheduler
 from flexkit.scheduler.feedback import SELECTOR_METRIC, Experience, PassRateCalculator
-from flexkit.scheduler.scheduler import TasksetScheduler
-from flexkit.selectors.base import validate_feedback
+from flexkit.selectors._base import validate_feedback
 
 SLOW = pytest.mark.skipif(os.environ.get("FLEXKIT_SLOW") != "1", reason="big fuzz run: set FLEXKIT_SLOW=1")
 BIG_N = int(os.environ.get("FLEXKIT_FUZZ_EXAMPLES", "10000"))

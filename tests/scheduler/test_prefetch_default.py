@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from flexkit.pipeline.pipeline import pipeline_from_dict
+from flexkit.pipeline._pipeline import pipeline_from_dict
+from flexkit.scheduler._scheduler import AFTER_FEEDBACK
 from flexkit.scheduler.feedback import SELECTOR_METRIC
-from flexkit.scheduler.scheduler import AFTER_FEEDBACK
 from tests.scheduler.test_scheduler import batch_key, make_pipeline
 
 LEARNING = {"type": "difficulty_based", "feature_keys": ["f0", "f1"], "target_reward": 0.5, "tau": 0.0}

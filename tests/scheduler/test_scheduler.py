@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 import flexkit
 from flexkit import FeedbackError, FlexkitError, hookimpl
-from flexkit.pipeline.pipeline import pipeline_from_dict
+from flexkit.pipeline._pipeline import pipeline_from_dict
+from flexkit.scheduler._scheduler import epoch_counts
 from flexkit.scheduler.feedback import SELECTOR_METRIC
-from flexkit.scheduler.scheduler import epoch_counts
 from flexkit.testing import write_jsonl_taskset as write_taskset
 from tests.fixtures import plain_feedback
 
@@ -292,7 +292,7 @@ def test_set_mix_changes_proportions_from_the_next_unselected_batch(tmp_path: Pa
 
 
 def test_mix_counts_respect_taskset_sizes(tmp_path: Path) -> None:
-    from flexkit.scheduler.scheduler import mix_counts
+    from flexkit.scheduler._scheduler import mix_counts
 
     rng = np.random.default_rng(0)
     assert mix_counts([0.5, 0.5], 7, [10, 10], rng).sum() == 7

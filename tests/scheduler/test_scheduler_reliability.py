@@ -26,7 +26,7 @@ import pytest
 
 from flexkit import ComponentError, FeedbackError, TasksetError
 from flexkit.distributed import digest
-from flexkit.pipeline.pipeline import pipeline_from_dict
+from flexkit.pipeline._pipeline import pipeline_from_dict
 from flexkit.scheduler.feedback import SELECTOR_METRIC
 
 PLUGIN = '''

@@ -16,7 +16,7 @@ from flexkit.errors import FeedbackError
 from flexkit.selectors import DifficultyBasedConfig, DifficultyBasedSelector
 from flexkit.selectors import difficulty_based as db
 from flexkit.selectors.difficulty_based import tuning
-from flexkit.selectors.difficulty_based.transform import Transform
+from flexkit.selectors.difficulty_based._transform import Transform
 from tests.selectors.difficulty_support import make, random_features
 
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flexkit.selectors import DifficultyBasedConfig, DifficultyBasedSelector
-from flexkit.selectors.difficulty_based import index_structures as gi
+from flexkit.selectors.difficulty_based import _index_structures as gi
 from flexkit.selectors.difficulty_based import tuning
 from tests.selectors.difficulty_support import exact_greedy, make, random_features
 

@@ -1,7 +1,7 @@
 """difficulty_based resumes from checkpoints written by an earlier version of its code.
 
 ``tests/selectors/data/difficulty_based/<case>/`` holds, per case, a checkpoint
-(:func:`flexkit.pipeline.checkpoint.save_state`)
+(:func:`flexkit.pipeline._checkpoint.save_state`)
 written by the code of commit ``dc57cc5`` (before the selector was rebuilt from named parts): the selector's state
 after a few steps, its feature columns, and in ``meta`` the configuration, the tuning patches in force and the
 batches that commit's selector went on to pick after resuming. Loading the state into today's selector must give
@@ -26,7 +26,7 @@ from unittest import mock
 import numpy as np
 import pytest
 
-from flexkit.pipeline.checkpoint import load_state, save_state
+from flexkit.pipeline._checkpoint import load_state, save_state
 from flexkit.selectors import DifficultyBasedConfig, DifficultyBasedSelector
 from flexkit.selectors.difficulty_based import tuning
 

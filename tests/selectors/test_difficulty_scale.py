@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 import flexkit
 from flexkit.selectors.difficulty_based import tuning
-from flexkit.selectors.difficulty_based.compact_grid import CompactGrid
-from flexkit.selectors.difficulty_based.index_structures import DirtyGroups, positions_to_read
-from flexkit.selectors.difficulty_based.store import DenseTaskStore
+from flexkit.selectors.difficulty_based._compact_grid import CompactGrid
+from flexkit.selectors.difficulty_based._index_structures import DirtyGroups, positions_to_read
+from flexkit.selectors.difficulty_based._store import DenseTaskStore
 
 #: The settings of a 10^8-task selector, at any size: sparse store, no float32 mirrors, compact greedy index.
 HUGE = {"DENSE_STORE_MAX": 0, "MIRROR_MAX": 0, "FEATURE_MIRROR_MAX": 0, "INDEX_DENSE_MAX": 0}
@@ -200,9 +200,9 @@ def test_compact_grid_lists_every_point_of_a_slab(
         x, y = np.round(x, 1), np.round(y, 1)
     elif shape == "correlated":
         y = np.minimum(x + 0.2, 1.0)
-    with mock.patch("flexkit.selectors.difficulty_based.compact_grid._BAND_POINTS", band):
+    with mock.patch("flexkit.selectors.difficulty_based._compact_grid._BAND_POINTS", band):
         grid = CompactGrid(x.astype(np.float32), y, row_bits=bits, col_bits=max(bits - 1, 1))
-    search = mock.patch("flexkit.selectors.difficulty_based.compact_grid._SEARCH_MIN", search_min)
+    search = mock.patch("flexkit.selectors.difficulty_based._compact_grid._SEARCH_MIN", search_min)
     assert np.array_equal(np.sort(grid.packed & np.uint32((1 << grid.id_bits) - 1)), np.arange(n))
     x = x.astype(np.float32).astype(np.float64)
     cy = cy_ratio * cx

@@ -9,7 +9,7 @@ import pytest
 
 import flexkit
 from flexkit.selectors.difficulty_based import tuning
-from flexkit.selectors.difficulty_based.store import DenseTaskStore, TaskStore
+from flexkit.selectors.difficulty_based._store import DenseTaskStore, TaskStore
 
 CASES = [
     ("tau1", 4000, {"tau": 1.0}, None),

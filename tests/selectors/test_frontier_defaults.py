@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from flexkit import ConfigError, make_selector
-from flexkit.pipeline.pipeline import load_pipeline
-from flexkit.run.runner import run_pipeline
+from flexkit.pipeline._pipeline import load_pipeline
+from flexkit.run._runner import run_pipeline
 from flexkit.selectors.frontier import FrontierConfig, FrontierSelector
 from tests.fixtures import ROOT
 

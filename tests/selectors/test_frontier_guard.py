@@ -15,9 +15,9 @@ import pytest
 
 from flexkit import ConfigError, FeedbackError, make_selector
 from flexkit.errors import ComponentError
-from flexkit.pipeline.checkpoint import load_state
-from flexkit.pipeline.pipeline import load_pipeline
-from flexkit.run.runner import run_pipeline
+from flexkit.pipeline._checkpoint import load_state
+from flexkit.pipeline._pipeline import load_pipeline
+from flexkit.run._runner import run_pipeline
 from flexkit.selectors._held_out import HeldOutWatch, metric_names
 from tests.fixtures import crash_run, read_metrics, without_clock
 from tests.selectors.test_frontier import LEVELS, SUBGROUP, _simulate
@@ -531,7 +531,7 @@ def test_a_run_whose_guard_read_the_test_split_does_not_resume_under_the_new_nam
     test split, so it does not continue under "val_accuracy/{}" (the guard's state itself, per group, would load)."""
     import copy
 
-    from flexkit.pipeline.fingerprint import compare_fingerprints, fingerprint_hints
+    from flexkit.pipeline._fingerprint import compare_fingerprints, fingerprint_hints
 
     pipe = _load(_write(tmp_path))
     old = copy.deepcopy(pipe.fingerprint())

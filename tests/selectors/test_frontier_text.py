@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import flexkit
 from flexkit.errors import ConfigError, StateMismatchError, TasksetError
+from flexkit.selectors._base import columns_of
 from flexkit.selectors._prompt_model import (
     FEATURE_CACHE_BYTES,
     HashedFeatures,
@@ -21,7 +22,6 @@ from flexkit.selectors._prompt_model import (
     PromptTexts,
     reference_sample,
 )
-from flexkit.selectors.base import columns_of
 from flexkit.selectors.frontier import FrontierConfig, FrontierSelector
 
 #: True pass rate of each level (1-6) in the synthetic feedback: easy levels solved, hard ones out of reach.

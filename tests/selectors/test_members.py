@@ -1,5 +1,5 @@
 """A selector's optional members are declared on the base (documented defaults) and read in one place for
-duck-typed plugin selectors (flexkit.selectors.members)."""
+duck-typed plugin selectors (flexkit.selectors._members)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from flexkit import make_selector
-from flexkit.selectors import members
+from flexkit.selectors import _members as members
 
 
 class DuckSelector:

@@ -13,7 +13,7 @@ import pytest
 
 from flexkit.errors import FlexkitError, StateMismatchError
 from flexkit.selectors import Selector
-from flexkit.selectors.base import checked_load
+from flexkit.selectors._base import checked_load
 from tests.selectors.test_selector_resume import KINDS, assert_same_state, build
 
 #: What replaces a value: nothing (the key dropped), and values of the wrong type, shape or range (1e300 and -1

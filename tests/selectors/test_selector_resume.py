@@ -29,7 +29,7 @@ from flexkit.selectors import (
     ZeroVarianceSkipConfig,
     ZeroVarianceSkipSelector,
 )
-from flexkit.testing.registry import default_config, feature_columns, host, registered, synthetic_features
+from flexkit.testing._registry import default_config, feature_columns, host, registered, synthetic_features
 
 #: Every registered selector: one added to the registry gets resume coverage without an edit here.
 KINDS = [c.name for c in registered("selector")]

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import flexkit.selectors._task_table as task_table
-from flexkit.pipeline.pipeline import make_selector
+from flexkit.pipeline._pipeline import make_selector
 from flexkit.selectors._task_table import TaskTable
 
 SELECTORS = [

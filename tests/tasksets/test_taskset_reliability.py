@@ -17,8 +17,8 @@ import pytest
 from flexkit._files import NotRegularFileError, open_regular, require_regular_file, resolve_path
 from flexkit.errors import CheckpointError, FlexkitError, TasksetError
 from flexkit.tasksets import FileStorageConfig, JsonlTaskset, JsonTaskset, open_file_taskset
+from flexkit.tasksets._base import check_rows
 from flexkit.tasksets._fdpool import POOL, FdPool
-from flexkit.tasksets.base import check_rows
 from tests.fixtures import ROOT
 
 needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
@@ -145,7 +145,7 @@ def test_rows_that_can_never_be_read_are_refused_at_open(tmp_path: Path, content
 
 
 def test_open_time_checks_hold_across_index_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from flexkit.tasksets import jsonl
+    from flexkit.tasksets import _jsonl as jsonl
 
     monkeypatch.setattr(jsonl, "_INDEX_CHUNK", 64)
     good = [{"id": i, "text": "é" * (i % 7)} for i in range(300)]

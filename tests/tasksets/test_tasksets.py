@@ -128,7 +128,7 @@ def test_index_matches_a_naive_parse(
     path = tmp_path_factory.mktemp("idx") / "t.jsonl"
     path.write_bytes(text.encode())
     expected = [(n, json.loads(s)) for n, s in enumerate(text.split("\n"), 1) if s.strip()]
-    with mock.patch.object(tasksets.jsonl, "_INDEX_CHUNK", chunk):  # lines straddle many chunk boundaries
+    with mock.patch.object(tasksets._jsonl, "_INDEX_CHUNK", chunk):  # lines straddle many chunk boundaries
         if not expected:
             with pytest.raises(TasksetError, match="empty taskset"):
                 open_ts(path)
@@ -147,7 +147,7 @@ def test_large_file_offsets_and_lazy_rows(tmp_path: Path) -> None:
     rows = [{"id": i, "p": "x" * (i % 13), "d": (i * 7919) % 1000 / 1000} for i in range(n)]
     write_jsonl(path, rows)
     spy = mock.patch.object(JsonlTaskset, "_parse", autospec=True, side_effect=JsonlTaskset._parse)
-    with mock.patch.object(tasksets.jsonl, "_INDEX_CHUNK", 1 << 16), spy as parse:  # many chunks
+    with mock.patch.object(tasksets._jsonl, "_INDEX_CHUNK", 1 << 16), spy as parse:  # many chunks
         ts = open_ts(path)
         assert parse.call_count == 0  # indexing parses nothing
         assert len(ts) == n

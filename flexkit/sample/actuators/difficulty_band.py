@@ -25,8 +25,8 @@ import attrs
 
 from flexkit.config import field
 from flexkit.errors import ConfigError
-from flexkit.sample.actuator import Actuator, Weights, sample_weights_normalised
-from flexkit.sample.batch import RolloutBatch
+from flexkit.sample._actuator import Actuator, Weights, sample_weights_normalised
+from flexkit.sample._batch import RolloutBatch
 
 #: Defaults of the absolute band, and of the quantile band (applied when its keys are unset).
 ABSOLUTE_DEFAULTS = {"low": 0.2, "high": 0.8, "inside": 1.0, "outside": 0.1}

@@ -31,9 +31,9 @@ import numpy as np
 
 from flexkit.config import field
 from flexkit.errors import SampleError, StateMismatchError
-from flexkit.sample.actuator import Mix
+from flexkit.sample._actuator import Mix
+from flexkit.sample._batch import RolloutBatch
 from flexkit.sample.actuators.taskset_mixer import WindowMixer, pad, softmax, with_floor
-from flexkit.sample.batch import RolloutBatch
 
 
 @attrs.frozen(kw_only=True)

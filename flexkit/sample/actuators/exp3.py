@@ -29,9 +29,9 @@ import numpy as np
 
 from flexkit.config import field
 from flexkit.errors import StateMismatchError
-from flexkit.sample.actuator import Mix
+from flexkit.sample._actuator import Mix
+from flexkit.sample._batch import RolloutBatch
 from flexkit.sample.actuators.taskset_mixer import BanditMixer, softmax
-from flexkit.sample.batch import RolloutBatch
 
 
 @attrs.frozen(kw_only=True)

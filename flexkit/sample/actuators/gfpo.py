@@ -24,8 +24,8 @@ import attrs
 import numpy as np
 
 from flexkit.config import field
-from flexkit.sample.actuator import Actuator, Keep
-from flexkit.sample.batch import RolloutBatch, as_float
+from flexkit.sample._actuator import Actuator, Keep
+from flexkit.sample._batch import RolloutBatch, as_float
 
 
 @attrs.frozen(kw_only=True)

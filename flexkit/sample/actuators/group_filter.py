@@ -3,13 +3,13 @@
 DAPO's dynamic sampling (arXiv 2503.14476) and Online Difficulty Filtering (arXiv 2504.03380) both drop
 groups, then generate more until the training batch holds ``target`` kept groups, with a cap on extra
 generation rounds. flexkit's actuator cannot roll out, so it reports what the trainer needs to refill:
-:class:`GroupKeep` (a :class:`~flexkit.sample.actuator.Keep` with group counts) and :meth:`GroupFilter.metrics`.
+:class:`GroupKeep` (a :class:`~flexkit.Keep` with group counts) and :meth:`GroupFilter.metrics`.
 
 Calls for the same step accumulate: the first call at a step opens a round count and a target (the
 configured ``target_groups``, or the first batch's number of groups); each further call at that step (a refill
 batch) adds its kept groups. ``groups_needed = max(0, target − kept so far)``; ``refill`` is true while groups
 are needed and fewer than ``max_rounds`` batches were filtered at this step. That count is a
-:class:`~flexkit.sample.refill_count.RefillCount` (:attr:`GroupFilter.count`), also the filter's state.
+:class:`~flexkit.sample._refill_count.RefillCount` (:attr:`GroupFilter.count`), also the filter's state.
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from typing import Any
 import attrs
 import numpy as np
 
+from flexkit._metric_names import FILTER_ROUNDS, GROUPS_NEEDED, KEPT_GROUPS
 from flexkit.config import field
 from flexkit.errors import SampleError, StateMismatchError
-from flexkit.metric_names import FILTER_ROUNDS, GROUPS_NEEDED, KEPT_GROUPS
-from flexkit.sample.actuator import Actuator, Keep
-from flexkit.sample.batch import RolloutBatch
-from flexkit.sample.refill_count import RefillCount
+from flexkit.sample._actuator import Actuator, Keep
+from flexkit.sample._batch import RolloutBatch
+from flexkit.sample._refill_count import RefillCount
 
 
 def target_groups_field() -> Any:

@@ -20,9 +20,9 @@ from typing import Any
 import attrs
 
 from flexkit.config import field
-from flexkit.sample.actuator import Actuator, Weights
-from flexkit.sample.actuators.mean_one import mean_one
-from flexkit.sample.batch import RolloutBatch, as_float
+from flexkit.sample._actuator import Actuator, Weights
+from flexkit.sample._batch import RolloutBatch, as_float
+from flexkit.sample.actuators._mean_one import mean_one
 
 
 @attrs.frozen(kw_only=True)

@@ -5,7 +5,7 @@ scores ``w_b = B · exp(s_b/τ) / Σ_c exp(s_c/τ)``; for token scores the softm
 (``response_mask``) of the whole batch and the mean over those tokens is 1. ``temperature < 0`` is not
 allowed; to favour *low* scores, use a scorer whose score is high for what you want, or ``negate = true``.
 
-The softmax and its normalising sum run in float64 (:mod:`~flexkit.sample.actuators.mean_one`) and the weights
+The softmax and its normalising sum run in float64 (:mod:`~flexkit.sample.actuators._mean_one`) and the weights
 come back in the scores' dtype (at least float32): their mean is 1 within 1e-6 at B = 65,536, where a float32
 softmax times ``B`` drifts by up to ~2e-5 (DataFlex-RL then divides by the mean again).
 """
@@ -17,9 +17,9 @@ from typing import Any
 import attrs
 
 from flexkit.config import field
-from flexkit.sample.actuator import Actuator, Weights
-from flexkit.sample.actuators.mean_one import mean_one
-from flexkit.sample.batch import RolloutBatch, as_float
+from flexkit.sample._actuator import Actuator, Weights
+from flexkit.sample._batch import RolloutBatch, as_float
+from flexkit.sample.actuators._mean_one import mean_one
 
 
 @attrs.frozen(kw_only=True)

@@ -18,10 +18,10 @@ from typing import Any
 import attrs
 
 from flexkit.config import field
-from flexkit.config.converter import did_you_mean, path_key
+from flexkit.config._converter import did_you_mean, path_key
 from flexkit.errors import ConfigError, ConfigIssue, SampleError
-from flexkit.sample.actuator import Actuator, Mix
-from flexkit.sample.batch import RolloutBatch
+from flexkit.sample._actuator import Actuator, Mix
+from flexkit.sample._batch import RolloutBatch
 
 
 @attrs.frozen(kw_only=True)

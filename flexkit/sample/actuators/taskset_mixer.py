@@ -16,9 +16,9 @@ import numpy as np
 
 from flexkit._lazy import is_tensor
 from flexkit.errors import ConfigError, SampleError, StateMismatchError
-from flexkit.plugins.contract import display_name
-from flexkit.sample.actuator import Actuator
-from flexkit.sample.batch import RolloutBatch
+from flexkit.plugins._contract import display_name
+from flexkit.sample._actuator import Actuator
+from flexkit.sample._batch import RolloutBatch
 
 
 def taskset_sums(scores: Any, batch: RolloutBatch, *, who: str, bound: int | None) -> tuple[np.ndarray, np.ndarray]:

@@ -13,8 +13,8 @@ from typing import Any
 import attrs
 
 from flexkit.config import field
-from flexkit.sample.actuator import Actuator, Keep
-from flexkit.sample.batch import RolloutBatch
+from flexkit.sample._actuator import Actuator, Keep
+from flexkit.sample._batch import RolloutBatch
 
 
 @attrs.frozen(kw_only=True)

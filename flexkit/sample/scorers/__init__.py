@@ -7,7 +7,7 @@ Importing this package loads none of them: the names below are re-exported on fi
 from __future__ import annotations
 
 from flexkit._lazy import lazy_exports
-from flexkit.plugins.builtin_table import SCORERS, lazy_table
+from flexkit.plugins._builtin_table import SCORERS, lazy_table
 
 _LAZY: dict[str, str] = lazy_table(SCORERS)
 

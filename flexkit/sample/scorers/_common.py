@@ -8,8 +8,8 @@ import abc
 from typing import TYPE_CHECKING, Any
 
 from flexkit.config import field
-from flexkit.sample.batch import REWARD_REQUIREMENT, RolloutBatch
-from flexkit.sample.scorer import Scorer
+from flexkit.sample._batch import REWARD_REQUIREMENT, RolloutBatch
+from flexkit.sample._scorer import Scorer
 
 if TYPE_CHECKING:
     import torch

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Literal
 import attrs
 
 from flexkit.config import field
-from flexkit.sample.batch import RolloutBatch, as_float, masked_sum
-from flexkit.sample.scorer import Scorer
+from flexkit.sample._batch import RolloutBatch, as_float, masked_sum
+from flexkit.sample._scorer import Scorer
 
 if TYPE_CHECKING:
     import torch

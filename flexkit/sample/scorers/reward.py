@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from flexkit.sample.batch import RolloutBatch
+from flexkit.sample._batch import RolloutBatch
 from flexkit.sample.scorers._common import RewardFieldScorer, reward_key_field
 
 if TYPE_CHECKING:

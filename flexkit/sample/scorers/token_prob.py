@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from flexkit.sample.batch import RolloutBatch, as_float
-from flexkit.sample.scorer import Scorer
+from flexkit.sample._batch import RolloutBatch, as_float
+from flexkit.sample._scorer import Scorer
 
 if TYPE_CHECKING:
     import torch

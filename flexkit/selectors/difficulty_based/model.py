@@ -4,9 +4,9 @@ Source: Trinity-RFT (arXiv:2505.17826), its task-selection ``DifficultyBasedSele
 samples near a target difficulty level using probabilistic modeling") with the ``InterpolationBetaPREstimator``
 of ``trinity/buffer/selector``. This module holds the configuration and the selector, which composes named parts
 and drives them: the capability coefficient, ``ρ``, feedback and state are its own; every task's Beta posterior
-is :mod:`.posterior`'s (stored values, :mod:`.store`, under a global :mod:`.transform`); the selection engine is
-:mod:`.costs` (exact costs and full passes, on the float32 :mod:`.mirrors`), :mod:`.index` (the greedy top-k
-without a pass) and :mod:`.sampling` (``tau > 0``).
+is :mod:`._posterior`'s (stored values, :mod:`._store`, under a global :mod:`._transform`); the selection engine is
+:mod:`._costs` (exact costs and full passes, on the float32 :mod:`._mirrors`), :mod:`._index` (the greedy top-k
+without a pass) and :mod:`._sampling` (``tau > 0``).
 
 The model
 ---------
@@ -39,12 +39,12 @@ Deviations from Trinity-RFT
   only the batch rows of ``α̃``, ``β̃`` are rewritten. When ``a`` gets tiny it is folded into the arrays
   (O(N), rare).
 * Sampling without replacement from softmax(score/τ) is done without ever touching all N tasks when it can
-  (:mod:`.sampling`); Trinity-RFT's ``torch.multinomial`` refuses more than 2^24 tasks. Greedy ties
+  (:mod:`._sampling`); Trinity-RFT's ``torch.multinomial`` refuses more than 2^24 tasks. Greedy ties
   (tau = 0) go to the smaller index, and a batch is ordered best first (for tau > 0: in drawing order,
   which is the order of the Gumbel top-k, so the same distribution including the order).
 * The whole state (the stored α̃, β̃ and the untouched model that gives the others, the transform, the model
   of a never-observed task, ``c``, the adapted ``ρ``, counters and the RNG) is saved; Trinity-RFT saves only a
-  counter. Memory does not grow with untouched tasks beyond 4 bytes each (:mod:`.store`).
+  counter. Memory does not grow with untouched tasks beyond 4 bytes each (:mod:`._store`).
 """
 
 from __future__ import annotations
@@ -57,18 +57,18 @@ import numpy as np
 
 from flexkit.config import field
 from flexkit.errors import ConfigError, StateMismatchError, TasksetError
-from flexkit.selectors.base import Selector, read_feature_columns
+from flexkit.selectors._base import Selector, read_feature_columns
 from flexkit.selectors.difficulty_based import tuning
-from flexkit.selectors.difficulty_based.costs import CostEngine
-from flexkit.selectors.difficulty_based.features import FeaturePair
-from flexkit.selectors.difficulty_based.index import GreedyIndex
-from flexkit.selectors.difficulty_based.mirrors import Float32Mirrors
-from flexkit.selectors.difficulty_based.posterior import BetaPosteriors
-from flexkit.selectors.difficulty_based.sampling import SoftmaxSampler
-from flexkit.selectors.difficulty_based.store_state import load_stored_tasks
-from flexkit.selectors.difficulty_based.task_model import TaskModel
-from flexkit.selectors.difficulty_based.topk import smallest_k
-from flexkit.selectors.difficulty_based.transform import Transform
+from flexkit.selectors.difficulty_based._costs import CostEngine
+from flexkit.selectors.difficulty_based._features import FeaturePair
+from flexkit.selectors.difficulty_based._index import GreedyIndex
+from flexkit.selectors.difficulty_based._mirrors import Float32Mirrors
+from flexkit.selectors.difficulty_based._posterior import BetaPosteriors
+from flexkit.selectors.difficulty_based._sampling import SoftmaxSampler
+from flexkit.selectors.difficulty_based._store_state import load_stored_tasks
+from flexkit.selectors.difficulty_based._task_model import TaskModel
+from flexkit.selectors.difficulty_based._topk import smallest_k
+from flexkit.selectors.difficulty_based._transform import Transform
 
 #: Decay of the exponential moving average of the capability coefficient.
 C_DECAY = 0.9
@@ -139,27 +139,27 @@ class DifficultyBasedSelector(Selector):
     into them afterwards changes no selection (and cannot slip a NaN or a value outside [0, 1] past the checks);
     without a copy only when nobody can write them (a taskset's columns, or a read-only array that owns its
     memory: ``a.setflags(write=False)`` saves the copy for a huge taskset;
-    :func:`~flexkit.selectors.base.read_feature_columns`). Float64 values are computed from them per gathered
-    batch or chunk (:mod:`.features`), so float32 input picks exactly what float64 input of the same values
+    :func:`~flexkit.read_feature_columns`). Float64 values are computed from them per gathered
+    batch or chunk (:mod:`._features`), so float32 input picks exactly what float64 input of the same values
     picks. Only float64 input up to ``tuning.FEATURE_MIRROR_MAX`` (2^25) tasks gets a float32 copy (4 bytes per
     task and column) for the float32 pass.
 
-    Memory: the posterior store (:mod:`.store`: 16 bytes per task up to 2^24 tasks; above, 4 bytes per task plus
+    Memory: the posterior store (:mod:`._store`: 16 bytes per task up to 2^24 tasks; above, 4 bytes per task plus
     24 per task observed in the last fold periods), up to ``tuning.MIRROR_MAX`` tasks the float32 mirrors (8 bytes
     per task), and chunk buffers; the greedy index adds 12 bytes per task up to 2^25 tasks (20 with both grids),
-    about 4.5 above (:mod:`.compact_grid`); only the envelope sampler (small ``tau``) allocates one N-sized float32
+    about 4.5 above (:mod:`._compact_grid`); only the envelope sampler (small ``tau``) allocates one N-sized float32
     array while it runs. Feedback may arrive late or for tasks that were not just selected. :meth:`posterior`
     gives the current Beta parameters.
 
     Parts, each built in :meth:`_init_state` and given what it reads: :attr:`feature_pair` (the two columns),
-    :attr:`beliefs` (:class:`~.posterior.BetaPosteriors`), :attr:`mirrors` (:class:`~.mirrors.Float32Mirrors`),
-    :attr:`costs` (:class:`~.costs.CostEngine`), :attr:`greedy_index` (:class:`~.index.GreedyIndex`) and
-    :attr:`sampler` (:class:`~.sampling.SoftmaxSampler`). They share the selector's ``rng`` (the same object).
+    :attr:`beliefs` (:class:`~._posterior.BetaPosteriors`), :attr:`mirrors` (:class:`~._mirrors.Float32Mirrors`),
+    :attr:`costs` (:class:`~._costs.CostEngine`), :attr:`greedy_index` (:class:`~._index.GreedyIndex`) and
+    :attr:`sampler` (:class:`~._sampling.SoftmaxSampler`). They share the selector's ``rng`` (the same object).
     """
 
     Config = DifficultyBasedConfig
     learns_from_feedback = True
-    #: The feature columns are kept in their own numeric dtype (:mod:`.features`), so :func:`flexkit.make_selector`
+    #: The feature columns are kept in their own numeric dtype (:mod:`._features`), so :func:`flexkit.make_selector`
     #: passes numeric numpy arrays through without a float64 copy.
     keeps_feature_dtypes = True
     atomic_feedback = True  # _update changes nothing until its (validated) input is used whole
@@ -179,7 +179,7 @@ class DifficultyBasedSelector(Selector):
                 )
         target, tau = float(config.target_reward), float(config.tau)
         # Read-only columns in any numeric dtype (copies of arrays the caller could still write): float64 values
-        # are computed from them row by row or chunk by chunk (:mod:`.features`), never as a full-size copy.
+        # are computed from them row by row or chunk by chunk (:mod:`._features`), never as a full-size copy.
         self.feature_pair = FeaturePair(*cols)
         self.beliefs = BetaPosteriors(self.feature_pair, rollouts=int(config.m), lamb=float(config.lamb))
         self.mirrors = Float32Mirrors(self.beliefs.store, target)
@@ -211,7 +211,7 @@ class DifficultyBasedSelector(Selector):
         return self.beliefs.of(np.asarray(indices, dtype=np.int64))
 
     def _fold(self) -> None:
-        """Fold the transform into the stored values (O(stored tasks), see :mod:`.store`; O(N) for the float32
+        """Fold the transform into the stored values (O(stored tasks), see :mod:`._store`; O(N) for the float32
         mirrors up to ``tuning.MIRROR_MAX`` tasks) and reset it to the identity."""
         folded = self.beliefs.fold()
         self.num_folds += 1
@@ -283,7 +283,7 @@ class DifficultyBasedSelector(Selector):
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume exactly: the stored tasks' ``α̃``, ``β̃`` (``task_ids``, ``alpha_tilde``,
-        ``beta_tilde``; copies) and the untouched model that gives every other task's (:mod:`.store`), the
+        ``beta_tilde``; copies) and the untouched model that gives every other task's (:mod:`._store`), the
         transform, ``c``, ``ρ``, counters, the RNG and the greedy index's model of a never-observed task (the
         float32 mirrors are rebuilt on load; the greedy index at the next greedy selection)."""
         return {

@@ -20,7 +20,7 @@ U32 = 2.0**-24
 #: Unit roundoff of float64.
 U64 = 2.0**-53
 #: Bound on |float32 cost − float64 cost| of one task. The float steps of the fast pass err by at most about
-#: 50·U32 (every term is at most 5·(α+β)/a, see :mod:`~flexkit.selectors.difficulty_based.costs`); the margin
+#: 50·U32 (every term is at most 5·(α+β)/a, see :mod:`~flexkit.selectors.difficulty_based._costs`); the margin
 #: leaves a factor 2.5.
 COST32_MARGIN = 128 * U32
 #: Up to this many tasks the features get float32 copies for the fast pass (8 bytes per task); above it the

@@ -203,7 +203,7 @@ def test_rounding_keeps_integers_and_hides_only_the_last_bits() -> None:
 
 #: metrics.jsonl of test_toyrl.py's TINY addition run, identical before and after the second family existed
 #: (checked with both on one machine; sha256 d60a1782..., the same records as 06a502ad... under the metric names
-#: of before flexkit.metric_names). CPUs round differently: ATen's AVX-512 and AVX2 kernels on one Intel Xeon
+#: of before flexkit._metric_names). CPUs round differently: ATen's AVX-512 and AVX2 kernels on one Intel Xeon
 #: give the same records but for ``entropy``'s last bits (2.4e-7), which is why they are compared with a tolerance
 #: and not by their hash. Elsewhere a different last bit can change a sampled token and grow, so the test runs
 #: where that was measured not to happen.

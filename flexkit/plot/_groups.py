@@ -1,0 +1,53 @@
+"""Per-group numbers of the selectors' summaries in a run's records, as ``flexkit plot`` draws them: ``frontier``'s
+floor share (``flexkit/selector/<taskset>/floor_share/<group>``) and the guard's share
+(``.../guard_share/<group>``) of each group over the steps."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from flexkit._metric_names import PREFIX
+
+__all__ = ["SELECTOR_PREFIX", "draw_group_shares", "group_series"]
+
+#: The prefix of the selectors' summary numbers in a record (``flexkit/selector/<taskset>/<key>``).
+SELECTOR_PREFIX = PREFIX + "selector/"
+
+
+def group_series(records: Sequence[Mapping[str, Any]], kind: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Steps done (``step + 1``) and values of ``flexkit/selector/<taskset>/<kind>/<group>`` per group of the step
+    records (``step >= 0``), named by the group (``<taskset>: <group>`` when several tasksets have it)."""
+    points: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for record in records:
+        if not isinstance(record.get("step"), int) or record["step"] < 0:
+            continue
+        for key, value in record.items():
+            if not key.startswith(SELECTOR_PREFIX) or not isinstance(value, (int, float)):
+                continue
+            taskset, sep, rest = key.removeprefix(SELECTOR_PREFIX).partition(f"/{kind}/")
+            if sep and "/" not in taskset:
+                points.setdefault((taskset, rest), []).append((record["step"] + 1, float(value)))
+    several = len({taskset for taskset, _group in points}) > 1
+    return {(f"{taskset}: {group}" if several else group): (np.array([p[0] for p in pairs], dtype=float),
+                                                           np.array([p[1] for p in pairs], dtype=float))
+            for (taskset, group), pairs in sorted(points.items())}
+
+
+def draw_group_shares(ax: Any, series: Mapping[str, tuple[np.ndarray, np.ndarray]], title: str, label: str) -> None:
+    """One row per group, coloured by its share in [0, 1] at each step (a colour bar beside it): every group stays
+    visible where lines of equal shares would hide each other."""
+    steps = np.unique(np.concatenate([xs for xs, _ys in series.values()]))
+    grid = np.full((len(series), len(steps)), np.nan)
+    for row, (xs, ys) in enumerate(series.values()):
+        grid[row, np.searchsorted(steps, xs)] = ys
+    edges = np.concatenate([steps - 0.5, [steps[-1] + 0.5]])
+    mesh = ax.pcolormesh(edges, np.arange(len(series) + 1), grid, vmin=0.0, vmax=1.0, cmap="viridis",
+                         shading="flat")
+    ax.set_yticks(np.arange(len(series)) + 0.5, [name.replace("level=", "level ") for name in series], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("steps")
+    ax.set_title(title, fontsize=10)
+    ax.figure.colorbar(mesh, ax=ax, label=label, shrink=0.9)
