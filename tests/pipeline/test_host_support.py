@@ -38,8 +38,9 @@ def test_the_quickstart_needs_replay_and_evaluations() -> None:
 
 
 def test_a_host_with_evaluations_but_not_per_group_accuracy_refuses_the_recipes_guard_once() -> None:
-    """verl's legacy trainer hands its own validation metrics, never val_accuracy/<group>: validate used to call the
-    quickstart valid there and the trainer refused it at construction."""
+    """A host that hands its own validation metrics, never val_accuracy/<group> (verl's legacy trainer did, until
+    it pooled its validation rewards by group): validate used to call the quickstart valid there and the trainer
+    refused it at construction."""
     pipe = load_pipeline(QUICKSTART)
     own_names = HostSupport(name="h", replay=True, evaluation=True, group_accuracy=False,
                             advice={"group_accuracy": "name my metrics"})

@@ -151,12 +151,10 @@ def check_trainer_config(config: Any, pipeline: Pipeline, *, steps_per_epoch: in
     (``val_columns``: the validation dataset's column names, when known; ``multimodal``: verl built a processor for
     the model)."""
     issues = batch_size_issues(config, pipeline) + loss_mode_issues(config, pipeline, v1=v1)
-    # what this trainer does not honour (flexkit.host; the v1 trainer does not replay, the legacy one does and
-    # reports verl's own validation metrics only, not val_accuracy/<group>)
+    # what this trainer does not honour (flexkit.host; the v1 trainer does not replay)
     issues += unmet_needs(pipeline_needs(pipeline), support_for(v1=v1))
-    if v1:
-        issues += validation_issues(config, pipeline, val_columns)
-    else:
+    issues += validation_issues(config, pipeline, val_columns)
+    if not v1:
         issues += replay_issues(config, pipeline, multimodal=multimodal)
     if steps_per_epoch is not None:
         issues += run_length_issues(config, pipeline, steps_per_epoch=steps_per_epoch)

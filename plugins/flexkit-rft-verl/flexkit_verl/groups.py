@@ -18,17 +18,16 @@ validation files that lack a column a guard needs. Nothing here imports verl.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-from flexkit import ConfigError, ConfigIssue, Pipeline
+from flexkit import ConfigError, ConfigIssue, Pipeline, TasksetScheduler
 from flexkit.host import ACCURACY, GUARD_TEMPLATE, GroupColumn, group_label, guard_columns
 
-__all__ = ["ACCURACY", "GUARD_TEMPLATE", "GroupColumn", "ValidationGroups", "column_issues", "final_outputs",
-           "group_columns", "group_label"]
+__all__ = ["ACCURACY", "GUARD_TEMPLATE", "GroupColumn", "ValidationGroups", "column_issues", "dataset_columns",
+           "final_outputs", "group_columns", "group_label"]
 
 
-
-def group_columns(pipeline: Pipeline) -> list[GroupColumn]:
+def group_columns(pipeline: Pipeline | TasksetScheduler) -> list[GroupColumn]:
     """The columns validation rewards are pooled by (:func:`flexkit.host.guard_columns`: a per-group guard other
     than :data:`GUARD_TEMPLATE`, or over quantile ``bins``, is a :class:`~flexkit.ConfigError`)."""
     try:
@@ -111,3 +110,25 @@ class ValidationGroups:
         for label in sorted(pooled):
             out[f"{ACCURACY}/{label}"] = sum(pooled[label]) / len(pooled[label])
         return out
+
+
+@runtime_checkable
+class _HasDataframe(Protocol):
+    """verl's ``RLHFDataset``, as far as :func:`dataset_columns` reads it: its Hugging Face ``dataframe``."""
+
+    dataframe: Any
+
+
+@runtime_checkable
+class _Columned(Protocol):
+    """A Hugging Face ``datasets.Dataset``, as far as :func:`dataset_columns` reads it."""
+
+    column_names: Any
+
+
+def dataset_columns(dataset: Any) -> list[str] | None:
+    """The column names of a verl ``RLHFDataset`` (its Hugging Face ``dataframe``), ``None`` for a dataset that
+    does not expose them (its columns are then checked at the first validation)."""
+    frame = dataset.dataframe if isinstance(dataset, _HasDataframe) else None
+    names = frame.column_names if isinstance(frame, _Columned) else None
+    return [str(n) for n in names] if isinstance(names, (list, tuple)) else None

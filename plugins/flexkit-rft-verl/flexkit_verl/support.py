@@ -4,8 +4,8 @@ the ``flexkit.hosts`` entry points; the construction checks take the one of the 
 :func:`support_for`).
 
 Both trainers: the sample stage's keep and weights reach verl's per-token loss as ``rollout_is_weights``;
-validation metrics reach the selectors (``trainer.test_freq`` > 0 with ``data.val_files``): verl's own and, on the
-v1 trainer, ``val_accuracy/<group>`` per value of the grouping column (:mod:`flexkit_verl.groups`), which a
+validation metrics reach the selectors (``trainer.test_freq`` > 0 with ``data.val_files``): verl's own and
+``val_accuracy/<group>`` per value of the grouping column (:mod:`flexkit_verl.groups`), which a
 ``frontier`` guard (``guard_metric = "val_accuracy/{}"``) reads. Refills are refused: verl generates one batch per
 step here.
 
@@ -54,16 +54,11 @@ SUPPORT = HostSupport(
 )
 
 #: verl's legacy ``RayPPOTrainer`` (``trainer.use_v1=false``) with
-#: :class:`~flexkit_verl.FlexkitTrainerMixin`: the sample stage, rollout replay and verl's own validation metrics
-#: (``val-core/<data_source>/...``), not each group's ``val_accuracy/<group>``.
+#: :class:`~flexkit_verl.FlexkitTrainerMixin`: the sample stage, rollout replay and validation metrics (verl's own
+#: and ``val_accuracy/<group>``).
 LEGACY_SUPPORT = HostSupport(
     name="verl's legacy RayPPOTrainer (flexkit_verl)", sample=True, replay=True, evaluation=True,
-    group_accuracy=False,
-    advice={"refill": _REFILL, "evaluation": _EVALUATION,
-            "group_accuracy": ("it hands the selectors verl's own validation metrics only (val-core/<data_source>/"
-                               "...): use the v1 trainer (trainer.use_v1=true, flexkit_verl.main_ppo), group by "
-                               'data_source (feature_keys = ["data_source"]) with guard_metric = '
-                               '"val-core/{}/acc/mean@1", or turn the guard off (guard_metric = "")')},
+    advice={"refill": _REFILL, "evaluation": _EVALUATION},
 )
 
 

@@ -14,9 +14,10 @@ It also checks the verl config against the pipeline when verl builds the dataloa
 update's metrics, which verl logs with the step. Steps in critic warm-up (no actor update) give no feedback.
 With ``[replay]`` each actor update also trains on the stored groups of earlier steps (:mod:`flexkit_verl.replay`),
 and the buffer is saved with verl's checkpoint (``global_step_<N>/flexkit_replay.pt``) and restored on resume.
-Each validation's metrics (``val-core/<data_source>/acc/mean@1``, ...) reach the selectors
-(:meth:`~flexkit.Pipeline.evaluation`), so a ``frontier`` guard can read them (``guard_metric =
-"val-core/{}/acc/mean@1"`` with the tasks grouped by their ``data_source``).
+Each validation's metrics reach the selectors (:meth:`~flexkit.Pipeline.evaluation`): verl's own
+(``val-core/<data_source>/...``) and, as the v1 adapter and ``flexkit run`` report them, ``val_accuracy`` and
+``val_accuracy/<group>`` per value of the grouping column (:mod:`flexkit_verl.legacy_validation`), which the
+quickstart's ``frontier`` guard (``guard_metric = "val_accuracy/{}"``) reads.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from typing import Any, Protocol, runtime_checkable
 from flexkit import Pipeline, TasksetScheduler, pipeline_metrics
 from flexkit.host import pipeline_needs, unmet_needs
 from flexkit_verl.checks import check_trainer_config
+from flexkit_verl.groups import ValidationGroups, dataset_columns, group_columns
 from flexkit_verl.keys import config_get
+from flexkit_verl.legacy_validation import LegacyValidation
 from flexkit_verl.replay import VerlReplay
 from flexkit_verl.replay_checks import replay_issues
 from flexkit_verl.resume import checkpoint_folder, loader_sampler, restore_sampler
@@ -55,11 +58,15 @@ class FlexkitTrainerMixin:
     flexkit_pipeline: Pipeline | None = None
     #: The ``[replay]`` buffer (:mod:`flexkit_verl.replay`), built with the dataloader when the pipeline has one.
     flexkit_replay: VerlReplay | None = None
+    #: Each validation's ``val_accuracy`` and ``val_accuracy/<group>``
+    #: (:class:`~flexkit_verl.legacy_validation.LegacyValidation`), built with the dataloader.
+    flexkit_validation: LegacyValidation | None = None
     #: verl's attributes, which ``RayPPOTrainer`` sets as it goes (``processor`` before the dataloaders, for a
     #: multimodal model; ``train_dataloader`` when it builds them; ``global_steps`` in ``fit`` and on resume): their
     #: values before then.
     processor: Any = None
     train_dataloader: Any = None
+    val_dataset: Any = None
     global_steps: int = 0
 
     def _flexkit_sampler(self) -> FlexkitSampler | None:
@@ -84,18 +91,24 @@ class FlexkitTrainerMixin:
                 from flexkit_verl.checks import loss_mode_issues
 
                 issues = loss_mode_issues(config, pipeline, v1=False)
-                issues += unmet_needs(pipeline_needs(pipeline), LEGACY_SUPPORT)  # a guard on val_accuracy/{}
+                issues += unmet_needs(pipeline_needs(pipeline), LEGACY_SUPPORT)  # what this trainer does not honour
                 issues += replay_issues(config, pipeline, multimodal=multimodal)
                 if issues:
                     from flexkit import ConfigError
 
                     raise ConfigError(issues, source="verl config vs flexkit pipeline")
             else:
-                check_trainer_config(config, pipeline, steps_per_epoch=steps, v1=False, multimodal=multimodal)
+                check_trainer_config(config, pipeline, steps_per_epoch=steps, v1=False, multimodal=multimodal,
+                                     val_columns=dataset_columns(self.val_dataset))
             replay = pipeline.config.replay
             if replay is not None:
                 self.flexkit_replay = VerlReplay(replay.groups, replay.max_age, mini_batch=int(
                     config_get(config, "actor_rollout_ref.actor.ppo_mini_batch_size", 1)))
+        source = self._flexkit_source(sampler)
+        if source is not None:  # the grouping columns: the required ones, the others where validation rows have them
+            val_columns = dataset_columns(self.val_dataset)
+            self.flexkit_validation = LegacyValidation(ValidationGroups([
+                c for c in group_columns(source) if c.required or (val_columns is not None and c.name in val_columns)]))
         if sampler is not None:  # this trainer drives the sampler (checked above; a bare scheduler's guard here)
             sampler.declare_host(LEGACY_SUPPORT)
         return result
@@ -119,14 +132,37 @@ class FlexkitTrainerMixin:
         return result
 
     def _validate(self, *args: Any, **kwargs: Any) -> Any:
-        """verl's validation, then its metrics to the selectors (:meth:`~flexkit.Pipeline.evaluation`); a
-        ``merged=True`` call returns raw results to merge, not metrics, and is passed through alone."""
-        result = super()._validate(*args, **kwargs)  # type: ignore[misc]
+        """verl's validation plus ``val_accuracy`` and ``val_accuracy/<group>`` from its rewards
+        (:attr:`flexkit_validation`), all handed to the selectors (:meth:`~flexkit.Pipeline.evaluation`) and
+        returned for verl to log; a ``merged=True`` call returns raw results to merge, not metrics, and is passed
+        through alone."""
+        validation = self.flexkit_validation
+        if validation is not None:
+            validation.start()
+        try:
+            result = super()._validate(*args, **kwargs)  # type: ignore[misc]
+        finally:
+            groups = validation.finish() if validation is not None else {}
         merged = kwargs.get("merged", args[0] if args else False)
         source = self._flexkit_source(self._flexkit_sampler())
         if source is not None and not merged and isinstance(result, dict):
+            result = {**result, **groups}
             source.evaluation(result)
         return result
+
+    def _get_gen_batch(self, batch: Any) -> Any:
+        """verl's generation batch; during a validation, each row's prompt and grouping columns noted first (verl
+        pops the columns here), to pool its reward by."""
+        if self.flexkit_validation is not None:
+            self.flexkit_validation.note(batch.non_tensor_batch)
+        return super()._get_gen_batch(batch)  # type: ignore[misc]
+
+    def _maybe_log_val_generations(self, inputs: Any, outputs: Any, scores: Any) -> Any:
+        """The validation's rewards, one per response in batch order, to :attr:`flexkit_validation`; then verl's
+        own logging of them."""
+        if self.flexkit_validation is not None:
+            self.flexkit_validation.score(scores)
+        return super()._maybe_log_val_generations(inputs, outputs, scores)  # type: ignore[misc]
 
     def _update_actor(self, batch: Any) -> Any:
         """Feed the batch back, weight its tokens, add the replayed groups (``[replay]``), run the trainer's own

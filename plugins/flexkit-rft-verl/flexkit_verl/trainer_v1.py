@@ -19,12 +19,12 @@ Use :func:`flexkit_trainer_class` on the class ``trainer.v1.trainer_mode`` names
 from __future__ import annotations
 
 from functools import cache
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from flexkit import ConfigError, Pipeline
 from flexkit_verl.checks import check_trainer_config
 from flexkit_verl.dataset import IndexedDataset
-from flexkit_verl.groups import ValidationGroups, group_columns
+from flexkit_verl.groups import ValidationGroups, dataset_columns, group_columns
 from flexkit_verl.resume import checkpoint_folder, restore_sampler
 from flexkit_verl.sampler import FlexkitSampler
 from flexkit_verl.support import support_for
@@ -104,28 +104,6 @@ class FlexkitV1TrainerMixin:
     val_dataset: Any = None
     global_steps: int = 0  # set in fit and on resume
     logger: Any = None  # verl's Tracking, set in fit
-
-
-@runtime_checkable
-class _HasDataframe(Protocol):
-    """verl's ``RLHFDataset``, as far as :func:`dataset_columns` reads it: its Hugging Face ``dataframe``."""
-
-    dataframe: Any
-
-
-@runtime_checkable
-class _Columned(Protocol):
-    """A Hugging Face ``datasets.Dataset``, as far as :func:`dataset_columns` reads it."""
-
-    column_names: Any
-
-
-def dataset_columns(dataset: Any) -> list[str] | None:
-    """The column names of a verl ``RLHFDataset`` (its Hugging Face ``dataframe``), ``None`` for a dataset that
-    does not expose them (its columns are then checked at the first validation)."""
-    frame = dataset.dataframe if isinstance(dataset, _HasDataframe) else None
-    names = frame.column_names if isinstance(frame, _Columned) else None
-    return [str(n) for n in names] if isinstance(names, (list, tuple)) else None
 
 
 @cache

@@ -213,30 +213,11 @@ def test_validation_metrics_reach_the_selectors(tmp_path: Path, monkeypatch: pyt
     assert seen == [metrics, metrics]
 
 
-def test_legacy_refuses_the_val_accuracy_guard(tmp_path: Path) -> None:
-    """The legacy trainer hands the selectors verl's own validation metrics only: a guard on
-    ``val_accuracy/{}`` (which the v1 trainer feeds) is refused when verl builds the dataloader."""
-    from flexkit import ConfigError, pipeline_from_dict
-
-    make_pipeline(tmp_path)  # writes the JSONL tasksets
-    guard = {"type": "frontier", "feature_keys": ["f0"], "retain": 1.0, "guard_metric": "val_accuracy/{}"}
-    pipe = pipeline_from_dict({"run": {"batch_size": 4, "seed": 5, "total_epochs": 6}, "tasksets": [
-        {"name": f"t{i}", "path": f"t{i}.jsonl", "selector": guard} for i in range(len(SIZES))]}, base_dir=tmp_path)
-
-    class Trainer(FlexkitTrainerMixin, RayPPOTrainer):
-        pass
-
-    dataset = IndexedDataset(Rows(sum(SIZES)))
-    with pytest.raises(ConfigError, match=r"tasksets\[0\]\.selector\.guard_metric: verl's legacy RayPPOTrainer .* "
-                                          r"val_accuracy/<group>.*use the v1 trainer"):
-        legacy_trainer(Trainer, tmp_path, FlexkitSampler(pipe, dataset), dataset)
-
-
 def test_regression_a_guard_reaches_the_check_on_every_path(tmp_path: Path) -> None:
     """A sampler over a bare scheduler passed the mixin unchecked (it checked pipelines only), and a sampler in
     verl's RayPPOTrainer without the mixin was never checked at all: its guard never saw an evaluation. Now the
-    mixin declares itself on the sampler (:meth:`flexkit.FlexkitSampler.declare_host`), and a sampler nothing
-    declared refuses its first batch."""
+    mixin declares itself on the sampler (:meth:`flexkit.FlexkitSampler.declare_host`) and pools validation
+    rewards by the scheduler's grouping column too, and a sampler nothing declared refuses its first batch."""
     from flexkit import ConfigError, pipeline_from_dict
 
     make_pipeline(tmp_path)  # writes the JSONL tasksets
@@ -248,8 +229,9 @@ def test_regression_a_guard_reaches_the_check_on_every_path(tmp_path: Path) -> N
         pass
 
     dataset = IndexedDataset(Rows(sum(SIZES)))
-    with pytest.raises(ConfigError, match=r"tasksets\[0\]\.selector\.guard_metric: verl's legacy RayPPOTrainer"):
-        legacy_trainer(Trainer, tmp_path, FlexkitSampler(pipe.scheduler, dataset), dataset)
+    bare = legacy_trainer(Trainer, tmp_path, FlexkitSampler(pipe.scheduler, dataset), dataset)
+    assert bare.train_dataloader.sampler.host is LEGACY_SUPPORT
+    assert [(c.name, c.required) for c in bare.flexkit_validation.groups.columns] == [("f0", True)]
     plain = legacy_trainer(RayPPOTrainer, tmp_path, FlexkitSampler(pipe, dataset), dataset)  # no mixin
     with pytest.raises(ConfigError, match=r"guard_metric: FlexkitSampler\(host=None\), which no host adapter "
                                           r"declared.*FlexkitTrainerMixin"):
