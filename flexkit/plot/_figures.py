@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,7 @@ from flexkit.run._folder import METRICS_FILE, read_metrics
 
 log = structlog.get_logger("flexkit.plot")
 
-__all__ = ["PLOT_FILES", "compact_count", "plot_run"]
+__all__ = ["PLOT_FILES", "TITLE_CHARS_PER_COLUMN", "compact_count", "plot_run", "set_title"]
 
 #: The files :func:`plot_run` may write, in order.
 PLOT_FILES: tuple[str, ...] = ("overview.png", "accuracy.png", "mix.png", "pass_rates.png", "filtering.png",
@@ -117,11 +118,21 @@ def plot_run(run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | 
             panel.draw(ax, run)
         for ax in axes[len(drawn):]:
             ax.remove()
-        fig.suptitle(f"{run_dir.name}: {run.steps} steps, {run.rollouts:,} rollouts", fontsize=11)
+        set_title(fig, f"{run_dir.name}: {run.steps} steps, {run.rollouts:,} rollouts", columns=cols)
         out.mkdir(parents=True, exist_ok=True)
         fig.savefig(out / name, dpi=dpi)
         written.append(out / name)
     return written
+
+
+#: Characters of an 11-point figure title per 4.2-inch panel column (what fits, with a margin).
+TITLE_CHARS_PER_COLUMN = 44
+
+
+def set_title(fig: Any, title: str, *, columns: int) -> None:
+    """``title`` over ``fig`` (``columns`` panels wide), wrapped to lines that fit its width (a run folder's name
+    and counts overflowed a one-panel figure on both sides)."""
+    fig.suptitle(textwrap.fill(title, width=TITLE_CHARS_PER_COLUMN * columns, break_long_words=True), fontsize=11)
 
 
 def compact_count(value: float) -> str:

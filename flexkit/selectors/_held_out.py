@@ -19,6 +19,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from flexkit._log import say
 from flexkit._state_problems import is_number
 from flexkit.errors import ConfigError, ConfigIssue, StateMismatchError
 from flexkit.selectors._estimates import load_array
@@ -75,16 +76,14 @@ class HeldOutWatch:
 
     def observe(self, evaluation: Mapping[str, Any]) -> None:
         """Take one evaluation: each group whose metric is a finite number gets it as its latest value (and as
-        its best when higher); groups whose metric is missing or not a finite number keep theirs."""
-        if np.isnan(self.latest).all() and not any(name in evaluation for name in set(self.metrics)):
-            seen = sorted(map(str, evaluation))
-            shown = ", ".join(seen[:20]) + (f", ... ({len(seen)} in all)" if len(seen) > 20 else "")
-            wanted = sorted(set(self.metrics))
-            raise ConfigError([ConfigIssue("guard_metric", (
-                f"the first evaluation names none of the guard's metrics ({', '.join(wanted[:6])}"
-                f"{', ...' if len(wanted) > 6 else ''}); it holds: {shown or 'nothing'}. Set guard_metric to a "
-                "template of those names ('{}' for the group's value), or make the trainer report each group's "
-                "held-out value under it"))])
+        its best when higher); groups whose metric is missing or not a finite number keep theirs.
+
+        A first evaluation that names none of the groups' metrics means a ``guard_metric`` the trainer does not
+        report: a :class:`~flexkit.ConfigError` naming what it did hold. One that lacks some of them means groups
+        the guard will not protect until an evaluation names them (their validation rows missing): a warning
+        (``guard_groups_not_evaluated``) naming them."""
+        if np.isnan(self.latest).all():
+            self._check_first(evaluation)
         values = [evaluation.get(name) for name in self.metrics]
         latest = np.array([float(cast(float, v)) if is_number(v) else np.nan for v in values])
         seen = ~np.isnan(latest)
@@ -95,6 +94,27 @@ class HeldOutWatch:
         sliding = self.sliding()
         moved = np.where(sliding, self.share + self.raise_by, self.share - self.lower_by)
         self.share = np.where(seen, np.clip(moved, self.minimum, 1.0), self.share)
+
+    def _check_first(self, evaluation: Mapping[str, Any]) -> None:
+        """Refuse a first evaluation that names no group's metric, warn of one that lacks some (:meth:`observe`)."""
+        wanted = sorted(set(self.metrics))
+        missing = [name for name in wanted if name not in evaluation]
+        if not missing:
+            return
+        seen = sorted(map(str, evaluation))
+        shown = ", ".join(seen[:20]) + (f", ... ({len(seen)} in all)" if len(seen) > 20 else "")
+        if len(missing) == len(wanted):
+            raise ConfigError([ConfigIssue("guard_metric", (
+                f"the first evaluation names none of the guard's metrics ({', '.join(wanted[:6])}"
+                f"{', ...' if len(wanted) > 6 else ''}); it holds: {shown or 'nothing'}. Set guard_metric to a "
+                "template of those names ('{}' for the group's value), or make the trainer report each group's "
+                "held-out value under it"))])
+        say("guard_groups_not_evaluated", (
+            f"warning: the guard's first evaluation lacks {len(missing)} of its {len(wanted)} metrics "
+            f"({', '.join(missing[:6])}{', ...' if len(missing) > 6 else ''}): those groups get no floor until an "
+            f"evaluation names them. It holds: {shown}. Give validation rows for every value of the grouping column "
+            "in the training pool, or turn the guard off (guard_metric = \"\")"),
+            level="warning", missing=missing)
 
     def sliding(self) -> np.ndarray:
         """Per group: whether its latest value is more than ``margin`` below its best (never evaluated: not)."""

@@ -222,3 +222,21 @@ def test_regression_legends_sit_below_their_panel_off_the_data(run_dir: Path) ->
     alone.canvas.draw()
     legend, page = ax.get_legend().get_window_extent(), alone.bbox
     assert page.x0 <= legend.x0 and legend.x1 <= page.x1  # six levels' labels were cut off at both sides
+
+
+@pytest.mark.parametrize("columns", [1, 2, 3])
+def test_regression_the_title_fits_the_figure(columns: int) -> None:
+    """A one-panel figure's title (the run folder's name and its counts) ran past both edges of the figure; it is
+    wrapped to the figure's width now."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    from flexkit.plot._figures import set_title
+
+    fig = Figure(figsize=(4.2 * columns, 3.3), layout="constrained", dpi=100)
+    fig.subplots(1, columns)
+    title = "2026-12-06T14-55-55-quickstart-on-my-own-data: 235 steps, 120,320 rollouts " * columns
+    set_title(fig, title.strip(), columns=columns)
+    fig.canvas.draw()
+    box, frame = fig._suptitle.get_window_extent(), fig.bbox
+    assert frame.x0 <= box.x0 and box.x1 <= frame.x1, (box, frame)

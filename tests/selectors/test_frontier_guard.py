@@ -573,3 +573,24 @@ def test_regression_flexkit_run_records_each_groups_floor_and_guard_share(tmp_pa
     floors = [m["flexkit/selector/graded/floor_share/level=1"] for m in records]
     assert floors[0] == 0.0 and max(floors) > 0  # not learnt at first; learnt and given the floor later
     assert not any(key.startswith("flexkit/selector/plain/") for key in records[-1])  # random keeps no summary
+
+
+def test_regression_groups_the_first_evaluation_does_not_name_are_reported_not_silently_unguarded() -> None:
+    """A training group with no validation rows (a TRL eval_dataset without one of the sources, say) was never
+    guarded, and nothing said so; the first evaluation that lacks some groups' metrics now warns, naming them,
+    once, and changes nothing else (those groups get no floor until an evaluation names them)."""
+    from structlog.testing import capture_logs
+
+    sel = _guarded()
+    with capture_logs() as logs:
+        sel.observe_evaluation({"val_accuracy/1": 1.0, "val_accuracy/2": 0.9, "eval_loss": 0.3})
+        sel.observe_evaluation({"val_accuracy/1": 0.9})  # not the first: no second warning
+    warned = [entry for entry in logs if entry["event"] == "guard_groups_not_evaluated"]
+    assert len(warned) == 1 and warned[0]["log_level"] == "warning"
+    assert warned[0]["missing"] == [f"val_accuracy/{level}" for level in range(3, 7)]
+    assert "val_accuracy/1, val_accuracy/2, eval_loss" not in warned[0]["message"]  # shown sorted
+    assert "eval_loss, val_accuracy/1, val_accuracy/2" in warned[0]["message"]
+    assert sel.held_out.state_dict()["evaluated"].tolist() == [True, True, False, False, False, False]
+    with capture_logs() as logs:
+        _guarded().observe_evaluation({f"val_accuracy/{level}": 1.0 for level in range(1, 7)})
+    assert not [entry for entry in logs if entry["event"] == "guard_groups_not_evaluated"]

@@ -23,15 +23,20 @@ _ADVICE = {
 SUPPORT = HostSupport(name="FlexkitGRPOTrainer (TRL)", sample=True, replay=True, evaluation=True, advice=_ADVICE)
 
 
-def trainer_support(eval_dataset: Any, processes: int = 1) -> HostSupport:
-    """:data:`SUPPORT` for a trainer given ``eval_dataset`` on ``processes`` processes: evaluations only with an
-    ``eval_dataset`` (``evaluate()`` may be called by hand, so ``eval_strategy = "no"`` is not refused), replay only
-    on one process (each process would keep a buffer of its own completions and hand TRL a different number of
-    rows, which is not tested)."""
+def trainer_support(eval_dataset: Any, processes: int = 1, *, eval_strategy: str = "steps") -> HostSupport:
+    """:data:`SUPPORT` for a trainer given ``eval_dataset`` on ``processes`` processes with ``eval_strategy``
+    (``GRPOConfig``'s): evaluations only with an ``eval_dataset`` that ``train()`` evaluates (``eval_strategy``
+    other than ``"no"``: with ``"no"`` TRL never evaluates during training, so the guard would never fire), replay
+    only on one process (each process would keep a buffer of its own completions and hand TRL a different number
+    of rows, which is not tested)."""
     advice = dict(_ADVICE)
+    if eval_dataset is not None and eval_strategy == "no":
+        advice["evaluation"] = ("GRPOConfig's eval_strategy is 'no' (TRL's default), so train() never evaluates "
+                                "the eval_dataset and the guard would never fire: set eval_strategy='steps' with "
+                                "eval_steps (e.g. 25), or turn the guard off (guard_metric = \"\")")
     if processes > 1:
         advice["replay"] = (f"this run has {processes} processes, and FlexkitGRPOTrainer replays in one: remove the "
                             "[replay] table (the selector part of the recipe applies as it is), run on one process, "
                             "or run the recipe with flexkit run")
-    return HostSupport(name=SUPPORT.name, sample=True, replay=processes == 1, evaluation=eval_dataset is not None,
-                       advice=advice)
+    return HostSupport(name=SUPPORT.name, sample=True, replay=processes == 1,
+                       evaluation=eval_dataset is not None and eval_strategy != "no", advice=advice)

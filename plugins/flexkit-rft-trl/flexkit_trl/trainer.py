@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import inspect
 import os
+from enum import Enum
 from typing import Any, cast
 
 import numpy as np
@@ -108,7 +109,10 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         if bound.arguments.get("eval_dataset") is not None:
             check_eval_columns(columns, bound.arguments["eval_dataset"])
         # what this trainer does not honour (a bare scheduler's guard too), refused before the model is set up
-        self._flexkit_support = trainer_support(bound.arguments.get("eval_dataset"))
+        config = bound.arguments.get("args")  # TRL's default GRPOConfig evaluates never (eval_strategy "no")
+        chosen = config.eval_strategy if config is not None else "no"
+        strategy = str(chosen.value if isinstance(chosen, Enum) else chosen)
+        self._flexkit_support = trainer_support(bound.arguments.get("eval_dataset"), eval_strategy=strategy)
         check_support(pipeline, self._flexkit_support)
         bound.arguments["train_dataset"] = with_index_column(bound.arguments["train_dataset"])
         self.flexkit_pipeline = pipeline
@@ -132,7 +136,8 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         check_run_length(self.args, scheduler)
         check_save_alignment(self.args, self._generate_every)
         # the number of processes is known once TRL built its accelerator: replay is refused on more than one
-        self._flexkit_support = trainer_support(bound.arguments.get("eval_dataset"), self.accelerator.num_processes)
+        self._flexkit_support = trainer_support(bound.arguments.get("eval_dataset"), self.accelerator.num_processes,
+                                                eval_strategy=strategy)
         check_support(pipeline, self._flexkit_support)
         replay = pipeline.config.replay if isinstance(pipeline, Pipeline) else None
         if replay is not None:

@@ -47,7 +47,8 @@ def test_the_quickstart_guard_sees_each_groups_held_out_accuracy(tmp_path: Path,
     model, tokenizer = tiny_model_and_tokenizer()
     trainer = FlexkitGRPOTrainer(model=model, reward_funcs=reward, train_dataset=Dataset.from_list(rows),
                                  eval_dataset=held_out, processing_class=tokenizer, pipeline=pipe,
-                                 args=grpo_args(tmp_path, max_steps=2, per_device_eval_batch_size=4))
+                                 args=grpo_args(tmp_path, max_steps=2, per_device_eval_batch_size=4,
+                                                eval_strategy="steps", eval_steps=1))
     before = _held_out(pipe)
     assert not before["evaluated"].any()
     metrics = trainer.evaluate()
@@ -104,9 +105,11 @@ def test_regression_a_bare_schedulers_guard_without_an_eval_dataset_is_refused(t
     model, tokenizer = tiny_model_and_tokenizer()
 
     def build(**extra: Any) -> FlexkitGRPOTrainer:
+        evaluates = {"eval_strategy": "steps", "eval_steps": 1} if "eval_dataset" in extra else {}
         return FlexkitGRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
                                   train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
-                                  pipeline=pipe.scheduler, args=grpo_args(tmp_path, max_steps=2), **extra)
+                                  pipeline=pipe.scheduler, args=grpo_args(tmp_path, max_steps=2, **evaluates),
+                                  **extra)
 
     with pytest.raises(ConfigError, match=r"tasksets\[0\]\.selector\.guard_metric: FlexkitGRPOTrainer \(TRL\) does "
                                           r"not honour this.*give the trainer an eval_dataset"):
@@ -114,3 +117,22 @@ def test_regression_a_bare_schedulers_guard_without_an_eval_dataset_is_refused(t
     trainer = build(eval_dataset=Dataset.from_list(grouped_rows(4, "source", ["a", "b"])))
     sampler = trainer._get_train_sampler()
     assert sampler.host is not None and sampler.host.evaluation
+
+
+def test_regression_an_eval_dataset_train_never_evaluates_is_refused(tmp_path: Path) -> None:
+    """With an eval_dataset but GRPOConfig's default eval_strategy ("no"), train() never evaluated and the guard
+    stayed silently dead (evaluated: all False); now refused at construction, naming eval_strategy."""
+    rows = grouped_rows(12, "source", ["a", "b"])
+    pipe = pipeline(tmp_path, rows, {**QUICKSTART_FRONTIER, "feature_keys": ["source"]}, batch_size=4, total_steps=2)
+    model, tokenizer = tiny_model_and_tokenizer()
+
+    def build(**settings: Any) -> FlexkitGRPOTrainer:
+        return FlexkitGRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                                  train_dataset=Dataset.from_list(rows), processing_class=tokenizer, pipeline=pipe,
+                                  eval_dataset=Dataset.from_list(grouped_rows(4, "source", ["a", "b"])),
+                                  args=grpo_args(tmp_path, max_steps=2, **settings))
+
+    with pytest.raises(ConfigError, match=r"tasksets\[0\]\.selector\.guard_metric: .*eval_strategy is 'no'.*"
+                                          r"set eval_strategy='steps'"):
+        build()
+    assert build(eval_strategy="steps", eval_steps=1)._flexkit_support.evaluation
