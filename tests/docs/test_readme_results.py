@@ -1,4 +1,5 @@
-"""The README's results table shows what the committed ``results.json`` files say, and nothing else.
+"""The README's results table shows what the committed ``results.json`` files of the validation-split protocol
+(docs/results/validation-protocol.md) say, and nothing else.
 
 ``python -m tests.docs.test_readme_results`` prints the table's rows from those files.
 """
@@ -14,36 +15,22 @@ from flexkit.selectors.frontier import FrontierConfig
 from tests.fixtures import ROOT
 
 #: The recipe's row label (the quickstart's selector and replay), and its setting name in the results files.
-RECIPE = "`frontier` recipe (guarded floor + replay), no filter"
-RECIPE_SETTING = "frontier-window-half-floor-loop-replay64"
+RECIPE = "recipe (`frontier` by level + `[replay]`)"
+RECIPE_SETTING = "recipe"
+#: Each pool's targets (test accuracy) as the validation-split protocol fixed them.
+POOL_TARGETS = {"addition": (0.30, 0.40, 0.50), "multiplication": (0.30, 0.40, 0.50),
+                "subtraction": (0.28, 0.38, 0.48)}
 #: The README's rows in order: (pool, arm, seeds) -> (results file under docs/results/, setting name).
 ROWS: dict[tuple[str, str, str], tuple[str, str]] = {
-    ("addition", "uniform sampling, no filter", "0–4"): ("frontier-addition-uniform.json", "uniform"),
-    ("addition", "uniform + DAPO filter", "0–4"): ("frontier-addition-dapo.json", "uniform-dapo"),
-    ("addition", "`frontier` by level + DAPO filter", "0–4"): ("frontier-addition-dapo.json", "frontier-dapo"),
-    ("addition", "`frontier` by level, no filter", "0–4"): ("frontier-addition-frontier.json", "frontier"),
-    ("addition", RECIPE, "0–4"): ("probes/frontier-addition-window-half-floor-loop-replay64-seeds0to4.json",
-                                  RECIPE_SETTING),
-    ("addition", "uniform sampling, no filter", "5–9 (fresh)"): ("frontier-addition-confirm-uniform.json", "uniform"),
-    ("addition", "`frontier` by level, no filter", "5–9 (fresh)"): ("frontier-addition-confirm-frontier.json",
-                                                                    "frontier"),
-    ("addition", RECIPE, "5–9 (fresh)"): ("probes/frontier-addition-confirm-window-half-floor-loop-replay64.json",
-                                          RECIPE_SETTING),
-    ("multiplication", "uniform sampling, no filter", "0–4"): ("frontier-multiplication-uniform.json", "uniform"),
-    ("multiplication", "`frontier` by level, no filter", "0–4"): ("frontier-multiplication-frontier.json",
-                                                                   "frontier"),
-    ("multiplication", RECIPE, "0–4"): (
-        "probes/frontier-multiplication-window-half-floor-loop-replay64-seeds0to4.json", RECIPE_SETTING),
-    ("multiplication", "uniform sampling, no filter", "5–9 (fresh)"): ("frontier-multiplication-confirm-uniform.json",
-                                                                       "uniform"),
-    ("multiplication", "`frontier` by level, no filter", "5–9 (fresh)"): (
-        "frontier-multiplication-confirm-frontier.json", "frontier"),
-    ("multiplication", RECIPE, "5–9 (fresh)"): (
-        "probes/frontier-multiplication-confirm-window-half-floor-loop-replay64.json", RECIPE_SETTING),
+    (f"{pool} ({' / '.join(f'{t:.2f}' for t in POOL_TARGETS[pool])})", arm, "0–4"): (
+        f"validation/{short}-{name}.json", setting)
+    for pool, short in (("addition", "add"), ("multiplication", "mul"), ("subtraction", "sub"))
+    for arm, name, setting in (("uniform sampling", "uniform", "uniform"),
+                               ("uniform + `[replay]`", "uniform-replay", "uniform-replay"),
+                               (RECIPE, "recipe", RECIPE_SETTING))
 }
-#: The budgets (rollouts) whose accuracy the table shows, and its targets.
-BUDGETS, TARGETS = (400_000, 800_000), (0.30, 0.40, 0.50)
-HEADER = ["pool", "arm", "seeds", "accuracy at 400k / 800k rollouts", "rollouts to 0.30", "to 0.40", "to 0.50"]
+HEADER = ["pool (targets)", "arm", "seeds", "final test accuracy", "rollouts to target 1", "to target 2",
+          "to target 3", "trained samples per rollout"]
 
 
 def _results(name: str) -> dict[str, Any]:
@@ -63,9 +50,9 @@ def _rollouts(target: dict[str, Any]) -> str:
 def expected_cells(name: str, setting: str) -> list[str]:
     """The table's cells after the seeds for one setting of a results file: means over its seeds."""
     found = _setting(name, setting)
-    accuracy = {b["budget"]: b["accuracy"]["mean"] for b in found["budgets"]}
-    targets = {t["target"]: t for t in found["targets"]}
-    return [" / ".join(f"{accuracy[b]:.3f}" for b in BUDGETS), *(_rollouts(targets[t]) for t in TARGETS)]
+    per = found["trained_samples"]["mean"] / found["rollouts"]["mean"]
+    return [f"{found['final']['eval_accuracy']['mean']:.3f}", *(_rollouts(t) for t in found["targets"]),
+            f"{per:.2f}"]
 
 
 def _table() -> list[list[str]]:
@@ -82,26 +69,29 @@ def test_every_row_is_the_mean_of_its_results_json() -> None:
         assert row[3:] == expected_cells(*ROWS[(row[0], row[1], row[2])]), row[:3]
 
 
-def test_the_table_includes_uniform_sampling_with_no_filter_on_every_pool() -> None:
-    pools = {pool for pool, arm, _seeds in ROWS if arm == "uniform sampling, no filter"}
-    assert pools == {pool for pool, _arm, _seeds in ROWS}
+def test_the_table_holds_both_baselines_on_every_pool() -> None:
+    """Uniform sampling, and uniform sampling with the recipe's replay (selection's own share), beside the recipe."""
+    for pool in {pool for pool, _arm, _seeds in ROWS}:
+        assert {arm for p, arm, _seeds in ROWS if p == pool} == {"uniform sampling", "uniform + `[replay]`", RECIPE}
+
+
+def test_each_row_reads_its_pools_targets() -> None:
+    for (pool, _arm, _seeds), (name, setting) in ROWS.items():
+        targets = [t["target"] for t in _setting(name, setting)["targets"]]
+        assert targets == list(POOL_TARGETS[pool.split(" ")[0]]), name
 
 
 def test_the_quickstart_runs_the_recipe_the_table_measured() -> None:
-    """The main job's selector and replay are exactly the overrides of every recipe row's results file."""
+    """The main job's selector and replay are what every recipe row's results file measured, key by key (the
+    quickstart writes the type and the column; frontier's defaults are the rest)."""
     quickstart = read_toml_file(ROOT / "examples" / "quickstart.toml")
     quickstart_selector = load_pipeline(ROOT / "examples" / "quickstart.toml").config.tasksets[0].selector.config
     recipe_files = [name for (_pool, arm, _seeds), (name, _setting) in ROWS.items() if arm == RECIPE]
-    assert len(recipe_files) == 4  # both pools, design and fresh seeds
+    assert len(recipe_files) == 3  # addition, multiplication, subtraction
     for name in recipe_files:
         overrides = _setting(name, RECIPE_SETTING)["overrides"]
-        # measured when the guard read the test split (docs/results.md says so); the quickstart's guard reads the
-        # validation split, the one change of its selector since
         measured = dict(overrides["tasksets.0.selector"])
-        assert measured["guard_metric"] == "eval_accuracy/{}", name
-        measured["guard_metric"] = "val_accuracy/{}"
         assert measured.pop("type") == quickstart["tasksets"][0]["selector"]["type"] == "frontier", name
-        # the quickstart writes the type and the column; frontier's defaults are the rest of what was measured
         assert FrontierConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in measured.items()}) == (
             quickstart_selector), name
         assert overrides["replay"] == quickstart["replay"], name
