@@ -39,16 +39,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
             say("config_error", exc.report() if exc.source else exc.with_source(path).report(), level="error")
             status = 1
             continue
-        print(f"{path}: valid" + (f" for {host}" if host else ""))
+        print(f"{path}: valid" + (f" for {host.name}" if host else ""))
+        for line in host.run_time_requirements(pipe) if host else []:
+            print(f"  needs at run time: {line}")
         for line in pipe.describe():
             print(f"  {line}")
         print("  rows: every row read and parsed (" + ", ".join(f"{n}: {k}" for n, k in rows.items()) + ")")
     return status
 
 
-def _check_host(pipe: Pipeline, host: str | None) -> str | None:
+def _check_host(pipe: Pipeline, host: str | None) -> HostSupport | None:
     """Refuse what the host would not honour (:func:`~flexkit.pipeline._support.check_support`); returns the host's
-    name. ``host``: ``"run"`` (``flexkit run`` with the pipeline's ``[trainer]``, built but not set up: cheap), a
+    support. ``host``: ``"run"`` (``flexkit run`` with the pipeline's ``[trainer]``, built but not set up: cheap), a
     host's name from the ``flexkit.hosts`` entry points (``sampler``, the core's torch sampler; ``trl``, ``verl``,
     ``trinity``, ``ray`` from the adapters), or ``None``: ``run`` when the pipeline has a ``[trainer]``, else no
     host check."""
@@ -61,7 +63,7 @@ def _check_host(pipe: Pipeline, host: str | None) -> str | None:
     else:
         support = host_support(host)
     check_support(pipe, support)
-    return support.name
+    return support
 
 
 def host_support(name: str) -> HostSupport:

@@ -64,6 +64,16 @@ class HostSupport:
     group_accuracy: bool = attrs.field(default=attrs.Factory(lambda self: self.evaluation, takes_self=True))
     #: Per part: what to do when the pipeline needs it and this host does not give it.
     advice: Mapping[str, str] = attrs.field(factory=dict)
+    #: Per part it gives: what the host's own settings must provide for it at run time (an ``eval_dataset``, a
+    #: validation file...), which the host checks when it is built and ``flexkit validate --for`` lists.
+    requirements: Mapping[str, str] = attrs.field(factory=dict)
+
+    def run_time_requirements(self, pipeline: Pipeline | TasksetScheduler) -> list[str]:
+        """``"<key>: <requirement>"`` for each part ``pipeline`` needs that this host gives and sets a requirement
+        for (:attr:`requirements`), in :data:`PARTS` order, each once."""
+        lines = [f"{need.key}: {self.requirements[need.part]}" for need in pipeline_needs(pipeline)
+                 if self.gives(need.part) and need.part in self.requirements]
+        return list(dict.fromkeys(lines))
 
     def gives(self, part: Part) -> bool:
         """Whether this host honours ``part``."""

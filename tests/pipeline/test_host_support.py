@@ -156,3 +156,25 @@ def test_a_guard_that_saw_its_metrics_once_takes_later_evaluations_without_them(
     selector.observe_evaluation({f"val_accuracy/{k}": 0.5 for k in (1, 2, 3)})
     selector.observe_evaluation({"eval_reward": 0.5})  # evaluated before: a partial report is not an error
     assert selector.state_dict()["held_out"]["evaluated"].tolist() == [True, True, True]
+
+
+def test_validate_lists_what_a_host_needs_at_run_time_for_the_parts_it_gives(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`flexkit validate --for trl` said "valid" for the quickstart without saying its guard needs an eval_dataset
+    that train() evaluates; a host's requirements for the parts the pipeline uses are now listed, each once."""
+    from flexkit.cli import _pipeline
+
+    host = HostSupport(name="my host", replay=True, evaluation=True,
+                       requirements={"evaluation": "a validation file", "replay": "one process",
+                                     "sample": "never shown: the pipeline has no [sample]"})
+    pipe = load_pipeline(QUICKSTART)
+    assert host.run_time_requirements(pipe) == ["replay: one process",
+                                                "tasksets[0].selector.guard_metric: a validation file"]
+    assert HostSupport(name="none", replay=True, evaluation=True).run_time_requirements(pipe) == []
+    monkeypatch.setattr(_pipeline, "host_support", lambda name: host)
+    from flexkit.cli.main import main
+
+    assert main(["validate", str(QUICKSTART), "--for", "mine"]) == 0
+    out = capsys.readouterr().out
+    assert "valid for my host\n  needs at run time: replay: one process\n" in out
+    assert out.count("needs at run time") == 2

@@ -20,7 +20,13 @@ _ADVICE = {
 
 #: The trainer with an evaluation configured, on one process: the sample stage (no refills), rollout replay
 #: (:mod:`flexkit_trl.replay`) and evaluations for the guard.
-SUPPORT = HostSupport(name="FlexkitGRPOTrainer (TRL)", sample=True, replay=True, evaluation=True, advice=_ADVICE)
+SUPPORT = HostSupport(name="FlexkitGRPOTrainer (TRL)", sample=True, replay=True, evaluation=True, advice=_ADVICE,
+                      requirements={
+                          "evaluation": ("an eval_dataset and GRPOConfig eval_strategy other than 'no' (e.g. "
+                                         "eval_strategy='steps', eval_steps=25)"),
+                          "group_accuracy": ("eval_dataset rows carrying the selector's grouping column, for every "
+                                             "value of it in the training rows"),
+                      })
 
 
 def trainer_support(eval_dataset: Any, processes: int = 1, *, eval_strategy: str = "steps") -> HostSupport:
@@ -39,4 +45,5 @@ def trainer_support(eval_dataset: Any, processes: int = 1, *, eval_strategy: str
                             "[replay] table (the selector part of the recipe applies as it is), run on one process, "
                             "or run the recipe with flexkit run")
     return HostSupport(name=SUPPORT.name, sample=True, replay=processes == 1,
-                       evaluation=eval_dataset is not None and eval_strategy != "no", advice=advice)
+                       evaluation=eval_dataset is not None and eval_strategy != "no", advice=advice,
+                       requirements=SUPPORT.requirements)

@@ -37,6 +37,12 @@ __all__ = ["LEGACY_SUPPORT", "SUPPORT", "support_for"]
 
 _REFILL = "verl generates one batch per step here: remove [sample.refill] (the filter still drops groups)"
 _EVALUATION = 'set trainer.test_freq > 0 with data.val_files, or turn the guard off (guard_metric = "")'
+#: What a guard needs of verl's settings (checked when the trainer is built; flexkit validate --for lists it).
+_REQUIREMENTS = {
+    "evaluation": "trainer.test_freq > 0 with data.val_files",
+    "group_accuracy": ("validation rows (data.val_files) carrying the selector's grouping column, for every value "
+                       "of it in the training rows"),
+}
 
 #: verl's v1 trainer (``trainer.use_v1=true``, verl's default, ``flexkit_verl.main_ppo``): the sample stage and
 #: validation metrics; no replay.
@@ -51,6 +57,7 @@ SUPPORT = HostSupport(
                   "the recipe with flexkit run",
         "evaluation": _EVALUATION,
     },
+    requirements=_REQUIREMENTS,
 )
 
 #: verl's legacy ``RayPPOTrainer`` (``trainer.use_v1=false``) with
@@ -58,7 +65,7 @@ SUPPORT = HostSupport(
 #: and ``val_accuracy/<group>``).
 LEGACY_SUPPORT = HostSupport(
     name="verl's legacy RayPPOTrainer (flexkit_verl)", sample=True, replay=True, evaluation=True,
-    advice={"refill": _REFILL, "evaluation": _EVALUATION},
+    advice={"refill": _REFILL, "evaluation": _EVALUATION}, requirements=_REQUIREMENTS,
 )
 
 
