@@ -575,12 +575,16 @@ def test_regression_flexkit_run_records_each_groups_floor_and_guard_share(tmp_pa
     assert not any(key.startswith("flexkit/selector/plain/") for key in records[-1])  # random keeps no summary
 
 
-def test_regression_groups_the_first_evaluation_does_not_name_are_reported_not_silently_unguarded() -> None:
+def test_regression_groups_the_first_evaluation_does_not_name_are_reported_not_silently_unguarded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """A training group with no validation rows (a TRL eval_dataset without one of the sources, say) was never
     guarded, and nothing said so; the first evaluation that lacks some groups' metrics now warns, naming them,
     once, and changes nothing else (those groups get no floor until an evaluation names them)."""
     from structlog.testing import capture_logs
 
+    from flexkit import _log
+
+    monkeypatch.setattr(_log, "_cli_format", None)  # library use (a CLI test in this process may have set it)
     sel = _guarded()
     with capture_logs() as logs:
         sel.observe_evaluation({"val_accuracy/1": 1.0, "val_accuracy/2": 0.9, "eval_loss": 0.3})
