@@ -131,8 +131,9 @@ TITLE_CHARS_PER_COLUMN = 44
 
 def set_title(fig: Any, title: str, *, columns: int) -> None:
     """``title`` over ``fig`` (``columns`` panels wide), wrapped to lines that fit its width (a run folder's name
-    and counts overflowed a one-panel figure on both sides)."""
-    fig.suptitle(textwrap.fill(title, width=TITLE_CHARS_PER_COLUMN * columns, break_long_words=True), fontsize=11)
+    and counts overflowed a one-panel figure on both sides); a ``$`` in it is text."""
+    fig.suptitle(textwrap.fill(title, width=TITLE_CHARS_PER_COLUMN * columns, break_long_words=True), fontsize=11,
+                 parse_math=False)  # a folder name with "$" is text, not matplotlib's math
 
 
 def compact_count(value: float) -> str:

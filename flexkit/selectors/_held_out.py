@@ -79,7 +79,8 @@ class HeldOutWatch:
         its best when higher); groups whose metric is missing or not a finite number keep theirs.
 
         A first evaluation that names none of the groups' metrics means a ``guard_metric`` the trainer does not
-        report: a :class:`~flexkit.ConfigError` naming what it did hold. One that lacks some of them means groups
+        report: a :class:`~flexkit.ConfigError` naming what it did hold. One that lacks some of them (absent, or not a
+        finite number) means groups
         the guard will not protect until an evaluation names them (their validation rows missing): a warning
         (``guard_groups_not_evaluated``) naming them."""
         if np.isnan(self.latest).all():
@@ -98,19 +99,19 @@ class HeldOutWatch:
     def _check_first(self, evaluation: Mapping[str, Any]) -> None:
         """Refuse a first evaluation that names no group's metric, warn of one that lacks some (:meth:`observe`)."""
         wanted = sorted(set(self.metrics))
-        missing = [name for name in wanted if name not in evaluation]
+        missing = [name for name in wanted if not is_number(evaluation.get(name))]  # absent, or no usable value
         if not missing:
             return
         seen = sorted(map(str, evaluation))
         shown = ", ".join(seen[:20]) + (f", ... ({len(seen)} in all)" if len(seen) > 20 else "")
-        if len(missing) == len(wanted):
+        if not any(name in evaluation for name in wanted):
             raise ConfigError([ConfigIssue("guard_metric", (
                 f"the first evaluation names none of the guard's metrics ({', '.join(wanted[:6])}"
                 f"{', ...' if len(wanted) > 6 else ''}); it holds: {shown or 'nothing'}. Set guard_metric to a "
                 "template of those names ('{}' for the group's value), or make the trainer report each group's "
                 "held-out value under it"))])
         say("guard_groups_not_evaluated", (
-            f"warning: the guard's first evaluation lacks {len(missing)} of its {len(wanted)} metrics "
+            f"warning: the guard's first evaluation has no value for {len(missing)} of its {len(wanted)} metrics "
             f"({', '.join(missing[:6])}{', ...' if len(missing) > 6 else ''}): those groups get no floor until an "
             f"evaluation names them. It holds: {shown}. Give validation rows for every value of the grouping column "
             "in the training pool, or turn the guard off (guard_metric = \"\")"),

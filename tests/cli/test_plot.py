@@ -240,3 +240,19 @@ def test_regression_the_title_fits_the_figure(columns: int) -> None:
     fig.canvas.draw()
     box, frame = fig._suptitle.get_window_extent(), fig.bbox
     assert frame.x0 <= box.x0 and box.x1 <= frame.x1, (box, frame)
+
+
+def test_regression_a_dollar_in_the_run_folders_name_is_text() -> None:
+    """A run folder named ``cost$5_vs_$10`` made the title matplotlib math, and saving the figure raised."""
+    pytest.importorskip("matplotlib")
+    import io
+
+    from matplotlib.figure import Figure
+
+    from flexkit.plot._figures import set_title
+
+    fig = Figure(figsize=(4.2, 3.3), layout="constrained")
+    fig.subplots()
+    set_title(fig, "cost$5_vs_$10: 3 steps, 1,536 rollouts", columns=1)
+    fig.savefig(io.BytesIO(), format="png", dpi=40)
+    assert fig._suptitle.get_text() == "cost$5_vs_$10: 3 steps, 1,536 rollouts"

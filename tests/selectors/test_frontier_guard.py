@@ -598,3 +598,8 @@ def test_regression_groups_the_first_evaluation_does_not_name_are_reported_not_s
     with capture_logs() as logs:
         _guarded().observe_evaluation({f"val_accuracy/{level}": 1.0 for level in range(1, 7)})
     assert not [entry for entry in logs if entry["event"] == "guard_groups_not_evaluated"]
+    with capture_logs() as logs:  # named, but with no value (a group with no scored rows): unguarded all the same
+        _guarded().observe_evaluation({**{f"val_accuracy/{level}": 1.0 for level in range(1, 5)},
+                                       "val_accuracy/5": float("nan"), "val_accuracy/6": None})
+    warned = [entry for entry in logs if entry["event"] == "guard_groups_not_evaluated"]
+    assert [entry["missing"] for entry in warned] == [["val_accuracy/5", "val_accuracy/6"]]

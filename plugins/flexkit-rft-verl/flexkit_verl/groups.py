@@ -91,11 +91,12 @@ class ValidationGroups:
         for i, (prompt, reward) in enumerate(zip(prompts, rewards, strict=True)):
             if reward != reward:
                 continue
-            self._prompts.setdefault(prompt, []).append(float(reward))
-            labels = self._labels.setdefault(prompt, {})
-            for column in self.columns:
-                if column.name in values and column.name not in labels:
-                    labels[column.name] = group_label(values[column.name][i])
+            labels = {c.name: group_label(values[c.name][i]) for c in self.columns if c.name in values}
+            # a prompt is its id and its groups: rows that share an id (a uid the validation file carries) but not
+            # a group are pooled apart, each under its own group
+            key = prompt + "".join(f"\x00{name}={label}" for name, label in sorted(labels.items()))
+            self._prompts.setdefault(key, []).append(float(reward))
+            self._labels.setdefault(key, labels)
 
     def metrics(self) -> dict[str, float]:
         """:data:`ACCURACY` and ``val_accuracy/<group>``: mean over prompts of each prompt's mean reward."""

@@ -204,3 +204,16 @@ def test_a_verl_whose_scores_do_not_match_its_rows_is_an_error() -> None:
     validation.note({"uid": ["b"]})  # outside a validation: ignored
     validation.score([1.0])
     assert validation.finish() == {}
+
+
+def test_regression_rows_that_share_a_uid_but_not_a_group_are_pooled_apart() -> None:
+    """Validation rows that carry one uid across levels (verl keeps a uid the file gives) were pooled under the
+    first row's level: level 1's accuracy came out 0.5 and levels 2 and 3 vanished."""
+    from flexkit_verl.groups import ValidationGroups
+
+    from flexkit.host import GroupColumn
+
+    groups = ValidationGroups([GroupColumn("level", True, "tasksets[0].selector.feature_keys")])
+    groups.add(["same"] * 6, [1.0, 1.0, 1.0, 0.0, 0.0, 0.0], {"level": [1, 1, 2, 2, 3, 3]})
+    assert groups.metrics() == {"val_accuracy": pytest.approx(0.5), "val_accuracy/1": 1.0, "val_accuracy/2": 0.5,
+                                "val_accuracy/3": 0.0}
