@@ -23,9 +23,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from flexkit import ConfigError, ConfigIssue, Pipeline
+from flexkit import ConfigError, ConfigIssue, Pipeline, TasksetScheduler
+from flexkit.host import pipeline_needs
 
-__all__ = ["STAGE_TIMINGS", "check_batch_size", "check_run_length", "check_sample_stage",
+__all__ = ["STAGE_TIMINGS", "check_batch_size", "check_evaluations", "check_run_length", "check_sample_stage",
            "generation_batches_needed"]
 
 #: The sample stage timings FlexkitGRPOTrainer runs (both at the same point: after TRL's advantages).
@@ -96,3 +97,22 @@ def check_batch_size(args: Any, num_generations: int, scheduler: Any) -> None:
     raise ConfigError([ConfigIssue("run.batch_size", (
         f"the pipeline's batch_size ({scheduler.batch_size}) must be the prompts per generation batch: "
         f"generation_batch_size ({generation}) // num_generations ({num_generations}) = {prompts}; {fix}"))])
+
+
+def check_evaluations(args: Any, strategy: str, pipeline: Pipeline | TasksetScheduler) -> None:
+    """Refuse a guard that no evaluation within the run would feed: with ``eval_strategy = "steps"`` the HF
+    Trainer evaluates at the steps that are multiples of ``eval_steps`` (a fraction of ``max_steps`` below 1) and
+    not before ``eval_delay``; when the first such step is past ``max_steps`` the guard never fires."""
+    guards = [need.key for need in pipeline_needs(pipeline) if need.part == "evaluation"]
+    if not guards or strategy != "steps" or not args.max_steps or args.max_steps <= 0 or args.eval_steps is None:
+        return
+    total = int(args.max_steps)
+    every = math.ceil(args.eval_steps * total) if 0 < args.eval_steps < 1 else int(args.eval_steps)
+    delay = float(args.eval_delay or 0)
+    first = every * max(1, math.ceil(delay / every))
+    if first > total:
+        raise ConfigError([ConfigIssue(guards[0], (
+            f"TRL would first evaluate at step {first} (eval_steps = {args.eval_steps}, eval_delay = "
+            f"{args.eval_delay}) but trains max_steps = {total}, so the guard would never see an evaluation: set "
+            f"eval_steps (and eval_delay) so that an evaluation falls within the run, e.g. eval_steps = "
+            f"{max(1, total // 4)}, or turn the guard off (guard_metric = \"\")"))])

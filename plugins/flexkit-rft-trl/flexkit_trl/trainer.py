@@ -47,7 +47,7 @@ from trl.models.utils import disable_gradient_checkpointing
 
 from flexkit import FlexkitSampler, Mix, Pipeline, TasksetScheduler, pipeline_metrics
 from flexkit.host import REPLAY_KEY, SAMPLER_SUPPORT, HostSupport, check_support
-from flexkit_trl.checks import check_batch_size, check_run_length, check_sample_stage
+from flexkit_trl.checks import check_batch_size, check_evaluations, check_run_length, check_sample_stage
 from flexkit_trl.dataset import INDEX_COLUMN, with_index_column
 from flexkit_trl.groups import EvalGroups, check_eval_columns, group_columns
 from flexkit_trl.replay import OLD_LOGPS, GenerationReplay
@@ -134,6 +134,8 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         scheduler = pipeline.scheduler if isinstance(pipeline, Pipeline) else pipeline
         check_batch_size(self._grpo_args, cast(int, self.num_generations), scheduler)
         check_run_length(self.args, scheduler)
+        if self._flexkit_support.evaluation:
+            check_evaluations(self.args, strategy, pipeline)
         check_save_alignment(self.args, self._generate_every)
         # the number of processes is known once TRL built its accelerator: replay is refused on more than one
         self._flexkit_support = trainer_support(bound.arguments.get("eval_dataset"), self.accelerator.num_processes,

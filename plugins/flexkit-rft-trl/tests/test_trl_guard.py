@@ -136,3 +136,32 @@ def test_regression_an_eval_dataset_train_never_evaluates_is_refused(tmp_path: P
                                           r"set eval_strategy='steps'"):
         build()
     assert build(eval_strategy="steps", eval_steps=1)._flexkit_support.evaluation
+
+
+@pytest.mark.parametrize(("settings", "refused"), [
+    ({"eval_steps": 5}, True),  # max_steps = 2: the first evaluation would be at step 5
+    ({"eval_steps": 1, "eval_delay": 3}, True),
+    ({"eval_steps": 2}, False),
+    ({"eval_steps": 0.5}, False),  # half of max_steps: step 1
+    ({"eval_steps": 1, "eval_delay": 2}, False),
+])
+def test_a_guard_no_evaluation_within_the_run_would_feed_is_refused(tmp_path: Path, settings: dict[str, Any],
+                                                                    refused: bool) -> None:
+    """eval_strategy "steps" with an eval_steps or eval_delay past max_steps: train() never evaluated, the guard
+    stayed dead; refused at construction naming the guard."""
+    rows = grouped_rows(12, "source", ["a", "b"])
+    pipe = pipeline(tmp_path, rows, {**QUICKSTART_FRONTIER, "feature_keys": ["source"]}, batch_size=4, total_steps=2)
+    model, tokenizer = tiny_model_and_tokenizer()
+
+    def build() -> FlexkitGRPOTrainer:
+        return FlexkitGRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                                  train_dataset=Dataset.from_list(rows), processing_class=tokenizer, pipeline=pipe,
+                                  eval_dataset=Dataset.from_list(grouped_rows(4, "source", ["a", "b"])),
+                                  args=grpo_args(tmp_path, max_steps=2, eval_strategy="steps", **settings))
+
+    if refused:
+        with pytest.raises(ConfigError, match=r"tasksets\[0\]\.selector\.guard_metric: TRL would first evaluate at "
+                                              r"step \d+ .* never see an evaluation"):
+            build()
+    else:
+        build()
