@@ -172,7 +172,8 @@ METRICS: tuple[Metric, ...] = (
     Metric(FEEDBACK_ONE_FRACTION, False, True, "share of fed-back tasks always solved (no learning signal)"),
     Metric(selector_metric("<taskset>", "<key>"), True, True,
            "the selector's `summary()` (`frontier`: per group `pass_rate/<group>`, `informative/<group>`, "
-           "`floor_share/<group>` with `retain`, `guard_share/<group>` with `guard_metric`), after the step's "
+           "`predicted/<group>` with `text_key`, `floor_share/<group>` with `retain`, `guard_share/<group>` with "
+           "`guard_metric`), after the step's "
            "feedback (and evaluation); hosts also get `predicted_pass_rate_mean` for selectors that keep an estimate "
            "per task (tasksets up to 10⁶ tasks)"),
     Metric(EVAL_ACCURACY, True, False,

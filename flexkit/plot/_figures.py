@@ -11,7 +11,10 @@ Written into ``RUN_DIR/plots/`` (or ``--out``), each only when the run has somet
   (``flexkit/taskset_mix``, ``flexkit/level_mix``; a moving average over a few steps);
 * ``pass_rates.png`` — the distribution of the selectors' predicted pass rates of the drawn tasks against the
   whole pool's, early, midway and late in the run (``flexkit/predicted_pass_rate``; the selector's
-  ``target_reward`` as a dashed line when it has one); not drawn for selectors that keep no estimate;
+  ``target_reward`` as a dashed line when it has one), and for ``frontier`` with ``text_key`` each quantile
+  group's predicted against observed pass rate at the end (``.../predicted/<group>``, ``.../pass_rate/<group>``:
+  near the diagonal and spread along it when the prompt model ranks the pool); not drawn for selectors that keep
+  no estimate;
 * ``filtering.png`` — the fraction of responses kept by the sample stage and the filter rounds per step
   (``flexkit/sample/kept_fraction``, ``flexkit/sample/filter_rounds``); not drawn without a ``[sample]`` stage;
 * ``replay.png`` — the groups and responses ``[replay]`` trained on again per step (``flexkit/replay/groups``,
@@ -55,7 +58,7 @@ from flexkit._metric_names import (
     VAL_ACCURACY,
 )
 from flexkit.errors import ConfigError, FlexkitError
-from flexkit.plot._groups import draw_group_shares, group_series
+from flexkit.plot._groups import draw_calibration, draw_group_shares, group_series
 from flexkit.plot._records import drawable_records
 from flexkit.run._folder import METRICS_FILE, read_metrics
 
@@ -164,6 +167,9 @@ class _Run:
         #: Per group: the floor share and the guard's share of the selectors' summaries over the steps.
         self.floor = group_series(self.steps_records, "floor_share")
         self.guard = group_series(self.steps_records, "guard_share")
+        #: ``frontier`` with ``text_key``: each quantile group's predicted and observed pass rate over the steps.
+        self.predicted = group_series(self.steps_records, "predicted")
+        self.observed = group_series(self.steps_records, "pass_rate") if self.predicted else {}
 
     def level_color(self, level: str) -> Any:
         """The colour of ``level`` in every panel."""
@@ -470,6 +476,14 @@ def _no_guard(run: _Run) -> str | None:
     return None if run.guard else "the selectors have no held-out guard (frontier's guard_metric)"
 
 
+def _calibration(ax: Any, run: _Run) -> None:
+    draw_calibration(ax, run.predicted, run.observed)
+
+
+def _no_prompt_model(run: _Run) -> str | None:
+    return None if run.predicted else "the selectors have no pass-rate model over the prompts (frontier's text_key)"
+
+
 _ACCURACY = [_Panel(_accuracy_by_step, _no_evaluations), _Panel(_accuracy_by_rollouts, _no_rollout_counts)]
 _MIX = [_Panel(_taskset_mix, _one_taskset), _Panel(_level_mix, _one_level)]
 _KEPT = _Panel(_kept_fraction, _sample_series(KEPT_FRACTION))
@@ -480,8 +494,9 @@ _FIGURES: dict[str, list[_Panel]] = {
     "overview.png": [*_ACCURACY, *_MIX, _Panel(_pass_rates_late, _no_estimates), _KEPT, _REPLAY, _FLOOR],
     "accuracy.png": _ACCURACY,
     "mix.png": _MIX,
-    "pass_rates.png": [_Panel(panel, _no_estimates) for panel in (_pass_rates_early, _pass_rates_middle,
-                                                                    _pass_rates_late)],
+    "pass_rates.png": [*(_Panel(panel, _no_estimates) for panel in (_pass_rates_early, _pass_rates_middle,
+                                                                      _pass_rates_late)),
+                       _Panel(_calibration, _no_prompt_model)],
     "filtering.png": [_KEPT, _Panel(_filter_rounds, _sample_series(FILTER_ROUNDS))],
     "replay.png": [_REPLAY, _Panel(_replay_responses, _replay_series(REPLAY_RESPONSES))],
     "floor.png": [_FLOOR, _Panel(_guard_shares, _no_guard)],

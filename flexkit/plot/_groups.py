@@ -1,6 +1,7 @@
 """Per-group numbers of the selectors' summaries in a run's records, as ``flexkit plot`` draws them: ``frontier``'s
 floor share (``flexkit/selector/<taskset>/floor_share/<group>``) and the guard's share
-(``.../guard_share/<group>``) of each group over the steps."""
+(``.../guard_share/<group>``) of each group over the steps, and with ``text_key`` each quantile group's predicted
+against observed pass rate (``.../predicted/<group>``, ``.../pass_rate/<group>``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from flexkit._metric_names import PREFIX
 
-__all__ = ["SELECTOR_PREFIX", "draw_group_shares", "group_series"]
+__all__ = ["SELECTOR_PREFIX", "draw_calibration", "draw_group_shares", "group_series"]
 
 #: The prefix of the selectors' summary numbers in a record (``flexkit/selector/<taskset>/<key>``).
 SELECTOR_PREFIX = PREFIX + "selector/"
@@ -51,3 +52,23 @@ def draw_group_shares(ax: Any, series: Mapping[str, tuple[np.ndarray, np.ndarray
     ax.set_xlabel("steps")
     ax.set_title(title, fontsize=10)
     ax.figure.colorbar(mesh, ax=ax, label=label, shrink=0.9)
+
+
+def draw_calibration(ax: Any, predicted: Mapping[str, tuple[np.ndarray, np.ndarray]],
+                     observed: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> None:
+    """Each group's last predicted pass rate (x) against its last observed one (y), with the diagonal: a prompt
+    model that ranks the pool puts its groups near the diagonal and spread along it; groups bunched at one rate
+    mean it tells the tasks apart no better than one group would."""
+    names = [name for name in predicted if name in observed]
+    xs = np.array([predicted[name][1][-1] for name in names])
+    ys = np.array([observed[name][1][-1] for name in names])
+    ax.plot([0, 1], [0, 1], color="0.6", linestyle="--", linewidth=0.8)
+    ax.scatter(xs, ys, c=np.arange(len(names)), cmap="viridis", s=24, zorder=3)
+    for name, x, y in zip(names, xs, ys, strict=True):
+        ax.annotate(name.rsplit("_", 1)[-1], (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    ax.set_xlim(-0.02, 1.02)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("predicted pass rate (prompt model)")
+    ax.set_ylabel("observed pass rate (feedback)")
+    ax.set_title("prompt model per quantile group, at the end", fontsize=10)
+    ax.grid(alpha=0.3)

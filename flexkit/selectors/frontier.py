@@ -300,7 +300,8 @@ class FrontierSelector(Selector):
             self.model = PromptPassModel(HashedFeatures(texts, config.hash_bits, config.ngrams), config.model_prior,
                                          config.model_discount)
             self.reference = reference_sample(self.size, config.reference_tasks)
-            self._edges: tuple[int, np.ndarray] | None = None  # (model version, quantile edges)
+            # (model version, quantile edges, the reference tasks' predictions)
+            self._edges: tuple[int, np.ndarray, np.ndarray] | None = None
             self._pool_rates: tuple[int, np.ndarray] | None = None  # (model version, every task's prediction)
         elif config.feature_keys:
             self.groups = TaskGroups.from_features(self.features, config.feature_keys, self.size, bins=config.bins,
@@ -351,12 +352,29 @@ class FrontierSelector(Selector):
     def edges(self) -> np.ndarray:
         """With ``text_key``: the ``bins − 1`` quantile edges of the model's predicted pass rates over the
         reference tasks (recomputed when the model has changed)."""
+        return self._reference_predictions()[0]
+
+    def predicted_group_rates(self) -> np.ndarray:
+        """With ``text_key``: each group's mean predicted pass rate over the reference tasks in its quantile (NaN
+        for a quantile no reference task falls in), to hold against its observed ``pass_rate``."""
+        edges, predicted = self._reference_predictions()
+        bins = np.searchsorted(edges, predicted, side="right")
+        counts = np.bincount(bins, minlength=self.config.bins).astype(float)
+        sums = np.bincount(bins, weights=predicted, minlength=self.config.bins)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means: np.ndarray = np.where(counts > 0, sums / np.maximum(counts, 1.0), np.nan)
+        return means
+
+    def _reference_predictions(self) -> tuple[np.ndarray, np.ndarray]:
+        """The quantile edges and the model's predictions of the reference tasks (recomputed when the model has
+        changed)."""
         assert self.model is not None
         version = self.model.version
         if self._edges is None or self._edges[0] != version:
             predicted = self.model.predict(self.reference)
-            self._edges = (version, np.quantile(predicted, np.arange(1, self.config.bins) / self.config.bins))
-        return self._edges[1]
+            self._edges = (version, np.quantile(predicted, np.arange(1, self.config.bins) / self.config.bins),
+                           predicted)
+        return self._edges[1], self._edges[2]
 
     def predicted_pass_rates(self) -> np.ndarray | None:
         """Every task's group pass rate (the pool's mean where its group has no feedback yet; 0.5 before any); with
@@ -447,17 +465,23 @@ class FrontierSelector(Selector):
 
     def summary(self) -> dict[str, float]:
         """Per group (up to :data:`SUMMARY_GROUPS`): its posterior informative rate and its pass rate; with
-        ``retain``, its share of the floor (``floor_share/<group>``, :meth:`floor_shares`: 0 while not learnt); with
-        ``guard_metric``, the share the guard holds for it (``guard_share/<group>``, whether learnt or not)."""
+        ``text_key``, the model's mean predicted pass rate of its quantile (``predicted/<group>``,
+        :meth:`predicted_group_rates`: close to ``pass_rate/<group>`` and spread across the groups when the model
+        ranks the pool); with ``retain``, its share of the floor (``floor_share/<group>``, :meth:`floor_shares`: 0
+        while not learnt); with ``guard_metric``, the share the guard holds for it (``guard_share/<group>``, whether
+        learnt or not)."""
         out: dict[str, float] = {"groups": float(self.groups.count)}
         if self.groups.count <= SUMMARY_GROUPS:
             rates, passes = self.informative_rates(), self.pass_rates.values
             floor = self.floor_shares() if self.config.retain else None
             guard = self.held_out.share if self.config.guard_metric else None
+            predicted = self.predicted_group_rates() if self.model is not None else None
             for g, name in enumerate(self.groups.names):
                 out[f"informative/{name}"] = float(rates[g])
                 if not np.isnan(passes[g]):
                     out[f"pass_rate/{name}"] = float(passes[g])
+                if predicted is not None and not np.isnan(predicted[g]):
+                    out[f"predicted/{name}"] = float(predicted[g])
                 if floor is not None:
                     out[f"floor_share/{name}"] = float(floor[g])
                 if guard is not None:

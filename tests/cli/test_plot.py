@@ -60,7 +60,8 @@ def test_plot_of_a_run_without_evaluations_estimates_or_sample_stage(tmp_path: P
     assert all(path.read_bytes().startswith(PNG) for path in written)
     assert notes == ["accuracy.png: no evaluations: set [run] eval_every > 0",
                      "pass_rates.png: the selectors keep no pass-rate estimate (random, shuffle, ...); "
-                     "difficulty_based, learnability and thompson_target do",
+                     "difficulty_based, learnability and thompson_target do; the selectors have no pass-rate model "
+                     "over the prompts (frontier's text_key)",
                      "filtering.png: the run has no [sample] stage", "replay.png: the run has no [replay]",
                      "floor.png: the selectors keep no floor (frontier's retain); the selectors have no held-out "
                      "guard (frontier's guard_metric)"]
@@ -256,3 +257,28 @@ def test_regression_a_dollar_in_the_run_folders_name_is_text() -> None:
     set_title(fig, "cost$5_vs_$10: 3 steps, 1,536 rollouts", columns=1)
     fig.savefig(io.BytesIO(), format="png", dpi=40)
     assert fig._suptitle.get_text() == "cost$5_vs_$10: 3 steps, 1,536 rollouts"
+
+
+
+def test_the_prompt_models_calibration_panel(run_dir: Path, tmp_path: Path) -> None:
+    """frontier with text_key records each quantile group's predicted and observed pass rate; pass_rates.png draws
+    them against each other at the end, one point per group, beside the diagonal."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    records = read_metrics(run_dir)
+    for record in records:
+        if record.get("step", -1) >= 0:
+            for q, (predicted, observed) in enumerate([(0.1, 0.15), (0.5, 0.4), (0.9, 0.95)], start=1):
+                record[f"flexkit/selector/t0/predicted/predicted_q{q}"] = predicted
+                record[f"flexkit/selector/t0/pass_rate/predicted_q{q}"] = observed
+    run = _Run(run_dir, records)
+    assert list(run.predicted) == ["predicted_q1", "predicted_q2", "predicted_q3"]
+    panel = _FIGURES["pass_rates.png"][-1]
+    assert panel.missing(run) is None and panel.missing(_Run(run_dir, read_metrics(run_dir))) is not None
+    fig = Figure()
+    ax = fig.subplots()
+    panel.draw(ax, run)
+    points = ax.collections[0].get_offsets()
+    assert np.allclose(points, [[0.1, 0.15], [0.5, 0.4], [0.9, 0.95]])
+    assert [text.get_text() for text in ax.texts] == ["q1", "q2", "q3"]

@@ -245,3 +245,23 @@ def test_the_reference_sample_is_fixed() -> None:
     a, b = reference_sample(10_000, 100), reference_sample(10_000, 100)
     np.testing.assert_array_equal(a, b)
     assert len(np.unique(a)) == 100
+
+
+def test_the_summary_holds_each_quantile_groups_predicted_against_observed_pass_rate() -> None:
+    """How a user tells the prompt model works from a run's metrics: ``predicted/<group>`` rises from the lowest
+    quantile to the highest and tracks the group's observed ``pass_rate/<group>``; a model replaced by a constant
+    prediction gives one rate for every group."""
+    sel, levels = text_selector()
+    train(sel, levels, 80)
+    summary = sel.summary()
+    names = list(sel.groups.names)
+    predicted = [summary[f"predicted/{name}"] for name in names]
+    observed = [summary[f"pass_rate/{name}"] for name in names]
+    assert predicted == sorted(predicted) and predicted[-1] - predicted[0] > 0.5, predicted
+    assert spearman(np.array(predicted), np.array(observed)) > 0.8
+    assert max(abs(p - o) for p, o in zip(predicted, observed, strict=True)) < 0.25
+    flat, _ = text_selector(size=600)  # no feedback: every prediction 0.5, so one (the top) quantile holds them all
+    assert [value for key, value in flat.summary().items() if key.startswith("predicted/")] == [0.5]
+    by_column = flexkit.make_selector("frontier", size=6, seed=0, features={"level": np.arange(6)},
+                                      feature_keys=["level"])
+    assert not any(key.startswith("predicted/") for key in by_column.summary())
