@@ -24,7 +24,7 @@ from flexkit import ConfigError, ConfigIssue, Pipeline, TasksetScheduler
 from flexkit.host import ACCURACY, GUARD_TEMPLATE, GroupColumn, group_label, guard_columns
 
 __all__ = ["ACCURACY", "GUARD_TEMPLATE", "GroupColumn", "ValidationGroups", "column_issues", "dataset_columns",
-           "final_outputs", "group_columns", "group_label"]
+           "final_outputs", "group_columns", "group_label", "validation_columns"]
 
 
 def group_columns(pipeline: Pipeline | TasksetScheduler) -> list[GroupColumn]:
@@ -34,6 +34,13 @@ def group_columns(pipeline: Pipeline | TasksetScheduler) -> list[GroupColumn]:
         return guard_columns(pipeline, "flexkit_verl (from verl's validation)")
     except ConfigError as exc:
         raise ConfigError(exc.issues, source="verl config vs flexkit pipeline") from None
+
+
+def validation_columns(source: Pipeline | TasksetScheduler, val_columns: Iterable[str] | None) -> list[GroupColumn]:
+    """The columns a validation pools rewards by (:func:`group_columns`): the required ones, and the others where
+    the validation rows have them (``val_columns``: their names; ``None``: not known, the required ones only)."""
+    known = set(val_columns) if val_columns is not None else set()
+    return [c for c in group_columns(source) if c.required or c.name in known]
 
 
 def column_issues(columns: Sequence[GroupColumn], available: Iterable[str], *,

@@ -29,7 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 from flexkit import Pipeline, TasksetScheduler, pipeline_metrics
 from flexkit.host import pipeline_needs, unmet_needs
 from flexkit_verl.checks import check_trainer_config
-from flexkit_verl.groups import ValidationGroups, dataset_columns, group_columns
+from flexkit_verl.groups import ValidationGroups, dataset_columns, validation_columns
 from flexkit_verl.keys import config_get
 from flexkit_verl.legacy_validation import LegacyValidation
 from flexkit_verl.replay import VerlReplay
@@ -83,6 +83,7 @@ class FlexkitTrainerMixin:
         result = super()._create_dataloader(*args, **kwargs)  # type: ignore[misc]
         sampler = self._flexkit_sampler()
         pipeline = sampler.pipeline if sampler is not None else self.flexkit_pipeline
+        val_columns = dataset_columns(self.val_dataset)
         if pipeline is not None:
             steps = len(self.train_dataloader) if sampler is not None else None
             config = self.config  # type: ignore[attr-defined]
@@ -99,16 +100,14 @@ class FlexkitTrainerMixin:
                     raise ConfigError(issues, source="verl config vs flexkit pipeline")
             else:
                 check_trainer_config(config, pipeline, steps_per_epoch=steps, v1=False, multimodal=multimodal,
-                                     val_columns=dataset_columns(self.val_dataset))
+                                     val_columns=val_columns)
             replay = pipeline.config.replay
             if replay is not None:
                 self.flexkit_replay = VerlReplay(replay.groups, replay.max_age, mini_batch=int(
                     config_get(config, "actor_rollout_ref.actor.ppo_mini_batch_size", 1)))
         source = self._flexkit_source(sampler)
-        if source is not None:  # the grouping columns: the required ones, the others where validation rows have them
-            val_columns = dataset_columns(self.val_dataset)
-            self.flexkit_validation = LegacyValidation(ValidationGroups([
-                c for c in group_columns(source) if c.required or (val_columns is not None and c.name in val_columns)]))
+        if source is not None:
+            self.flexkit_validation = LegacyValidation(ValidationGroups(validation_columns(source, val_columns)))
         if sampler is not None:  # this trainer drives the sampler (checked above; a bare scheduler's guard here)
             sampler.declare_host(LEGACY_SUPPORT)
         return result

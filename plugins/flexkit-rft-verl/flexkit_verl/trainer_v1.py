@@ -24,7 +24,7 @@ from typing import Any
 from flexkit import ConfigError, Pipeline
 from flexkit_verl.checks import check_trainer_config
 from flexkit_verl.dataset import IndexedDataset
-from flexkit_verl.groups import ValidationGroups, dataset_columns, group_columns
+from flexkit_verl.groups import ValidationGroups, dataset_columns, validation_columns
 from flexkit_verl.resume import checkpoint_folder, restore_sampler
 from flexkit_verl.sampler import FlexkitSampler
 from flexkit_verl.support import support_for
@@ -65,9 +65,7 @@ class FlexkitV1TrainerMixin:
         check_trainer_config(self.config, pipeline, steps_per_epoch=self.steps_per_epoch, v1=True,
                              val_columns=val_columns)
         sampler.declare_host(support_for(v1=True))  # checked above, and by the replay buffer without this mixin
-        columns = group_columns(pipeline)  # read from the validation rows: the required ones, the others if there
-        self.flexkit_buffer.validation = ValidationGroups(
-            [c for c in columns if c.required or (val_columns is not None and c.name in val_columns)])
+        self.flexkit_buffer.validation = ValidationGroups(validation_columns(pipeline, val_columns))
         verl_loader = self.train_dataloader
         self.train_dataset = dataset
         self.train_dataloader = StatefulDataLoader(
