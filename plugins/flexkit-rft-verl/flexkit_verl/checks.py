@@ -15,11 +15,9 @@
   one and rewards must exist at sampling time (no colocated reward model);
 - validation: a selector that reads held-out evaluations (``frontier``'s ``guard_metric``) needs verl to
   validate during the run (``trainer.test_freq`` > 0), and a per-group guard (``"val_accuracy/{}"``) needs the
-  validation rows to carry its grouping column (:mod:`flexkit_verl.groups`); the legacy trainer feeds no
-  ``val_accuracy/{}`` guard (only verl's own ``val-core/<data_source>/...`` metrics reach the selectors);
-- what the trainer does not honour of the pipeline (:func:`~flexkit_verl.support.support_for`: ``[sample.refill]``
-  on both, ``[replay]`` on v1), and on the legacy trainer what ``[replay]`` cannot work with
-  (:mod:`flexkit_verl.replay_checks`).
+  validation rows to carry its grouping column (:mod:`flexkit_verl.groups`);
+- what the trainer does not honour of the pipeline (:func:`~flexkit_verl.support.support_for`:
+  ``[sample.refill]``), and what ``[replay]`` cannot work with (:mod:`flexkit_verl.replay_checks`).
 """
 
 from __future__ import annotations
@@ -151,11 +149,9 @@ def check_trainer_config(config: Any, pipeline: Pipeline, *, steps_per_epoch: in
     (``val_columns``: the validation dataset's column names, when known; ``multimodal``: verl built a processor for
     the model)."""
     issues = batch_size_issues(config, pipeline) + loss_mode_issues(config, pipeline, v1=v1)
-    # what this trainer does not honour (flexkit.host; the v1 trainer does not replay)
-    issues += unmet_needs(pipeline_needs(pipeline), support_for(v1=v1))
+    issues += unmet_needs(pipeline_needs(pipeline), support_for(v1=v1))  # what this trainer does not honour
     issues += validation_issues(config, pipeline, val_columns)
-    if not v1:
-        issues += replay_issues(config, pipeline, multimodal=multimodal)
+    issues += replay_issues(config, pipeline, multimodal=multimodal)
     if steps_per_epoch is not None:
         issues += run_length_issues(config, pipeline, steps_per_epoch=steps_per_epoch)
     if issues:

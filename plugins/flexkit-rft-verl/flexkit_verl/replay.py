@@ -79,22 +79,28 @@ class VerlReplay:
         self.buffer = ReplayBuffer(groups, max_age)
         self.mini_batch = mini_batch
 
-    def train_batch(self, data: Any, step: int) -> Any:
-        """What step ``step``'s actor update trains on: ``data`` (the step's finished ``DataProto``), followed by
-        the stored groups it may replay in whole mini-batches (``data`` itself when there are none); ``data``'s
-        informative groups are stored for later steps."""
-        fresh = storable_rows(data, step)
-        # the stored groups alone: extend's fresh part is none of data's rows (they are not copied), only its fields
+    def replay_rows(self, fresh: RolloutBatch, step: int) -> RolloutBatch | None:
+        """The stored groups that update ``step`` trains on again, newest first and cut to whole mini-batches of
+        groups (``None``: none); then ``fresh``'s informative groups with a non-zero weight are stored for later
+        updates. Sets the buffer's ``last_groups`` and ``last_responses`` to what is replayed."""
+        # the stored groups alone: extend's fresh part is none of fresh's rows (they are not copied), only its fields
         replayed = self.buffer.extend(RolloutBatch.concat_rows([fresh], [np.arange(0)]), step)
         rows = _whole_groups(np.asarray(replayed["uid"]), self.mini_batch)
         self.buffer.store(RolloutBatch.concat_rows([fresh], [_live_groups(fresh)]), step)
         self.buffer.last_responses = len(rows)
         self.buffer.last_groups = len(np.unique(np.asarray(replayed["uid"])[rows]))
-        if not rows.size:
+        return RolloutBatch.concat_rows([replayed], [rows]) if rows.size else None
+
+    def train_batch(self, data: Any, step: int) -> Any:
+        """What step ``step``'s actor update trains on: ``data`` (the step's finished ``DataProto``), followed by
+        the stored groups it may replay in whole mini-batches (``data`` itself when there are none); ``data``'s
+        informative groups are stored for later steps."""
+        rows = self.replay_rows(storable_rows(data, step), step)
+        if rows is None:
             return data
         from verl import DataProto
 
-        return DataProto.concat([data, data_proto(RolloutBatch.concat_rows([replayed], [rows]))])
+        return DataProto.concat([data, data_proto(rows)])
 
     # -- checkpoint ---------------------------------------------------------------------------------------
 

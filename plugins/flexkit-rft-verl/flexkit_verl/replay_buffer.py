@@ -41,7 +41,7 @@ from flexkit_verl.checks import loss_mode_issues, v1_sampling_issues
 from flexkit_verl.config import flexkit_settings, pipeline_from_settings
 from flexkit_verl.groups import ValidationGroups, final_outputs, group_columns
 from flexkit_verl.sampler import FlexkitSampler
-from flexkit_verl.support import support_for
+from flexkit_verl.support import buffer_support
 from flexkit_verl.tq_batch import read_batch, read_validation, write_token_weights
 
 
@@ -74,8 +74,8 @@ class FlexkitSampling:
         self.pipeline = pipeline_from_settings(settings, key=key)
         self._check_mode(self.trainer_mode)  # type: ignore[attr-defined]  # verl's ReplayBuffer sets it
         self.validation = ValidationGroups(group_columns(self.pipeline))  # ConfigError: a guard no run can feed
-        # what the v1 trainer does not honour ([replay], [sample.refill]), also when no trainer mixin checks it
-        issues = unmet_needs(pipeline_needs(self.pipeline), support_for(v1=True))
+        # what the v1 trainer does not honour ([sample.refill]; [replay] without the trainer mixin, which replays)
+        issues = unmet_needs(pipeline_needs(self.pipeline), buffer_support())
         if root is not None:
             issues += loss_mode_issues(root, self.pipeline, v1=True) + v1_sampling_issues(root, self.pipeline)
         if issues:

@@ -1,6 +1,6 @@
-"""Construction checks of a verl config for ``[replay]`` on the legacy ``RayPPOTrainer`` (:mod:`flexkit_verl.replay`);
-each problem is one :class:`~flexkit.ConfigIssue` naming the key and what to do. The v1 trainer refuses ``[replay]``
-itself through its :class:`~flexkit.host.HostSupport` (:mod:`flexkit_verl.support`).
+"""Construction checks of a verl config for ``[replay]`` (:mod:`flexkit_verl.replay` in the legacy ``RayPPOTrainer``,
+:mod:`flexkit_verl.tq_replay` in the v1 trainer); each problem is one :class:`~flexkit.ConfigIssue` naming the key
+and what to do.
 
 - ``[replay] groups`` below ``actor_rollout_ref.actor.ppo_mini_batch_size``: replayed groups join the update in
   whole mini-batches (verl's actor asserts rows % (mini-batch × ``rollout.n``) == 0), so none would ever be replayed;
@@ -37,7 +37,7 @@ def uses_critic(config: Any) -> bool:
 
 
 def replay_issues(config: Any, pipeline: Pipeline, *, multimodal: bool = False) -> list[ConfigIssue]:
-    """What makes ``pipeline``'s ``[replay]`` unworkable under the legacy trainer's ``config`` (none without
+    """What makes ``pipeline``'s ``[replay]`` unworkable under verl's ``config`` (none without
     ``[replay]``); ``multimodal``: verl built a processor for the model."""
     replay = pipeline.config.replay
     if replay is None:

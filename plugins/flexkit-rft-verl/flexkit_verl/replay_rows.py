@@ -20,7 +20,7 @@ import torch
 from flexkit import RolloutBatch, SampleError
 from flexkit.host import REPLAY_AGE
 
-__all__ = ["NON_TENSOR", "data_proto", "storable_rows"]
+__all__ = ["NON_TENSOR", "data_proto", "json_column", "non_tensor_values", "storable_rows"]
 
 #: The prefix of a stored non-tensor field's name.
 NON_TENSOR = "non_tensor:"
@@ -35,8 +35,9 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"a {type(value).__name__}")
 
 
-def _json_column(name: str, values: np.ndarray, step: int) -> np.ndarray:
-    """One JSON string per row of a non-numeric non-tensor field."""
+def json_column(name: str, values: np.ndarray, step: int) -> np.ndarray:
+    """One JSON string per row of a non-numeric non-tensor field (``SampleError``: multimodal inputs, or values
+    that are not plain data)."""
     if name == "multi_modal_inputs" and any(bool(v) for v in values):
         raise SampleError(f"[replay]: step {step}'s batch has multimodal inputs (verl's {name!r}); replay stores text "
                           "rollouts only: remove the [replay] table or use a text model")
@@ -55,14 +56,14 @@ def storable_rows(data: Any, step: int) -> RolloutBatch:
     for name, values in data.non_tensor_batch.items():
         values = np.asarray(values)
         numeric = values.dtype.kind in "biuf"
-        fields[NON_TENSOR + name] = values if numeric else _json_column(name, values, step)
+        fields[NON_TENSOR + name] = values if numeric else json_column(name, values, step)
     if "uid" not in data.non_tensor_batch:
         raise SampleError(f"[replay]: step {step}'s batch has no 'uid' (verl's group of each response)")
     fields["uid"] = np.array([str(u) for u in data.non_tensor_batch["uid"]], dtype=str)
     return RolloutBatch.from_dict(fields)
 
 
-def _non_tensor(value: Any) -> np.ndarray:
+def non_tensor_values(value: Any) -> np.ndarray:
     """A stored non-tensor field as verl holds it: a numeric array, or an object array of the decoded JSON."""
     if isinstance(value, torch.Tensor):  # a numeric array of two or more dimensions comes back as a tensor
         out: np.ndarray = value.cpu().numpy()
@@ -84,7 +85,7 @@ def data_proto(rows: RolloutBatch) -> Any:
     non_tensors: dict[str, np.ndarray] = {}
     for name in rows:
         if name.startswith(NON_TENSOR):
-            non_tensors[name.removeprefix(NON_TENSOR)] = _non_tensor(rows[name])
+            non_tensors[name.removeprefix(NON_TENSOR)] = non_tensor_values(rows[name])
         elif name not in ("uid", REPLAY_AGE):
             tensors[name] = rows[name]
     return DataProto.from_dict(tensors=tensors, non_tensors=non_tensors, meta_info={})

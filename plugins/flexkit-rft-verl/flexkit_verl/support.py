@@ -9,31 +9,24 @@ validation metrics reach the selectors (``trainer.test_freq`` > 0 with ``data.va
 ``frontier`` guard (``guard_metric = "val_accuracy/{}"``) reads. Refills are refused: verl generates one batch per
 step here.
 
-Rollout replay (``[replay]``, after DOTS, arXiv 2506.05316) runs in the legacy ``RayPPOTrainer``
-(:mod:`flexkit_verl.replay`): its ``_update_actor`` receives the finished batch, so stored rows join it there with
-their own advantages and generating policy's ``old_log_probs``, as in ``flexkit run``. The v1 trainer refuses it,
-because it is not implemented there:
-
-- the v1 step reads each trajectory from TransferQueue and clears it at the end of its step (``kv_clear`` in
-  ``fit``), so replaying means putting every field of each stored trajectory back under new keys from the replay
-  buffer's ``sample``, and saving them for resume;
-- what verl then does decides the objective: ``_compute_old_log_prob`` recomputes ``old_log_probs`` with the
-  current policy for every sampled key (in ``bypass_mode`` it copies the stored ``rollout_log_probs`` instead) and
-  ``_compute_advantage`` recomputes the advantages by ``uid`` (the stored ones for GRPO without
-  ``use_kl_in_reward``). Without ``bypass_mode`` the generating policy would then enter through verl's rollout
-  correction (``rollout_is``: a truncated weight exp(old − rollout) outside PPO's clip around the current policy),
-  not as ``flexkit run``'s clipped ratio π_θ / π_generating; keeping the stored ``old_log_probs`` instead would
-  mean overriding both methods over split key sets (``_balance_batch``'s padding keys included).
-
-Neither route is built or tested here; ``flexkit validate --for verl`` and the v1 construction checks refuse
-``[replay]`` and name the legacy trainer.
+Rollout replay (``[replay]``, after DOTS, arXiv 2506.05316) runs in both trainers, with one selection, buffer and
+checkpoint file: in the legacy ``RayPPOTrainer`` (:mod:`flexkit_verl.replay`) the stored rows join the finished
+``DataProto`` in ``_update_actor``; in the v1 trainer (:mod:`flexkit_verl.tq_replay`) they are written back to
+TransferQueue under new keys and join the update's ``KVBatchMeta`` there, after verl computed the fresh rows'
+``old_log_probs`` and advantages, so a replayed row keeps those of its own step. The v1 replay needs
+:class:`~flexkit_verl.trainer_v1.FlexkitV1TrainerMixin` (``flexkit_verl.main_ppo`` uses it): flexkit's replay buffer
+built by verl's own trainer class alone refuses ``[replay]`` (:data:`BUFFER_SUPPORT`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 from flexkit.host import HostSupport
 
-__all__ = ["LEGACY_SUPPORT", "SUPPORT", "support_for"]
+__all__ = ["BUFFER_SUPPORT", "LEGACY_SUPPORT", "SUPPORT", "buffer_support", "support_for", "trainer_mixin_builds"]
 
 _REFILL = "verl generates one batch per step here: remove [sample.refill] (the filter still drops groups)"
 _EVALUATION = 'set trainer.test_freq > 0 with data.val_files, or turn the guard off (guard_metric = "")'
@@ -44,17 +37,26 @@ _REQUIREMENTS = {
                        "of it in the training rows"),
 }
 
-#: verl's v1 trainer (``trainer.use_v1=true``, verl's default, ``flexkit_verl.main_ppo``): the sample stage and
-#: validation metrics; no replay.
+#: verl's v1 trainer (``trainer.use_v1=true``, verl's default) with
+#: :class:`~flexkit_verl.trainer_v1.FlexkitV1TrainerMixin` (``flexkit_verl.main_ppo``): the sample stage, rollout
+#: replay and validation metrics.
 SUPPORT = HostSupport(
-    name="verl's v1 trainer (flexkit_verl)", sample=True, evaluation=True,
+    name="verl's v1 trainer (flexkit_verl)", sample=True, replay=True, evaluation=True,
+    advice={"refill": _REFILL, "evaluation": _EVALUATION},
+    requirements=_REQUIREMENTS,
+)
+
+#: flexkit's v1 replay buffer (``trainer.v1.sampler.custom_sampler``) in verl's own v1 trainer class, without
+#: :class:`~flexkit_verl.trainer_v1.FlexkitV1TrainerMixin`: the sample stage and validation metrics; no replay,
+#: which happens in the mixin's ``_update_actor``.
+BUFFER_SUPPORT = HostSupport(
+    name="flexkit's v1 replay buffer without FlexkitV1TrainerMixin (flexkit_verl)", sample=True, evaluation=True,
     advice={
         "refill": _REFILL,
-        "replay": "replay is not implemented for verl's v1 trainer (its step recomputes old_log_probs and "
-                  "advantages for every sampled row and clears each trajectory after its step; see "
-                  "flexkit_verl.support): run verl's legacy RayPPOTrainer (trainer.use_v1=false with "
-                  "FlexkitTrainerMixin, which replays; flexkit validate --for verl-legacy), remove [replay], or run "
-                  "the recipe with flexkit run",
+        "replay": "replay happens in FlexkitV1TrainerMixin's actor update, and verl's own trainer class runs "
+                  "without it: start verl with python -m flexkit_verl.main_ppo (or build the trainer class with "
+                  "flexkit_verl.trainer_v1.flexkit_trainer_class), remove [replay], or run the legacy trainer "
+                  "(trainer.use_v1=false with FlexkitTrainerMixin; flexkit validate --for verl-legacy)",
         "evaluation": _EVALUATION,
     },
     requirements=_REQUIREMENTS,
@@ -72,3 +74,23 @@ LEGACY_SUPPORT = HostSupport(
 def support_for(*, v1: bool) -> HostSupport:
     """:data:`SUPPORT` for the v1 trainer, :data:`LEGACY_SUPPORT` for the legacy one."""
     return SUPPORT if v1 else LEGACY_SUPPORT
+
+
+_MIXIN_BUILDS: ContextVar[bool] = ContextVar("flexkit_verl_mixin_builds", default=False)
+
+
+@contextmanager
+def trainer_mixin_builds() -> Iterator[None]:
+    """Within it, a v1 replay buffer being built belongs to a trainer with
+    :class:`~flexkit_verl.trainer_v1.FlexkitV1TrainerMixin` (whose ``_build_replay_buffer`` enters it)."""
+    token = _MIXIN_BUILDS.set(True)
+    try:
+        yield
+    finally:
+        _MIXIN_BUILDS.reset(token)
+
+
+def buffer_support() -> HostSupport:
+    """What a v1 replay buffer being built honours: :data:`SUPPORT` inside :func:`trainer_mixin_builds`, else
+    :data:`BUFFER_SUPPORT`."""
+    return SUPPORT if _MIXIN_BUILDS.get() else BUFFER_SUPPORT

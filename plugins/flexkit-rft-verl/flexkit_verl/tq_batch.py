@@ -35,7 +35,7 @@ class _Wrapped(Protocol):
     data: Any
 
 
-def _as_list(value: Any) -> list[Any]:
+def as_list(value: Any) -> list[Any]:
     """A non-tensor field of a TransferQueue batch (NonTensorStack, list-like) as a list of Python values."""
     items = value.tolist() if isinstance(value, _Listable) else list(value)
     return [item.data if isinstance(item, _Wrapped) else item for item in items]
@@ -61,13 +61,13 @@ def read_batch(tq: Any, keys: list[str], partition_id: str, *, index_key: str = 
     """``uid``, padded ``token_level_scores`` (from ``rm_scores``) and ``response_mask``, the response
     ``lengths`` and the dataset ``indices`` (``None`` when the rows carry none) of ``keys``."""
     data = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=list(FIELDS))
-    extra = _as_list(data["extra_info"]) if "extra_info" in data.keys() else []  # noqa: SIM118
+    extra = as_list(data["extra_info"]) if "extra_info" in data.keys() else []  # noqa: SIM118
     indices = None
     if extra and all(isinstance(e, dict) and index_key in e for e in extra):
         indices = np.asarray([int(e[index_key]) for e in extra], dtype=np.int64)
     mask = data["response_mask"]
     return {
-        "uid": np.asarray(_as_list(data["uid"]), dtype=object),
+        "uid": np.asarray(as_list(data["uid"]), dtype=object),
         "token_level_scores": _padded(data["rm_scores"]).float(),
         "response_mask": _padded(mask).float(),
         "lengths": _response_lengths(mask),
@@ -92,7 +92,7 @@ def read_validation(tq: Any, keys: list[str], partition_id: str, columns: list[s
     data = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["uid", "rm_scores", *columns])
     present = set(data.keys())
     return {
-        "uid": [str(u) for u in _as_list(data["uid"])],
+        "uid": [str(u) for u in as_list(data["uid"])],
         "rewards": _padded(data["rm_scores"]).double().sum(-1).tolist(),
-        "values": {name: _as_list(data[name]) for name in columns if name in present},
+        "values": {name: as_list(data[name]) for name in columns if name in present},
     }

@@ -10,7 +10,9 @@ Each validation's metrics reach the selectors (:meth:`~flexkit.Pipeline.evaluati
 (``val-core/<data_source>/acc/mean@1``, ...) and, computed by the replay buffer from the same validation's
 rewards, ``val_accuracy`` and ``val_accuracy/<group>`` per value of each selector's first ``feature_keys``
 column (:mod:`flexkit_verl.groups`), so a ``frontier`` guard with ``guard_metric = "val_accuracy/{}"`` works as
-under ``flexkit run``; they are in the returned metrics too, so verl logs them.
+under ``flexkit run``; they are in the returned metrics too, so verl logs them. With ``[replay]`` each actor update
+also trains on the stored groups of earlier updates (:mod:`flexkit_verl.tq_replay`); the buffer is saved with verl's
+checkpoint (``global_step_<N>/flexkit_replay.pt``) and restored on resume.
 
 Use :func:`flexkit_trainer_class` on the class ``trainer.v1.trainer_mode`` names (the task runner of
 :mod:`flexkit_verl.main_ppo` does).
@@ -18,21 +20,27 @@ Use :func:`flexkit_trainer_class` on the class ``trainer.v1.trainer_mode`` names
 
 from __future__ import annotations
 
+import os
 from functools import cache
 from typing import Any
 
-from flexkit import ConfigError, Pipeline
+from flexkit import ConfigError, Pipeline, pipeline_metrics
 from flexkit_verl.checks import check_trainer_config
 from flexkit_verl.dataset import IndexedDataset
 from flexkit_verl.groups import ValidationGroups, dataset_columns, validation_columns
+from flexkit_verl.keys import config_get
 from flexkit_verl.resume import checkpoint_folder, restore_sampler
 from flexkit_verl.sampler import FlexkitSampler
-from flexkit_verl.support import support_for
+from flexkit_verl.support import support_for, trainer_mixin_builds
+from flexkit_verl.tq_replay import TransferQueueReplay
 
 
 class FlexkitV1TrainerMixin:
     """Mixed in before a v1 ``PPOTrainer`` class: the flexkit sampler in the training dataloader, construction
-    checks (:func:`~flexkit_verl.checks.check_trainer_config`) and exact resume."""
+    checks (:func:`~flexkit_verl.checks.check_trainer_config`), ``[replay]`` and exact resume."""
+
+    #: The ``[replay]`` buffer (:mod:`flexkit_verl.tq_replay`), built with the dataloader when the pipeline has one.
+    flexkit_replay: TransferQueueReplay | None = None
 
     @property
     def flexkit_buffer(self) -> Any:
@@ -53,6 +61,12 @@ class FlexkitV1TrainerMixin:
         pipeline: Pipeline = self.flexkit_buffer.pipeline
         return pipeline
 
+    def _build_replay_buffer(self) -> Any:
+        """verl's replay buffer, told that this trainer replays (:func:`~flexkit_verl.support.trainer_mixin_builds`:
+        flexkit's buffer accepts ``[replay]`` only then)."""
+        with trainer_mixin_builds():
+            return super()._build_replay_buffer()  # type: ignore[misc]
+
     def _init_dataloader(self) -> None:
         """verl's dataloaders, then the training loader rebuilt around a :class:`FlexkitSampler`."""
         from torchdata.stateful_dataloader import StatefulDataLoader  # type: ignore[import-untyped]
@@ -63,7 +77,11 @@ class FlexkitV1TrainerMixin:
         sampler = FlexkitSampler(pipeline, dataset)
         val_columns = dataset_columns(self.val_dataset)
         check_trainer_config(self.config, pipeline, steps_per_epoch=self.steps_per_epoch, v1=True,
-                             val_columns=val_columns)
+                             val_columns=val_columns, multimodal=self.processor is not None)
+        replay = pipeline.config.replay
+        if replay is not None:
+            self.flexkit_replay = TransferQueueReplay(replay.groups, replay.max_age, mini_batch=int(
+                config_get(self.config, "actor_rollout_ref.actor.ppo_mini_batch_size", 1)))
         sampler.declare_host(support_for(v1=True))  # checked above, and by the replay buffer without this mixin
         self.flexkit_buffer.validation = ValidationGroups(validation_columns(pipeline, val_columns))
         verl_loader = self.train_dataloader
@@ -74,10 +92,42 @@ class FlexkitV1TrainerMixin:
         self.train_dataloader_it = None
         self.replay_buffer.attach_sampler(sampler)
 
+    def _update_actor(self, batch: Any, metrics: dict[str, Any]) -> Any:
+        """verl's actor update on ``batch`` followed by the groups ``[replay]`` replays
+        (:meth:`~flexkit_verl.tq_replay.TransferQueueReplay.train_meta`), whose keys are cleared after it, and
+        flexkit's metrics with what it replayed; returns ``batch`` (the fresh trajectories), as verl's step
+        expects."""
+        replay = self.flexkit_replay
+        if replay is None:
+            return super()._update_actor(batch, metrics)  # type: ignore[misc]
+        import transfer_queue as tq  # type: ignore[import-untyped]
+
+        update = (int(self.global_steps) - 1) * int(self.parameter_sync_step) + int(self.local_trigger_step) + 1
+        train, replayed = replay.train_meta(tq, batch, update)
+        try:
+            super()._update_actor(train, metrics)  # type: ignore[misc]
+        finally:
+            if replayed:
+                tq.kv_clear(keys=replayed, partition_id=batch.partition_id)
+        metrics.update(pipeline_metrics(self.flexkit_pipeline, replay=replay.buffer))  # flexkit/replay/... among them
+        return batch
+
+    def _save_checkpoint(self) -> Any:
+        """The ``[replay]`` buffer into ``global_step_<N>/flexkit_replay.pt``, then verl's checkpoint (whose
+        ``latest_checkpointed_iteration.txt`` then names a folder that holds the buffer)."""
+        if self.flexkit_replay is not None:
+            folder = os.path.join(str(self.config.trainer.default_local_dir), f"global_step_{self.global_steps}")
+            self.flexkit_replay.save(folder)
+        return super()._save_checkpoint()  # type: ignore[misc]
+
     def _load_checkpoint(self) -> Any:
-        """verl's checkpoint load, then the flexkit sampler from ``data.pt`` (whatever verl skipped)."""
+        """verl's checkpoint load, then the flexkit sampler from ``data.pt`` (whatever verl skipped) and the
+        ``[replay]`` buffer."""
         result = super()._load_checkpoint()  # type: ignore[misc]
-        restore_sampler(self.train_dataloader, checkpoint_folder(self.config, self.global_steps))
+        folder = checkpoint_folder(self.config, self.global_steps)
+        restore_sampler(self.train_dataloader, folder)
+        if self.flexkit_replay is not None and folder is not None:
+            self.flexkit_replay.load(folder)
         return result
 
     def _validate(self, *args: Any, **kwargs: Any) -> Any:
@@ -100,7 +150,10 @@ class FlexkitV1TrainerMixin:
     steps_per_epoch: int
     replay_buffer: Any = None
     val_dataset: Any = None
+    processor: Any = None  # set before the dataloaders, for a multimodal model
     global_steps: int = 0  # set in fit and on resume
+    parameter_sync_step: int = 1  # local updates per step (the asynchronous modes)
+    local_trigger_step: int = 0  # the local update running now
     logger: Any = None  # verl's Tracking, set in fit
 
 

@@ -156,16 +156,19 @@ def test_loss_modes_that_ignore_the_weights_are_refused(tmp_path: Path, monkeypa
 
 def test_regression_the_buffer_alone_refuses_replay(tmp_path: Path, monkeypatch) -> None:
     """verl's own entry point with flexkit's replay buffer and no trainer mixin used to ignore [replay] silently
-    (only the mixin's construction checks refused it): the buffer refuses it itself, naming the legacy trainer."""
+    (only the mixin's construction checks refused it): the buffer refuses it itself, naming the entry point that
+    replays; the same buffer built by the mixin's trainer accepts it."""
     example = Path(__file__).resolve().parents[3] / "examples/verl"
     pipeline = tmp_path / "replay.toml"
     pipeline.write_text(f'[run]\nbatch_size = 4\nseed = 0\ntotal_epochs = 2\n\n[[tasksets]]\nname = "a"\n'
                         f'path = "{example / "data/train.parquet"}"\n\n[tasksets.selector]\ntype = "shuffle"\n\n'
                         '[replay]\ngroups = 4\nmax_age = 2\n')
     FakeTQ().install(monkeypatch)
-    with pytest.raises(ConfigError, match=r"replay: verl's v1 trainer \(flexkit_verl\) does not honour this.*"
-                                          r"trainer\.use_v1=false"):
+    with pytest.raises(ConfigError, match=r"replay: flexkit's v1 replay buffer without FlexkitV1TrainerMixin.*"
+                                          r"python -m flexkit_verl\.main_ppo"):
         v1_trainer(v1.PPOTrainerSync, verl_config(tmp_path, pipeline=pipeline))
+    trainer = v1_trainer(flexkit_trainer_class(v1.PPOTrainerSync), verl_config(tmp_path, pipeline=pipeline))
+    assert trainer.flexkit_replay is not None
 
 
 def test_pipeline_inline_and_sampler_kwargs(tmp_path: Path, monkeypatch) -> None:

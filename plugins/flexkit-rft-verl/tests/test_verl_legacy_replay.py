@@ -243,17 +243,19 @@ def test_what_replay_cannot_work_with_is_refused_at_construction(
         legacy_trainer(verl_config(tmp_path, **overrides), replay_pipeline(tmp_path, groups=2), processor=processor)
 
 
-def test_the_v1_trainer_refuses_replay_and_names_the_legacy_one(tmp_path: Path) -> None:
-    """One mechanism (flexkit.host.HostSupport): the v1 trainer's support has no replay, the legacy one's has."""
+def test_both_trainers_accept_replay_through_one_mechanism(tmp_path: Path) -> None:
+    """One mechanism (flexkit.host.HostSupport): the v1 and legacy trainers' supports both honour [replay], and
+    both run the same construction checks on it."""
     pipe = replay_pipeline(tmp_path)
     config = verl_config(tmp_path)
-    with pytest.raises(ConfigError, match=r"replay: verl's v1 trainer \(flexkit_verl\) does not honour this.*"
-                                          r"trainer\.use_v1=false"):
-        check_trainer_config(config, pipe, steps_per_epoch=5, v1=True)
+    check_trainer_config(config, pipe, steps_per_epoch=5, v1=True)
     check_trainer_config(config, pipe, steps_per_epoch=5, v1=False)
+    for v1 in (True, False):
+        with pytest.raises(ConfigError, match=r"replay\.groups: is 4, below .*ppo_mini_batch_size=8"):
+            check_trainer_config(verl_config(tmp_path, mini_batch=8), pipe, steps_per_epoch=5, v1=v1)
 
 
-def test_validate_for_verl_legacy_accepts_replay_and_for_verl_refuses_it(tmp_path: Path) -> None:
+def test_validate_for_verl_and_verl_legacy_accept_replay(tmp_path: Path) -> None:
     replay_pipeline(tmp_path)  # writes the tasksets
     path = tmp_path / "pipeline.toml"
     path.write_text('[run]\nbatch_size = 4\ntotal_epochs = 2\n\n[[tasksets]]\nname = "t0"\npath = "t0.jsonl"\n\n'
@@ -266,4 +268,4 @@ def test_validate_for_verl_legacy_accepts_replay_and_for_verl_refuses_it(tmp_pat
     legacy = validate("verl-legacy")
     assert legacy.returncode == 0 and "valid for verl's legacy RayPPOTrainer" in legacy.stdout, legacy.stderr
     v1 = validate("verl")
-    assert v1.returncode == 1 and "replay: verl's v1 trainer" in v1.stderr and "verl-legacy" in v1.stderr
+    assert v1.returncode == 0 and "valid for verl's v1 trainer" in v1.stdout, v1.stderr

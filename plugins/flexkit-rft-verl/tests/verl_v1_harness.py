@@ -12,6 +12,7 @@ from typing import Any
 import torch
 import transfer_queue as tq
 from hydra import compose, initialize_config_module
+from transfer_queue.metadata import KVBatchMeta
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "verl"
@@ -34,7 +35,9 @@ class FakeTQ:
         parts = [partition_id] if partition_id else list(self.tags)
         return {p: {k: dict(t) for k, t in self.tags[p].items()} for p in parts}
 
-    def kv_batch_put(self, keys: list[str], partition_id: str, fields: Any = None, tags: list | None = None) -> None:
+    def kv_batch_put(self, keys: list[str], partition_id: str, fields: Any = None, tags: list | None = None) -> Any:
+        """Store ``fields`` and ``tags`` per key; returns a ``KVBatchMeta`` with the keys' stored tags and every
+        field they hold, as TransferQueue's ``kv_batch_put`` does."""
         for i, key in enumerate(keys):
             self.tags[partition_id].setdefault(key, {}).update(tags[i] if tags else {})
             if fields is not None:
@@ -43,7 +46,10 @@ class FakeTQ:
                     value = fields[name]
                     item = value[i]
                     row[name] = item if isinstance(value, torch.Tensor) else getattr(item, "data", item)
-        return None
+        stored = self.fields[partition_id]
+        names = sorted(set().union(*(stored.get(k, {}).keys() for k in keys))) if keys else []
+        return KVBatchMeta(keys=list(keys), tags=[dict(self.tags[partition_id][k]) for k in keys],
+                           partition_id=partition_id, fields=names or None)
 
     def kv_batch_get(self, keys: list[str], partition_id: str, select_fields: list[str] | None = None) -> Any:
         rows = [self.fields[partition_id][k] for k in keys]

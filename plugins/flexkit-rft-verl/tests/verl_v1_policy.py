@@ -1,0 +1,153 @@
+"""A v1 trainer with a policy that learns, on CPU, for test_verl_v1_replay.py: verl's composed config and
+``PPOTrainerSync`` with :class:`~flexkit_verl.trainer_v1.FlexkitV1TrainerMixin` (verl_v1_harness.py), whose actor
+worker group is a unigram policy over a small vocabulary trained with verl's own vanilla PPO loss on what
+``update_actor`` reads from TransferQueue, one SGD step per mini-batch. Each step is the shape of verl's
+``_step_once``: the dataloader's prompts, ``n`` trajectories each sampled from the current policy and stored in
+TransferQueue with their rewards, ``old_log_probs`` (the policy that just generated them) and ``ref_log_prob`` (the
+initial policy), verl's replay-buffer ``sample`` (flexkit's feedback), verl's ``_compute_advantage`` (GRPO) and
+``_update_actor``, then verl's ``_save_checkpoint`` and the ``kv_clear`` of ``fit``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+import transfer_queue as tq
+from flexkit_verl.trainer_v1 import flexkit_trainer_class
+from verl.trainer.ppo import core_algos
+from verl.trainer.ppo.v1 import PPOTrainerSync
+from verl.utils import tensordict_utils as tu
+from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+from verl.workers.config import ActorConfig
+from verl_v1_harness import FakeTQ, v1_trainer, verl_config
+
+#: Vocabulary and longest response of the toy rollouts.
+VOCAB, RESPONSE = 8, 5
+#: The fields each update_actor call records.
+RECORDED = ("old_log_probs", "advantages", "response_mask", "responses", "ref_log_prob")
+
+
+def log_probs(theta: torch.Tensor, responses: torch.Tensor) -> torch.Tensor:
+    """The unigram policy ``theta``'s log-probability of each response token."""
+    return torch.log_softmax(theta, dim=-1)[responses]
+
+
+def _padded(value: Any) -> torch.Tensor:
+    padded: torch.Tensor = value.to_padded_tensor(0) if value.is_nested else value
+    return padded
+
+
+class PolicyWorkers:
+    """The actor worker group: a unigram policy trained on the trajectories ``update_actor``'s ``KVBatchMeta``
+    names (read from TransferQueue as a worker does) with verl's vanilla PPO loss, one SGD step per mini-batch;
+    checkpoints hold the policy."""
+
+    def __init__(self, lr: float = 2.0) -> None:
+        self.theta = torch.zeros(VOCAB)
+        self.lr = lr
+        #: What each update_actor call received, and the policy before it.
+        self.calls: list[dict[str, Any]] = []
+
+    def update_actor(self, meta: Any) -> Any:
+        data = tq.kv_batch_get(keys=meta.keys, partition_id=meta.partition_id, select_fields=meta.fields)
+        record: dict[str, Any] = {k: _padded(data[k]).clone() for k in RECORDED}
+        record["uid"] = [str(getattr(u, "data", u)) for u in data["uid"]]
+        record["index"] = [int(getattr(e, "data", e)["flexkit_index"]) for e in data["extra_info"]]
+        record["keys"] = list(meta.keys)
+        record["theta"] = self.theta.clone()
+        self.calls.append(record)
+        mini = int(meta.extra_info["mini_batch_size"])
+        assert len(meta.keys) % mini == 0, "verl's actor trains whole mini-batches"
+        config = ActorConfig(strategy="fsdp", ppo_micro_batch_size_per_gpu=1, rollout_n=1)
+        loss_fn = core_algos.get_policy_loss_fn("vanilla")
+        for start in range(0, len(meta.keys), mini):
+            part = slice(start, start + mini)
+            theta = self.theta.clone().requires_grad_(True)
+            loss, _ = loss_fn(old_log_prob=record["old_log_probs"][part],
+                              log_prob=log_probs(theta, record["responses"][part]),
+                              advantages=record["advantages"][part], response_mask=record["response_mask"][part],
+                              loss_agg_mode="token-mean", config=config, rollout_is_weights=None)
+            loss.backward()
+            self.theta = (theta - self.lr * theta.grad).detach()
+        return tu.get_tensordict(tensor_dict={}, non_tensor_dict={"metrics": {"mfu": 0.0, "pg_loss": 0.0}})
+
+    def save_checkpoint(self, local_path: str, *args: Any, **kwargs: Any) -> None:
+        os.makedirs(local_path, exist_ok=True)
+        torch.save(self.theta, os.path.join(local_path, "theta.pt"))
+
+    def load_checkpoint(self, local_path: str, *args: Any, **kwargs: Any) -> None:
+        self.theta = torch.load(os.path.join(local_path, "theta.pt"), weights_only=True)
+
+
+def replay_pipeline(tmp_path: Path, *, groups: int = 4, max_age: int = 2) -> Path:
+    """examples/verl's taskset and run length, Thompson selection, ``[replay]``, no sample stage."""
+    data = Path(__file__).resolve().parents[3] / "examples" / "verl" / "data" / "train.parquet"
+    path = tmp_path / "replay.toml"
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'[run]\nbatch_size = 4\nseed = 0\ntotal_epochs = 2\n\n[[tasksets]]\nname = "arithmetic"\n'
+                    f'path = "{data}"\n\n[tasksets.selector]\ntype = "thompson_target"\ntarget = 0.5\n\n'
+                    f'[replay]\ngroups = {groups}\nmax_age = {max_age}\n')
+    return path
+
+
+def policy_trainer(tmp_path: Path, monkeypatch: Any, *overrides: str, groups: int = 4, max_age: int = 2,
+                   store: FakeTQ | None = None) -> Any:
+    """A v1 trainer with the mixin, ``[replay]``, checkpoints in ``tmp_path / "ckpt"`` every step and the policy
+    worker group (``store``: the TransferQueue stand-in to use, else a new one)."""
+    (store or FakeTQ()).install(monkeypatch)
+    config = verl_config(tmp_path, "trainer.resume_mode=auto", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+                         *overrides, pipeline=replay_pipeline(tmp_path, groups=groups, max_age=max_age))
+    trainer = v1_trainer(flexkit_trainer_class(PPOTrainerSync), config)
+    trainer.actor_rollout_wg = PolicyWorkers()
+    return trainer
+
+
+def reward(responses: torch.Tensor) -> float:
+    """1 for a response whose first token is in the lower half of the vocabulary."""
+    return float(responses[0] < VOCAB // 2)
+
+
+def step(trainer: Any, number: int, policies: dict[int, torch.Tensor] | None = None) -> Any:
+    """One v1 step ``number`` (see the module docstring); returns the batch verl's step gets back."""
+    trainer.global_steps = number
+    n = int(trainer.config.actor_rollout_ref.rollout.n)
+    theta = trainer.actor_rollout_wg.theta
+    if policies is not None:
+        policies[number] = theta.clone()
+    batch = trainer._next_train_batch()
+    gen = torch.Generator().manual_seed(1000 + number)
+    for uid, extra in zip(list(batch["uid"]), list(batch["extra_info"]), strict=True):
+        tq.kv_batch_put(keys=[uid], partition_id="train",
+                        tags=[{"is_prompt": True, "status": "finished", "global_steps": number}])
+        keys, rows = [], []
+        for s in range(n):
+            length = int(torch.randint(2, RESPONSE + 1, (1,), generator=gen))
+            responses = torch.multinomial(torch.softmax(theta, -1), length, replacement=True, generator=gen)
+            scores = torch.zeros(length)
+            scores[-1] = reward(responses)
+            prompt = torch.tensor([1, 2 + int(extra["flexkit_index"]) % 5])
+            keys.append(f"{uid}_{s}_0")
+            rows.append({"uid": uid, "extra_info": dict(extra), "data_source": "toy", "responses": responses,
+                         "prompts": prompt, "input_ids": torch.cat([prompt, responses]),
+                         "response_mask": torch.ones(length, dtype=torch.int64), "rm_scores": scores,
+                         "old_log_probs": log_probs(theta, responses),
+                         "ref_log_prob": log_probs(torch.zeros(VOCAB), responses)})
+        tq.kv_batch_put(keys=keys, partition_id="train", fields=list_of_dict_to_tensordict(rows),
+                        tags=[{"status": "success", "global_steps": number, "seq_len": 2 + len(r["responses"])}
+                              for r in rows])
+    metrics: dict[str, Any] = {}
+    meta, sampled = trainer.replay_buffer.sample(global_steps=number, partition_id="train", batch_size=4)
+    metrics.update(sampled)
+    meta = trainer._compute_advantage(meta, metrics=metrics)
+    meta = trainer._update_actor(meta, metrics=metrics)
+    trainer.last_metrics = metrics
+    trainer._save_checkpoint()
+    tq.kv_clear(keys=meta.keys, partition_id=meta.partition_id)  # fit's cleanup
+    return meta
+
+
+def run_steps(trainer: Any, steps: range, policies: dict[int, torch.Tensor] | None = None) -> list[Any]:
+    """:func:`step` for each step number in ``steps``."""
+    return [step(trainer, number, policies) for number in steps]
