@@ -10,7 +10,6 @@ front). Used by test_verl_legacy_replay.py."""
 from __future__ import annotations
 
 import copy
-import os
 from pathlib import Path
 from typing import Any
 
@@ -19,39 +18,30 @@ import torch
 from flexkit_verl import FlexkitSampler, FlexkitTrainerMixin, IndexedDataset, dataset_indices
 from omegaconf import OmegaConf
 from test_integration_verl import SIZES, Rows
+from toy_policy import VOCAB, ToyPolicy, log_probs
 from verl import DataProto
-from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer, compute_advantage
 from verl.utils import tensordict_utils as tu
 from verl.utils.dataset.rl_dataset import collate_fn as verl_collate_fn
-from verl.workers.config import ActorConfig
 
 from flexkit import pipeline_from_dict
 from flexkit.testing import jsonl_pipeline
 
-#: Vocabulary, prompt width and response width of the toy rollouts.
-VOCAB, PROMPT, RESPONSE = 8, 3, 5
+#: Prompt width and response width of the toy rollouts.
+PROMPT, RESPONSE = 3, 5
 
 
 class Trainer(FlexkitTrainerMixin, RayPPOTrainer):
     """The legacy trainer as a user builds it (docs/integrations/verl.md)."""
 
 
-def log_probs(theta: torch.Tensor, responses: torch.Tensor) -> torch.Tensor:
-    """The unigram policy ``theta``'s log-probability of each response token."""
-    return torch.log_softmax(theta, dim=-1)[responses]
-
-
-class PolicyWorkers:
-    """The actor worker group: a unigram policy trained on what ``update_actor`` receives with verl's vanilla PPO
+class PolicyWorkers(ToyPolicy):
+    """The actor worker group: the toy policy trained on what ``update_actor`` receives with verl's vanilla PPO
     loss (``rollout_is_weights`` multiplied in), one SGD step per mini-batch; checkpoints hold the policy."""
 
     def __init__(self, lr: float = 2.0) -> None:
-        self.theta = torch.zeros(VOCAB)
-        self.lr = lr
+        super().__init__(lr)
         self._dispatch_info = {"actor": [0]}  # one data-parallel rank (verl's _get_dp_size reads it)
-        #: What each update_actor call received, and the policy before it.
-        self.calls: list[dict[str, Any]] = []
 
     def update_actor(self, td: Any) -> Any:
         record = {k: td[k].clone() for k in ("old_log_probs", "advantages", "response_mask", "responses",
@@ -59,25 +49,10 @@ class PolicyWorkers:
         record["uid"] = [str(u) for u in tu.get(td, "uid")]
         record["theta"] = self.theta.clone()
         self.calls.append(record)
-        config = ActorConfig(strategy="fsdp", ppo_micro_batch_size_per_gpu=1, rollout_n=1)
-        loss_fn = core_algos.get_policy_loss_fn("vanilla")
         for mini in tu.make_iterator(td, mini_batch_size=tu.get(td, "mini_batch_size"), epochs=tu.get(td, "epochs"),
                                      seed=tu.get(td, "seed"), dataloader_kwargs=tu.get(td, "dataloader_kwargs")):
-            theta = self.theta.clone().requires_grad_(True)
-            weights = mini["rollout_is_weights"] if "rollout_is_weights" in mini.keys() else None  # noqa: SIM118
-            loss, _ = loss_fn(old_log_prob=mini["old_log_probs"], log_prob=log_probs(theta, mini["responses"]),
-                              advantages=mini["advantages"], response_mask=mini["response_mask"],
-                              loss_agg_mode="token-mean", config=config, rollout_is_weights=weights)
-            loss.backward()
-            self.theta = (theta - self.lr * theta.grad).detach()
+            self.ppo_step(mini)
         return tu.get_tensordict(tensor_dict={}, non_tensor_dict={"metrics": {"mfu": 0.0, "pg_loss": 0.0}})
-
-    def save_checkpoint(self, local_path: str, *args: Any, **kwargs: Any) -> None:
-        os.makedirs(local_path, exist_ok=True)
-        torch.save(self.theta, os.path.join(local_path, "theta.pt"))
-
-    def load_checkpoint(self, local_path: str, *args: Any, **kwargs: Any) -> None:
-        self.theta = torch.load(os.path.join(local_path, "theta.pt"), weights_only=True)
 
 
 def replay_pipeline(tmp_path: Path, *, groups: int = 4, max_age: int = 2, sample: dict | None = None,

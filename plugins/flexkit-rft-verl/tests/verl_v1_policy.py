@@ -9,29 +9,22 @@ initial policy), verl's replay-buffer ``sample`` (flexkit's feedback), verl's ``
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import torch
 import transfer_queue as tq
 from flexkit_verl.trainer_v1 import flexkit_trainer_class
-from verl.trainer.ppo import core_algos
+from toy_policy import VOCAB, ToyPolicy, log_probs
 from verl.trainer.ppo.v1 import PPOTrainerSync
 from verl.utils import tensordict_utils as tu
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
-from verl.workers.config import ActorConfig
 from verl_v1_harness import FakeTQ, v1_trainer, verl_config
 
-#: Vocabulary and longest response of the toy rollouts.
-VOCAB, RESPONSE = 8, 5
+#: The longest response of the toy rollouts.
+RESPONSE = 5
 #: The fields each update_actor call records.
 RECORDED = ("old_log_probs", "advantages", "response_mask", "responses", "ref_log_prob")
-
-
-def log_probs(theta: torch.Tensor, responses: torch.Tensor) -> torch.Tensor:
-    """The unigram policy ``theta``'s log-probability of each response token."""
-    return torch.log_softmax(theta, dim=-1)[responses]
 
 
 def _padded(value: Any) -> torch.Tensor:
@@ -39,16 +32,10 @@ def _padded(value: Any) -> torch.Tensor:
     return padded
 
 
-class PolicyWorkers:
-    """The actor worker group: a unigram policy trained on the trajectories ``update_actor``'s ``KVBatchMeta``
-    names (read from TransferQueue as a worker does) with verl's vanilla PPO loss, one SGD step per mini-batch;
+class PolicyWorkers(ToyPolicy):
+    """The actor worker group: the toy policy trained on the trajectories ``update_actor``'s ``KVBatchMeta`` names
+    (read from TransferQueue as a worker does) with verl's vanilla PPO loss, one SGD step per mini-batch;
     checkpoints hold the policy."""
-
-    def __init__(self, lr: float = 2.0) -> None:
-        self.theta = torch.zeros(VOCAB)
-        self.lr = lr
-        #: What each update_actor call received, and the policy before it.
-        self.calls: list[dict[str, Any]] = []
 
     def update_actor(self, meta: Any) -> Any:
         data = tq.kv_batch_get(keys=meta.keys, partition_id=meta.partition_id, select_fields=meta.fields)
@@ -60,25 +47,9 @@ class PolicyWorkers:
         self.calls.append(record)
         mini = int(meta.extra_info["mini_batch_size"])
         assert len(meta.keys) % mini == 0, "verl's actor trains whole mini-batches"
-        config = ActorConfig(strategy="fsdp", ppo_micro_batch_size_per_gpu=1, rollout_n=1)
-        loss_fn = core_algos.get_policy_loss_fn("vanilla")
         for start in range(0, len(meta.keys), mini):
-            part = slice(start, start + mini)
-            theta = self.theta.clone().requires_grad_(True)
-            loss, _ = loss_fn(old_log_prob=record["old_log_probs"][part],
-                              log_prob=log_probs(theta, record["responses"][part]),
-                              advantages=record["advantages"][part], response_mask=record["response_mask"][part],
-                              loss_agg_mode="token-mean", config=config, rollout_is_weights=None)
-            loss.backward()
-            self.theta = (theta - self.lr * theta.grad).detach()
+            self.ppo_step({k: record[k][start:start + mini] for k in RECORDED})
         return tu.get_tensordict(tensor_dict={}, non_tensor_dict={"metrics": {"mfu": 0.0, "pg_loss": 0.0}})
-
-    def save_checkpoint(self, local_path: str, *args: Any, **kwargs: Any) -> None:
-        os.makedirs(local_path, exist_ok=True)
-        torch.save(self.theta, os.path.join(local_path, "theta.pt"))
-
-    def load_checkpoint(self, local_path: str, *args: Any, **kwargs: Any) -> None:
-        self.theta = torch.load(os.path.join(local_path, "theta.pt"), weights_only=True)
 
 
 def replay_pipeline(tmp_path: Path, *, groups: int = 4, max_age: int = 2) -> Path:
