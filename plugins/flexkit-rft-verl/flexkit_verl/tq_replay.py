@@ -12,7 +12,9 @@ batch's ``KVBatchMeta`` after ``_compute_old_log_prob`` and ``_compute_advantage
    left out) and their informative groups with a non-zero weight are stored (:mod:`flexkit_verl.tq_rows`).
 2. **The stored groups it may replay** (newest first, cut to whole mini-batches of
    ``actor_rollout_ref.actor.ppo_mini_batch_size`` groups) are written back to TransferQueue under new keys
-   (``flexkit-replay-<update>-<i>_0_0``) and appended to the batch the actor trains on. They skip verl's
+   (``flexkit-replay-<update>-<i>_0_0``), padded to verl's required batch multiple with zero-weight copies (a v1
+   group can hold fewer or more than ``rollout.n`` trajectories), appended to the batch the actor trains on, and
+   the joined batch is balanced across data-parallel ranks by verl's own ``_balance_batch``. They skip verl's
    ``_compute_old_log_prob`` and ``_compute_advantage``, which ran before: a replayed row keeps the
    ``old_log_probs`` and advantages of its own step, so its ratio in PPO's clipped loss is π_now / π_generating,
    the importance weight ``flexkit run`` uses. verl's step then gets the fresh batch back (its metrics and
@@ -27,12 +29,15 @@ on resume, so a resumed run replays what an uninterrupted one does.
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import numpy as np
 
 from flexkit import RolloutBatch, SampleError
 from flexkit_verl.replay import VerlReplay
 from flexkit_verl.replay_rows import NON_TENSOR
-from flexkit_verl.tq_rows import put_rows, read_rows
+from flexkit_verl.tq_rows import TAGS, put_rows, read_rows
 
 __all__ = ["REPLAY_KEY_PREFIX", "TransferQueueReplay"]
 
@@ -43,9 +48,10 @@ REPLAY_KEY_PREFIX = "flexkit-replay-"
 class TransferQueueReplay(VerlReplay):
     """The ``[replay]`` buffer of one v1 verl trainer and its TransferQueue side (see the module docstring)."""
 
-    def train_meta(self, tq: Any, batch: Any, update: int) -> tuple[Any, list[str]]:
+    def train_meta(self, tq: Any, batch: Any, update: int, *, unit: int = 1) -> tuple[Any, list[str]]:
         """What update ``update`` trains on: ``batch`` (a ``KVBatchMeta``) followed by the replayed trajectories,
-        written to ``tq`` under new keys; and those keys, for the caller to clear after the update (``batch``
+        written to ``tq`` under new keys and padded to a multiple of ``unit`` rows (verl's required batch
+        multiple) with zero-weight copies; and those keys, for the caller to clear after the update (``batch``
         itself and no keys when nothing is replayed)."""
         fresh = [i for i, tag in enumerate(batch.tags) if not tag.get("is_padding", False)]
         keys = [batch.keys[i] for i in fresh]
@@ -57,11 +63,34 @@ class TransferQueueReplay(VerlReplay):
         if replayed is None:
             return batch, []
         _check_fields(replayed, batch.fields, update)
+        replayed = _padded_to(replayed, unit)
         new_keys = [f"{REPLAY_KEY_PREFIX}{update}-{i}_0_0" for i in range(replayed.batch_size)]
         tags = put_rows(tq, replayed, new_keys, batch.partition_id)
         meta = type(batch)(keys=[*batch.keys, *new_keys], tags=[*batch.tags, *tags], partition_id=batch.partition_id,
                            fields=batch.fields, extra_info=batch.extra_info)
         return meta, new_keys
+
+
+#: Token-level fields a padding row carries as zeros (no loss, no gradient), where present.
+_ZEROED = ("response_mask", "loss_mask", "advantages", "returns", "rollout_is_weights")
+
+
+def _padded_to(rows: RolloutBatch, unit: int) -> RolloutBatch:
+    """``rows`` followed by copies of its first row, up to a multiple of ``unit`` rows (a group of a v1 batch can
+    hold fewer or more than ``rollout.n`` trajectories), each copy's mask, advantages and weights zeroed and its tag
+    marked ``is_padding`` as verl marks its own padding rows."""
+    pad = -rows.batch_size % max(unit, 1)
+    if not pad:
+        return rows
+    padded = RolloutBatch.concat_rows([rows], [np.r_[np.arange(rows.batch_size), np.zeros(pad, dtype=np.int64)]])
+    for name in _ZEROED:
+        if name in padded:
+            padded[name][rows.batch_size:] = 0
+    tags = np.array(padded[TAGS], dtype=object)
+    for i in range(rows.batch_size, padded.batch_size):
+        tags[i] = json.dumps({**json.loads(str(tags[i])), "is_padding": True})
+    padded[TAGS] = np.array(tags.tolist(), dtype=str)
+    return padded
 
 
 def _check_fields(rows: RolloutBatch, fields: list[str] | None, update: int) -> None:

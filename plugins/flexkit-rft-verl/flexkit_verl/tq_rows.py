@@ -66,9 +66,8 @@ def read_rows(tq: Any, keys: list[str], partition_id: str, tags: list[dict[str, 
         else:
             values = np.empty(len(keys), dtype=object)
             values[:] = as_list(value)
-            numeric = np.asarray(values.tolist()).dtype.kind in "biuf" if len(values) else False
-            fields[NON_TENSOR + name] = (np.asarray(values.tolist()) if numeric
-                                         else json_column(name, values, step))
+            numeric = bool(len(values)) and all(isinstance(v, int | float | np.number) for v in values)
+            fields[NON_TENSOR + name] = np.asarray(values.tolist()) if numeric else json_column(name, values, step)
     if NON_TENSOR + "uid" not in fields:
         raise SampleError(f"[replay]: step {step}'s trajectories have no 'uid' (verl's group of each response)")
     fields["uid"] = np.array([str(u) for u in non_tensor_values(fields[NON_TENSOR + "uid"])], dtype=str)

@@ -103,7 +103,10 @@ class FlexkitV1TrainerMixin:
         import transfer_queue as tq  # type: ignore[import-untyped]
 
         update = (int(self.global_steps) - 1) * int(self.parameter_sync_step) + int(self.local_trigger_step) + 1
-        train, replayed = replay.train_meta(tq, batch, update)
+        train, replayed = replay.train_meta(tq, batch, update, unit=self._flexkit_batch_multiple())
+        if replayed:  # verl's balance across data-parallel ranks (the joined batch divides: nothing is upsampled)
+            train = self._balance_batch(  # type: ignore[attr-defined]  # verl's
+                train, metrics=metrics, logging_prefix="flexkit/replay/global_seqlen")
         try:
             super()._update_actor(train, metrics)  # type: ignore[misc]
         finally:
@@ -111,6 +114,16 @@ class FlexkitV1TrainerMixin:
                 tq.kv_clear(keys=replayed, partition_id=batch.partition_id)
         metrics.update(pipeline_metrics(self.flexkit_pipeline, replay=replay.buffer))  # flexkit/replay/... among them
         return batch
+
+    def _flexkit_batch_multiple(self) -> int:
+        """The batch multiple verl's actor update needs (``_get_required_batch_multiple`` of the actor's
+        data-parallel size, read as verl's ``_balance_batch`` reads it)."""
+        workers = self.actor_rollout_wg
+        if "actor" not in workers._dispatch_info:
+            workers._dispatch_info["actor"] = workers._query_dispatch_info("actor")
+        dp_size = max(workers._dispatch_info["actor"]) + 1
+        multiple: int = self._get_required_batch_multiple(dp_size)  # type: ignore[attr-defined]  # verl's
+        return multiple
 
     def _save_checkpoint(self) -> Any:
         """The ``[replay]`` buffer into ``global_step_<N>/flexkit_replay.pt``, then verl's checkpoint (whose
@@ -144,6 +157,7 @@ class FlexkitV1TrainerMixin:
 
     # attributes verl's PPOTrainer sets; those it may not have set yet with their values before then
     config: Any
+    actor_rollout_wg: Any
     train_dataset: Any
     train_dataloader: Any
     train_dataloader_it: Any

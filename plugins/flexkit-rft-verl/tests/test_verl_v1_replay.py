@@ -83,6 +83,30 @@ def test_replayed_trajectories_reach_the_actor_with_their_generating_policy(tmp_
     assert any(len(call["keys"]) > 16 for call in trainer.actor_rollout_wg.calls)
 
 
+def test_incomplete_groups_and_padding_rows_still_make_whole_mini_batches(tmp_path: Path, monkeypatch: Any) -> None:
+    """A group with a missing trajectory (an agent loop that failed; verl pads the fresh batch with a zero-mask row
+    of its own): replayed groups then hold 3 or 4 rows, and flexkit pads them with zero-weight copies to verl's batch
+    multiple, so every update still divides into whole mini-batches (the worker asserts it); no padding row carries
+    a mask, verl's padding rows are never stored, and replayed rows keep their generating policy's log-probs."""
+    trainer = policy_trainer(tmp_path, monkeypatch)
+    policies: dict[int, torch.Tensor] = {}
+    batches = run_steps(trainer, range(1, 7), policies, incomplete=True)
+    calls = trainer.actor_rollout_wg.calls
+    steps = generating_steps(trainer, fresh_uids_of(trainer, batches))
+    assert check_behaviour_log_probs(trainer, policies, steps) > 0
+    flexkit_pads = 0
+    for call in calls:
+        assert len(call["keys"]) % (2 * 4) == 0
+        for i, key in enumerate(call["keys"]):
+            replayed = key.startswith(tq_replay.REPLAY_KEY_PREFIX)
+            if call["is_padding"][i]:
+                assert call["response_mask"][i].sum() == 0 and call["advantages"][i].abs().sum() == 0
+                flexkit_pads += replayed
+            elif replayed:
+                assert not call["uid"][i].startswith("pad")  # verl's padding rows (uid pad...) are never stored
+    assert flexkit_pads > 0  # an uneven replayed set was padded
+
+
 def test_the_check_fails_when_replayed_rows_carry_the_current_policys_log_probs(
         tmp_path: Path, monkeypatch: Any) -> None:
     """The check above has teeth: replayed rows given the current policy's log-probabilities (a ratio of 1, what

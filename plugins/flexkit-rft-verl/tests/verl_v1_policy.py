@@ -3,13 +3,15 @@
 worker group is a unigram policy over a small vocabulary trained with verl's own vanilla PPO loss on what
 ``update_actor`` reads from TransferQueue, one SGD step per mini-batch. Each step is the shape of verl's
 ``_step_once``: the dataloader's prompts, ``n`` trajectories each sampled from the current policy and stored in
-TransferQueue with their rewards, ``old_log_probs`` (the policy that just generated them) and ``ref_log_prob`` (the
-initial policy), verl's replay-buffer ``sample`` (flexkit's feedback), verl's ``_compute_advantage`` (GRPO) and
+TransferQueue with their rewards, verl's replay-buffer ``sample`` (flexkit's feedback), verl's ``_balance_batch``
+(its padding rows when a group is incomplete), ``old_log_probs`` (the policy that just generated them) and
+``ref_log_prob`` (the initial policy) written as verl's methods write them, verl's ``_compute_advantage`` (GRPO) and
 ``_update_actor``, then verl's ``_save_checkpoint`` and the ``kv_clear`` of ``fit``."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -37,12 +39,17 @@ class PolicyWorkers(ToyPolicy):
     (read from TransferQueue as a worker does) with verl's vanilla PPO loss, one SGD step per mini-batch;
     checkpoints hold the policy."""
 
+    def __init__(self, lr: float = 2.0) -> None:
+        super().__init__(lr)
+        self._dispatch_info = {"actor": [0]}  # one data-parallel rank (verl's _balance_batch reads it)
+
     def update_actor(self, meta: Any) -> Any:
         data = tq.kv_batch_get(keys=meta.keys, partition_id=meta.partition_id, select_fields=meta.fields)
         record: dict[str, Any] = {k: _padded(data[k]).clone() for k in RECORDED}
         record["uid"] = [str(getattr(u, "data", u)) for u in data["uid"]]
         record["index"] = [int(getattr(e, "data", e)["flexkit_index"]) for e in data["extra_info"]]
         record["keys"] = list(meta.keys)
+        record["is_padding"] = [bool(t.get("is_padding", False)) for t in meta.tags]
         record["theta"] = self.theta.clone()
         self.calls.append(record)
         mini = int(meta.extra_info["mini_batch_size"])
@@ -72,6 +79,7 @@ def policy_trainer(tmp_path: Path, monkeypatch: Any, *overrides: str, groups: in
                          *overrides, pipeline=replay_pipeline(tmp_path, groups=groups, max_age=max_age))
     trainer = v1_trainer(flexkit_trainer_class(PPOTrainerSync), config)
     trainer.actor_rollout_wg = PolicyWorkers()
+    trainer.tokenizer = SimpleNamespace(eos_token_id=0, pad_token_id=0)  # verl's padding rows end with it
     return trainer
 
 
@@ -80,8 +88,24 @@ def reward(responses: torch.Tensor) -> float:
     return float(responses[0] < VOCAB // 2)
 
 
-def step(trainer: Any, number: int, policies: dict[int, torch.Tensor] | None = None) -> Any:
-    """One v1 step ``number`` (see the module docstring); returns the batch verl's step gets back."""
+def _put_log_probs(trainer: Any, meta: Any) -> None:
+    """What verl's ``_compute_old_log_prob`` and ``_compute_ref_log_prob`` write for every key of ``meta``
+    (verl's padding rows included): ``old_log_probs`` of the current policy, ``ref_log_prob`` of the initial one."""
+    from tensordict import TensorDict
+
+    data = tq.kv_batch_get(keys=meta.keys, partition_id=meta.partition_id, select_fields=["responses"])
+    responses = list(data["responses"].unbind()) if data["responses"].is_nested else list(data["responses"])
+    theta = trainer.actor_rollout_wg.theta
+    fields = {name: torch.nested.as_nested_tensor([log_probs(policy, r) for r in responses], layout=torch.jagged)
+              for name, policy in (("old_log_probs", theta), ("ref_log_prob", torch.zeros(VOCAB)))}
+    tq.kv_batch_put(keys=meta.keys, partition_id=meta.partition_id,
+                    fields=TensorDict(fields, batch_size=len(meta.keys)))
+
+
+def step(trainer: Any, number: int, policies: dict[int, torch.Tensor] | None = None, *,
+         incomplete: bool = False) -> Any:
+    """One v1 step ``number`` (see the module docstring); returns the batch verl's step gets back. ``incomplete``:
+    the first prompt's last trajectory is missing (an agent loop that failed), so verl pads the batch."""
     trainer.global_steps = number
     n = int(trainer.config.actor_rollout_ref.rollout.n)
     theta = trainer.actor_rollout_wg.theta
@@ -89,28 +113,36 @@ def step(trainer: Any, number: int, policies: dict[int, torch.Tensor] | None = N
         policies[number] = theta.clone()
     batch = trainer._next_train_batch()
     gen = torch.Generator().manual_seed(1000 + number)
-    for uid, extra in zip(list(batch["uid"]), list(batch["extra_info"]), strict=True):
+    for p, (uid, extra) in enumerate(zip(list(batch["uid"]), list(batch["extra_info"]), strict=True)):
         tq.kv_batch_put(keys=[uid], partition_id="train",
                         tags=[{"is_prompt": True, "status": "finished", "global_steps": number}])
         keys, rows = [], []
-        for s in range(n):
+        index = int(extra["flexkit_index"])
+        # a system message on some prompts: non-tensor lists of different lengths, as verl's raw_prompt holds
+        raw_prompt = [{"role": "system", "content": "add"}] * (index % 2) + [{"role": "user", "content": str(index)}]
+        for s in range(n - 1 if incomplete and p == 0 else n):
             length = int(torch.randint(2, RESPONSE + 1, (1,), generator=gen))
             responses = torch.multinomial(torch.softmax(theta, -1), length, replacement=True, generator=gen)
             scores = torch.zeros(length)
             scores[-1] = reward(responses)
-            prompt = torch.tensor([1, 2 + int(extra["flexkit_index"]) % 5])
+            prompt = torch.tensor([1, 2 + index % 5])
             keys.append(f"{uid}_{s}_0")
-            rows.append({"uid": uid, "extra_info": dict(extra), "data_source": "toy", "responses": responses,
-                         "prompts": prompt, "input_ids": torch.cat([prompt, responses]),
-                         "response_mask": torch.ones(length, dtype=torch.int64), "rm_scores": scores,
-                         "old_log_probs": log_probs(theta, responses),
-                         "ref_log_prob": log_probs(torch.zeros(VOCAB), responses)})
+            # the fields verl's padding template sets too (a real batch holds the same fields in every row)
+            rows.append({"uid": uid, "extra_info": dict(extra), "data_source": "toy", "raw_prompt": raw_prompt,
+                         "responses": responses, "prompts": prompt, "input_ids": torch.cat([prompt, responses]),
+                         "attention_mask": torch.ones(2 + length, dtype=torch.int64),
+                         "position_ids": torch.arange(2 + length), "num_turns": 2,
+                         "response_mask": torch.ones(length, dtype=torch.int64),
+                         "loss_mask": torch.ones(length, dtype=torch.int64), "rm_scores": scores,
+                         "rollout_log_probs": log_probs(theta, responses)})
         tq.kv_batch_put(keys=keys, partition_id="train", fields=list_of_dict_to_tensordict(rows),
                         tags=[{"status": "success", "global_steps": number, "seq_len": 2 + len(r["responses"])}
                               for r in rows])
     metrics: dict[str, Any] = {}
     meta, sampled = trainer.replay_buffer.sample(global_steps=number, partition_id="train", batch_size=4)
     metrics.update(sampled)
+    meta = trainer._balance_batch(meta, metrics=metrics)  # verl's own: pads to whole mini-batches, balances
+    _put_log_probs(trainer, meta)
     meta = trainer._compute_advantage(meta, metrics=metrics)
     meta = trainer._update_actor(meta, metrics=metrics)
     trainer.last_metrics = metrics
@@ -119,6 +151,7 @@ def step(trainer: Any, number: int, policies: dict[int, torch.Tensor] | None = N
     return meta
 
 
-def run_steps(trainer: Any, steps: range, policies: dict[int, torch.Tensor] | None = None) -> list[Any]:
+def run_steps(trainer: Any, steps: range, policies: dict[int, torch.Tensor] | None = None, *,
+              incomplete: bool = False) -> list[Any]:
     """:func:`step` for each step number in ``steps``."""
-    return [step(trainer, number, policies) for number in steps]
+    return [step(trainer, number, policies, incomplete=incomplete) for number in steps]
