@@ -30,11 +30,14 @@ __all__ = ["BUFFER_SUPPORT", "LEGACY_SUPPORT", "SUPPORT", "buffer_support", "sup
 
 _REFILL = "verl generates one batch per step here: remove [sample.refill] (the filter still drops groups)"
 _EVALUATION = 'set trainer.test_freq > 0 with data.val_files, or turn the guard off (guard_metric = "")'
-#: What a guard needs of verl's settings (checked when the trainer is built; flexkit validate --for lists it).
+#: What a guard and ``[replay]`` need of verl's settings (checked when the trainer is built; flexkit validate --for
+#: lists it).
 _REQUIREMENTS = {
     "evaluation": "trainer.test_freq > 0 with data.val_files",
     "group_accuracy": ("validation rows (data.val_files) carrying the selector's grouping column, for every value "
                        "of it in the training rows"),
+    "replay": ("actor_rollout_ref.actor.ppo_mini_batch_size at most [replay] groups (whole mini-batches of groups "
+               "are replayed), no critic (algorithm.adv_estimator=grpo or kin) and a policy loss with PPO's ratio"),
 }
 
 #: verl's v1 trainer (``trainer.use_v1=true``, verl's default) with

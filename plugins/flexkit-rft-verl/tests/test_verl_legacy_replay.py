@@ -269,3 +269,6 @@ def test_validate_for_verl_and_verl_legacy_accept_replay(tmp_path: Path) -> None
     assert legacy.returncode == 0 and "valid for verl's legacy RayPPOTrainer" in legacy.stdout, legacy.stderr
     v1 = validate("verl")
     assert v1.returncode == 0 and "valid for verl's v1 trainer" in v1.stdout, v1.stderr
+    for done in (legacy, v1):  # what replay needs of verl's settings, said before the run
+        assert "needs at run time: replay: actor_rollout_ref.actor.ppo_mini_batch_size at most [replay] groups" in (
+            done.stdout)
