@@ -2,8 +2,9 @@
 
 v1 (``trainer.use_v1=true``): ``python -m flexkit_verl.main_ppo ... +flexkit.pipeline=/abs/pipeline.toml``, or
 verl's own entry point with ``trainer.v1.sampler.custom_sampler.path=pkg://flexkit_verl.replay_buffer`` (the
-sample stage alone); see :mod:`flexkit_verl.replay_buffer`, :mod:`flexkit_verl.trainer_v1`,
-:mod:`flexkit_verl.main_ppo`, :mod:`flexkit_verl.config` and :mod:`flexkit_verl.checks`. Legacy:
+sample stage alone); see :mod:`flexkit_verl.replay_buffer`, :mod:`flexkit_verl.trainer_v1` (with ``[replay]``:
+:mod:`flexkit_verl.tq_replay`), :mod:`flexkit_verl.main_ppo`, :mod:`flexkit_verl.config` and
+:mod:`flexkit_verl.checks`. Legacy:
 
 - :class:`FlexkitSampler`: pass it as ``RayPPOTrainer(..., train_sampler=...)``; verl's ``StatefulDataLoader``
   saves its state with the trainer checkpoint (``data.pt``); :meth:`FlexkitSampler.update` feeds a rollout
