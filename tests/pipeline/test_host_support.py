@@ -78,12 +78,21 @@ def test_regression_validate_refuses_a_guard_with_no_evaluations(tmp_path: Path)
     assert done.returncode == 1 and "guard_metric" in done.stderr and "eval_every = 0" in done.stderr
 
 
-@pytest.mark.parametrize(("host", "key"), [("verl", "replay")])
+@pytest.mark.parametrize(("host", "key"), [("ray", "replay")])
 def test_validate_for_an_adapter_refuses_what_it_does_not_honour(host: str, key: str) -> None:
     pytest.importorskip(f"flexkit_{host}")
     done = _validate(str(QUICKSTART), "--for", host)
     assert done.returncode == 1, done.stdout
     assert f"{key}: " in done.stderr and "does not honour this" in done.stderr
+
+
+def test_validate_for_verl_accepts_the_quickstart_with_its_replay_and_guard() -> None:
+    """verl's v1 trainer refused the quickstart's [replay]; FlexkitV1TrainerMixin now trains on replayed groups, and
+    validate lists what they need of verl's settings."""
+    pytest.importorskip("flexkit_verl")
+    done = _validate(str(QUICKSTART), "--for", "verl")
+    assert done.returncode == 0, done.stderr
+    assert "valid for verl's v1 trainer" in done.stdout and "needs at run time: replay: " in done.stdout
 
 
 def test_validate_for_trl_accepts_the_quickstart_with_its_replay_and_guard() -> None:
