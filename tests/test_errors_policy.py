@@ -206,7 +206,7 @@ CAUGHT_BUILTINS: dict[str, str] = {
         _DATA + " (whatever torch.load refuses, named in a CheckpointError)",
     "plugins/flexkit-rft-verl/flexkit_verl/replay.py::_from_portable: AttributeError, KeyError, TypeError, ValueError":
         _DATA + " (a saved [replay] buffer of the wrong shape, named in a CheckpointError)",
-    "plugins/flexkit-rft-verl/flexkit_verl/replay_rows.py::_json_column: TypeError, ValueError":
+    "plugins/flexkit-rft-verl/flexkit_verl/replay_rows.py::json_column: TypeError, ValueError":
         _DATA + " (json.dumps of a verl non-tensor field, named in a SampleError)",
 }
 
