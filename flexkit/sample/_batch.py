@@ -430,8 +430,9 @@ def _torch_index(rows: np.ndarray) -> Any:
 
 
 def _concat(name: str, parts: list[Any], side: PadSide | None = None) -> Any:
-    """``parts`` of one field joined along the rows; tensors of different widths padded with zeros on ``side``
-    (token-level fields: the right)."""
+    """``parts`` of one field joined along the rows; tensors of different widths (their second dimension: a
+    (rows, tokens, ...) field keeps its trailing dimensions) padded with zeros on ``side`` (token-level fields: the
+    right)."""
     if not _is_tensor(parts[0]):
         return np.concatenate(parts)
     import torch
@@ -444,6 +445,6 @@ def _concat(name: str, parts: list[Any], side: PadSide | None = None) -> Any:
                                   f"token-level fields ({', '.join(TOKEN_FIELDS)}) and the fields a padding names "
                                   "are padded")
             width = max(widths)
-            parts = [torch.nn.functional.pad(p, (width - p.shape[1], 0) if side == "left" else (0, width - p.shape[1]))
-                     for p in parts]
+            parts = [torch.nn.functional.pad(p, (0, 0) * (p.ndim - 2) + (
+                (width - p.shape[1], 0) if side == "left" else (0, width - p.shape[1]))) for p in parts]
     return torch.cat(parts)

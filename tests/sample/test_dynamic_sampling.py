@@ -162,6 +162,18 @@ def test_concat_rows_pads_token_fields_and_renumbers_groups() -> None:
     assert out["uid"].tolist() == [1, 1, 2, 2]
 
 
+def test_regression_concat_rows_pads_the_token_dimension_of_a_field_with_trailing_dimensions() -> None:
+    """A (rows, tokens, k) field (verl's routed_experts, a teacher's top-k ids) of different token widths was padded
+    along its last dimension, and the join raised torch's RuntimeError; its token dimension is padded, on the side
+    the padding names."""
+    a = RolloutBatch.from_dict({"experts": torch.ones(1, 2, 3), "uid": np.array(["x"])})
+    b = RolloutBatch.from_dict({"experts": torch.full((1, 4, 3), 2.0), "uid": np.array(["y"])})
+    for side, first in (("right", [[1.0] * 3] * 2 + [[0.0] * 3] * 2), ("left", [[0.0] * 3] * 2 + [[1.0] * 3] * 2)):
+        out = RolloutBatch.concat_rows([a, b], [np.array([0]), np.array([0])], padding={"experts": side})
+        assert out["experts"].shape == (2, 4, 3)
+        assert out["experts"][0].tolist() == first and (out["experts"][1] == 2).all()
+
+
 # -- flexkit run with [sample.refill] on the learner simulator ------------------------------------------------
 
 SIMULATED = {
