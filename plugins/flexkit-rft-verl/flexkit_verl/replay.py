@@ -26,7 +26,7 @@ calls once per step with the finished batch (after the feedback and the ``[sampl
 Only fresh responses count as rollouts; ``flexkit/replay/groups`` and ``flexkit/replay/responses`` count what each
 update replayed. The buffer is saved as ``global_step_<N>/flexkit_replay.pt`` beside verl's checkpoint (tensors and
 plain data, read back with ``torch.load(weights_only=True)``), so a resumed run replays what an uninterrupted one
-does.
+does; the file leaves a folder when verl deletes that folder's actor checkpoint (:func:`prune_replay_files`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from flexkit import CheckpointError, RolloutBatch
 from flexkit.host import ReplayBuffer
 from flexkit_verl.replay_rows import data_proto, storable_rows
 
-__all__ = ["REPLAY_FILE", "VerlReplay"]
+__all__ = ["REPLAY_FILE", "VerlReplay", "prune_replay_files"]
 
 #: The buffer's file in verl's ``global_step_<N>`` folder.
 REPLAY_FILE = "flexkit_replay.pt"
@@ -124,6 +124,23 @@ class VerlReplay:
                                   f"refused it ({type(exc).__name__}); flexkit never unpickles arbitrary objects "
                                   "from a checkpoint") from None
         self.buffer.load_state_dict(_from_portable(saved, path))
+
+
+def prune_replay_files(checkpoint_dir: str, current: str) -> list[str]:
+    """Remove the buffer file from every ``global_step_<N>`` folder of ``checkpoint_dir`` but ``current`` whose actor
+    checkpoint verl has deleted (``max_actor_ckpt_to_keep``): such a folder cannot be resumed from, and a buffer can
+    be large. Returns the files removed."""
+    removed: list[str] = []
+    if not os.path.isdir(checkpoint_dir):
+        return removed
+    for name in sorted(os.listdir(checkpoint_dir)):
+        folder = os.path.join(checkpoint_dir, name)
+        path = os.path.join(folder, REPLAY_FILE)
+        if (name.startswith("global_step_") and os.path.abspath(folder) != os.path.abspath(current)
+                and os.path.isfile(path) and not os.path.isdir(os.path.join(folder, "actor"))):
+            os.remove(path)
+            removed.append(path)
+    return removed
 
 
 def _portable(state: Mapping[str, Any]) -> dict[str, Any]:

@@ -46,9 +46,10 @@ def _is_nested(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.is_nested
 
 
-def _padded(value: Any) -> torch.Tensor:
-    padded: torch.Tensor = value.to_padded_tensor(0) if _is_nested(value) else value
-    return padded
+def padded(value: Any) -> torch.Tensor:
+    """A batch field as a dense tensor: a nested (jagged) one right-padded with zeros."""
+    dense: torch.Tensor = value.to_padded_tensor(0) if _is_nested(value) else value
+    return dense
 
 
 def _response_lengths(mask: Any) -> list[int]:
@@ -68,8 +69,8 @@ def read_batch(tq: Any, keys: list[str], partition_id: str, *, index_key: str = 
     mask = data["response_mask"]
     return {
         "uid": np.asarray(as_list(data["uid"]), dtype=object),
-        "token_level_scores": _padded(data["rm_scores"]).float(),
-        "response_mask": _padded(mask).float(),
+        "token_level_scores": padded(data["rm_scores"]).float(),
+        "response_mask": padded(mask).float(),
         "lengths": _response_lengths(mask),
         "indices": indices,
     }
@@ -93,6 +94,6 @@ def read_validation(tq: Any, keys: list[str], partition_id: str, columns: list[s
     present = set(data.keys())
     return {
         "uid": [str(u) for u in as_list(data["uid"])],
-        "rewards": _padded(data["rm_scores"]).double().sum(-1).tolist(),
+        "rewards": padded(data["rm_scores"]).double().sum(-1).tolist(),
         "values": {name: as_list(data[name]) for name in columns if name in present},
     }

@@ -6,10 +6,11 @@ selection, buffer and checkpoint file this shares). :class:`~flexkit_verl.traine
 :meth:`TransferQueueReplay.train_meta` in ``_update_actor``, which verl's v1 step calls once per update with the
 batch's ``KVBatchMeta`` after ``_compute_old_log_prob`` and ``_compute_advantage`` have written their fields:
 
-1. **The update's fresh trajectories are read whole** from TransferQueue (every field: ``old_log_probs`` from the
-   policy that generated them, or ``rollout_log_probs`` in verl's bypass mode, ``advantages``,
-   ``rollout_is_weights``, ``ref_log_prob``, token ids, ``extra_info``, ... and their tags; verl's padding rows
-   left out) and their informative groups with a non-zero weight are stored (:mod:`flexkit_verl.tq_rows`).
+1. **The update's informative groups with a non-zero weight are read whole** from TransferQueue and stored
+   (:mod:`flexkit_verl.tq_rows`): first ``uid``, ``advantages``, ``response_mask`` and ``rollout_is_weights`` of
+   every fresh trajectory (verl's padding rows left out), then every field of the groups to store:
+   ``old_log_probs`` from the policy that generated them (or ``rollout_log_probs`` in verl's bypass mode),
+   ``advantages``, ``rollout_is_weights``, ``ref_log_prob``, token ids, ``extra_info``, ... and their tags.
 2. **The stored groups it may replay** (newest first, cut to whole mini-batches of
    ``actor_rollout_ref.actor.ppo_mini_batch_size`` groups) are written back to TransferQueue under new keys
    (``flexkit-replay-<update>-<i>_0_0``), padded to verl's required batch multiple with zero-weight copies (a v1
@@ -37,7 +38,7 @@ import numpy as np
 from flexkit import RolloutBatch, SampleError
 from flexkit_verl.replay import VerlReplay
 from flexkit_verl.replay_rows import NON_TENSOR
-from flexkit_verl.tq_rows import TAGS, put_rows, read_rows
+from flexkit_verl.tq_rows import TAGS, put_rows, read_rows, storable_positions
 
 __all__ = ["REPLAY_KEY_PREFIX", "TransferQueueReplay"]
 
@@ -54,10 +55,14 @@ class TransferQueueReplay(VerlReplay):
         multiple) with zero-weight copies; and those keys, for the caller to clear after the update (``batch``
         itself and no keys when nothing is replayed)."""
         fresh = [i for i, tag in enumerate(batch.tags) if not tag.get("is_padding", False)]
-        keys = [batch.keys[i] for i in fresh]
-        if not keys:
+        if not fresh:
             return batch, []
-        rows, jagged = read_rows(tq, keys, batch.partition_id, [batch.tags[i] for i in fresh], update)
+        weights = "rollout_is_weights" if "rollout_is_weights" in (batch.fields or ()) else None
+        storable = storable_positions(tq, [batch.keys[i] for i in fresh], batch.partition_id, weights=weights)
+        # every field of the groups to store; with none, of one trajectory (of a group not stored) for the fields
+        read = [fresh[p] for p in storable] if storable.size else fresh[:1]
+        rows, jagged = read_rows(tq, [batch.keys[i] for i in read], batch.partition_id, [batch.tags[i] for i in read],
+                                 update)
         self.buffer.padding.update(dict.fromkeys(jagged, "right"))
         replayed = self.replay_rows(rows, update)
         if replayed is None:

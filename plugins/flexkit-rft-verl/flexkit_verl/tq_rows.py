@@ -27,9 +27,9 @@ import torch
 from flexkit import RolloutBatch, SampleError
 from flexkit.host import REPLAY_AGE
 from flexkit_verl.replay_rows import NON_TENSOR, json_column, non_tensor_values
-from flexkit_verl.tq_batch import as_list
+from flexkit_verl.tq_batch import as_list, padded
 
-__all__ = ["LENGTH", "TAGS", "put_rows", "read_rows"]
+__all__ = ["LENGTH", "TAGS", "put_rows", "read_rows", "storable_positions"]
 
 #: The prefix of the column holding each row's length of a jagged field.
 LENGTH = "length:"
@@ -73,6 +73,27 @@ def read_rows(tq: Any, keys: list[str], partition_id: str, tags: list[dict[str, 
     fields["uid"] = np.array([str(u) for u in non_tensor_values(fields[NON_TENSOR + "uid"])], dtype=str)
     fields[TAGS] = np.array([json.dumps(t, default=_plain) for t in tags], dtype=str)
     return RolloutBatch.from_dict(fields), jagged
+
+
+def storable_positions(tq: Any, keys: list[str], partition_id: str, *, weights: str | None) -> np.ndarray:
+    """The positions in ``keys`` of the trajectories whose group the buffer may store: one with a non-zero
+    advantage on a response token and, with a ``weights`` field (``rollout_is_weights``), a non-zero weight on one.
+    Reads only those fields, so that every field is read for the stored groups alone."""
+    names = ["uid", "advantages", "response_mask", *([weights] if weights else [])]
+    data = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=names)
+    uids = np.array([str(u) for u in as_list(data["uid"])])
+    mask = padded(data["response_mask"]) != 0
+    ok = ((padded(data["advantages"]) != 0) & mask).any(dim=1).numpy()
+    _, gid = np.unique(uids, return_inverse=True)
+    informative = np.zeros(int(gid.max()) + 1 if gid.size else 0, dtype=bool)
+    np.logical_or.at(informative, gid, ok)
+    keep = informative[gid]
+    if weights and weights in data.keys():  # noqa: SIM118 - iterating a TensorDict walks rows
+        live = np.zeros_like(informative)
+        np.logical_or.at(live, gid, ((padded(data[weights]) != 0) & mask).any(dim=1).numpy())
+        keep &= live[gid]
+    positions: np.ndarray = np.flatnonzero(keep)
+    return positions
 
 
 def _values(column: Any) -> list[Any]:

@@ -32,7 +32,7 @@ from flexkit_verl.checks import check_trainer_config
 from flexkit_verl.groups import ValidationGroups, dataset_columns, validation_columns
 from flexkit_verl.keys import config_get
 from flexkit_verl.legacy_validation import LegacyValidation
-from flexkit_verl.replay import VerlReplay
+from flexkit_verl.replay import VerlReplay, prune_replay_files
 from flexkit_verl.replay_checks import replay_issues
 from flexkit_verl.resume import checkpoint_folder, loader_sampler, restore_sampler
 from flexkit_verl.sampler import FlexkitSampler
@@ -114,11 +114,18 @@ class FlexkitTrainerMixin:
 
     def _save_checkpoint(self) -> Any:
         """The ``[replay]`` buffer into ``global_step_<N>/flexkit_replay.pt``, then verl's checkpoint (whose
-        ``latest_checkpointed_iteration.txt`` then names a folder that holds the buffer)."""
-        if self.flexkit_replay is not None:
-            trainer = self.config.trainer  # type: ignore[attr-defined]
-            self.flexkit_replay.save(os.path.join(str(trainer.default_local_dir), f"global_step_{self.global_steps}"))
-        return super()._save_checkpoint()  # type: ignore[misc]
+        ``latest_checkpointed_iteration.txt`` then names a folder that holds the buffer); then the buffer files of
+        the folders whose actor checkpoint verl has deleted are removed
+        (:func:`~flexkit_verl.replay.prune_replay_files`)."""
+        replay = self.flexkit_replay
+        root = str(self.config.trainer.default_local_dir)  # type: ignore[attr-defined]
+        folder = os.path.join(root, f"global_step_{self.global_steps}")
+        if replay is not None:
+            replay.save(folder)
+        result = super()._save_checkpoint()  # type: ignore[misc]
+        if replay is not None:
+            prune_replay_files(root, folder)
+        return result
 
     def _load_checkpoint(self) -> Any:
         """verl's checkpoint load, then the flexkit sampler from ``data.pt`` even where verl skipped it, and the

@@ -29,6 +29,7 @@ from flexkit_verl.checks import check_trainer_config
 from flexkit_verl.dataset import IndexedDataset
 from flexkit_verl.groups import ValidationGroups, dataset_columns, validation_columns
 from flexkit_verl.keys import config_get
+from flexkit_verl.replay import prune_replay_files
 from flexkit_verl.resume import checkpoint_folder, restore_sampler
 from flexkit_verl.sampler import FlexkitSampler
 from flexkit_verl.support import support_for, trainer_mixin_builds
@@ -104,10 +105,10 @@ class FlexkitV1TrainerMixin:
 
         update = (int(self.global_steps) - 1) * int(self.parameter_sync_step) + int(self.local_trigger_step) + 1
         train, replayed = replay.train_meta(tq, batch, update, unit=self._flexkit_batch_multiple())
-        if replayed:  # verl's balance across data-parallel ranks (the joined batch divides: nothing is upsampled)
-            train = self._balance_batch(  # type: ignore[attr-defined]  # verl's
-                train, metrics=metrics, logging_prefix="flexkit/replay/global_seqlen")
         try:
+            if replayed:  # verl's balance across data-parallel ranks (the joined batch divides: nothing is upsampled)
+                train = self._balance_batch(  # type: ignore[attr-defined]  # verl's
+                    train, metrics=metrics, logging_prefix="flexkit/replay/global_seqlen")
             super()._update_actor(train, metrics)  # type: ignore[misc]
         finally:
             if replayed:
@@ -127,11 +128,18 @@ class FlexkitV1TrainerMixin:
 
     def _save_checkpoint(self) -> Any:
         """The ``[replay]`` buffer into ``global_step_<N>/flexkit_replay.pt``, then verl's checkpoint (whose
-        ``latest_checkpointed_iteration.txt`` then names a folder that holds the buffer)."""
-        if self.flexkit_replay is not None:
-            folder = os.path.join(str(self.config.trainer.default_local_dir), f"global_step_{self.global_steps}")
-            self.flexkit_replay.save(folder)
-        return super()._save_checkpoint()  # type: ignore[misc]
+        ``latest_checkpointed_iteration.txt`` then names a folder that holds the buffer); then the buffer files of
+        the folders whose actor checkpoint verl has deleted are removed
+        (:func:`~flexkit_verl.replay.prune_replay_files`)."""
+        replay = self.flexkit_replay
+        root = str(self.config.trainer.default_local_dir)
+        folder = os.path.join(root, f"global_step_{self.global_steps}")
+        if replay is not None:
+            replay.save(folder)
+        result = super()._save_checkpoint()  # type: ignore[misc]
+        if replay is not None:
+            prune_replay_files(root, folder)
+        return result
 
     def _load_checkpoint(self) -> Any:
         """verl's checkpoint load, then the flexkit sampler from ``data.pt`` (whatever verl skipped) and the

@@ -141,6 +141,29 @@ def test_replayed_keys_are_cleared_and_metrics_count_them(tmp_path: Path, monkey
     assert "actor/pg_loss" in metrics  # verl's own update ran on the whole batch
 
 
+def test_only_the_groups_to_store_are_read_whole(tmp_path: Path, monkeypatch: Any) -> None:
+    """Every field is read from TransferQueue for the informative groups alone (the rest of the update's
+    trajectories are read for uid, advantages and the mask only), so the driver holds what the buffer stores."""
+    store = FakeTQ()
+    trainer = policy_trainer(tmp_path, monkeypatch, store=store)
+    whole: list[tuple[int, bool]] = []
+    get = store.kv_batch_get
+
+    def recording(keys: list[str], partition_id: str, select_fields: Any = None) -> Any:
+        if select_fields is None and keys[0].count("_") == 2 and not keys[0].startswith(tq_replay.REPLAY_KEY_PREFIX):
+            data = get(keys, partition_id, ["uid", "advantages"])
+            uids = [str(getattr(u, "data", u)) for u in data["uid"]]
+            advantages = data["advantages"].to_padded_tensor(0) if data["advantages"].is_nested else data["advantages"]
+            informative = {u for i, u in enumerate(uids) if (advantages[i] != 0).any()}
+            whole.append((len(keys), set(uids) <= informative))
+        return get(keys, partition_id, select_fields)
+
+    monkeypatch.setattr(tq, "kv_batch_get", recording)
+    run_steps(trainer, range(1, 5))
+    assert whole and all(ok or n == 1 for n, ok in whole)  # one trajectory only as the fields' template
+    assert any(n < 16 for n, _ in whole)  # some groups (all answers alike) were not read whole
+
+
 def test_kill_and_resume_with_a_full_buffer_continues_exactly(tmp_path: Path, monkeypatch: Any) -> None:
     """Killed after step 3, resumed by a new trainer through verl's v1 _load_checkpoint: the next updates receive
     what the uninterrupted run's did, and the policy and the buffer at the end are the same."""
@@ -166,6 +189,21 @@ def test_kill_and_resume_with_a_full_buffer_continues_exactly(tmp_path: Path, mo
     for name, value in a["columns"].items():
         if "uid" not in name:  # verl's uids are random per run
             assert (value == b["columns"][name]).all(), name
+
+
+def test_buffer_files_leave_the_folders_whose_actor_checkpoint_verl_deleted(tmp_path: Path, monkeypatch: Any) -> None:
+    """verl's max_actor_ckpt_to_keep deletes old global_step_<N>/actor folders, not the folders: their buffer files
+    (as large as the buffer) go with them at the next save; a folder that still has its actor keeps its buffer."""
+    import shutil
+
+    trainer = policy_trainer(tmp_path, monkeypatch)
+    run_steps(trainer, range(1, 3))
+    shutil.rmtree(tmp_path / "ckpt" / "global_step_1" / "actor")  # as verl's checkpoint manager does
+    run_steps(trainer, range(3, 4))
+    assert not (tmp_path / "ckpt" / "global_step_1" / "flexkit_replay.pt").exists()
+    assert (tmp_path / "ckpt" / "global_step_2" / "flexkit_replay.pt").exists()
+    assert (tmp_path / "ckpt" / "global_step_3" / "flexkit_replay.pt").exists()
+    assert (tmp_path / "ckpt" / "global_step_1" / "data.pt").exists()  # nothing else of verl's is touched
 
 
 def test_resume_without_the_buffer_file_is_refused(tmp_path: Path, monkeypatch: Any) -> None:
