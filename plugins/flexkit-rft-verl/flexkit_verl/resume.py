@@ -15,12 +15,13 @@ that; see :class:`flexkit.FlexkitSampler`). A file that needs more is refused wi
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import torch
 
 from flexkit import CheckpointError
+from flexkit_verl.replay import VerlReplay, prune_replay_files
 from flexkit_verl.sampler import FlexkitSampler
 
 
@@ -86,3 +87,27 @@ def restore_sampler(loader: Any, folder: str | None) -> bool:
         raise CheckpointError(f"{path} holds no sampler state: it was not saved by a loader with a FlexkitSampler")
     sampler.load_state_dict(state)
     return True
+
+
+def save_with_replay(save: Callable[[], Any], replay: VerlReplay | None, config: Any, global_steps: int) -> Any:
+    """verl's checkpoint save (``save``, a trainer's ``super()._save_checkpoint``) with the ``[replay]`` buffer
+    written into ``global_step_<N>/flexkit_replay.pt`` first (so ``latest_checkpointed_iteration.txt`` then names a
+    folder that holds it) and, after, the buffer files of the folders whose actor checkpoint verl has deleted removed
+    (:func:`~flexkit_verl.replay.prune_replay_files`)."""
+    root = str(config.trainer.default_local_dir)
+    folder = os.path.join(root, f"global_step_{int(global_steps)}")
+    if replay is not None:
+        replay.save(folder)
+    result = save()
+    if replay is not None:
+        prune_replay_files(root, folder)
+    return result
+
+
+def restore_after_load(loader: Any, replay: VerlReplay | None, config: Any, global_steps: int) -> None:
+    """After verl's checkpoint load: the flexkit sampler of ``loader`` from ``data.pt`` (whatever verl skipped,
+    :func:`restore_sampler`) and the ``[replay]`` buffer from the folder verl resumed from."""
+    folder = checkpoint_folder(config, global_steps)
+    restore_sampler(loader, folder)
+    if replay is not None and folder is not None:
+        replay.load(folder)

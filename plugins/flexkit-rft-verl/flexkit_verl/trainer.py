@@ -22,7 +22,6 @@ quickstart's ``frontier`` guard (``guard_metric = "val_accuracy/{}"``) reads.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sized
 from typing import Any, Protocol, runtime_checkable
 
@@ -32,9 +31,9 @@ from flexkit_verl.checks import check_trainer_config
 from flexkit_verl.groups import ValidationGroups, dataset_columns, validation_columns
 from flexkit_verl.keys import config_get
 from flexkit_verl.legacy_validation import LegacyValidation
-from flexkit_verl.replay import VerlReplay, prune_replay_files
+from flexkit_verl.replay import VerlReplay
 from flexkit_verl.replay_checks import replay_issues
-from flexkit_verl.resume import checkpoint_folder, loader_sampler, restore_sampler
+from flexkit_verl.resume import loader_sampler, restore_after_load, save_with_replay
 from flexkit_verl.sampler import FlexkitSampler
 from flexkit_verl.support import LEGACY_SUPPORT
 from flexkit_verl.weights import apply_token_weights
@@ -113,28 +112,18 @@ class FlexkitTrainerMixin:
         return result
 
     def _save_checkpoint(self) -> Any:
-        """The ``[replay]`` buffer into ``global_step_<N>/flexkit_replay.pt``, then verl's checkpoint (whose
-        ``latest_checkpointed_iteration.txt`` then names a folder that holds the buffer); then the buffer files of
-        the folders whose actor checkpoint verl has deleted are removed
-        (:func:`~flexkit_verl.replay.prune_replay_files`)."""
-        replay = self.flexkit_replay
-        root = str(self.config.trainer.default_local_dir)  # type: ignore[attr-defined]
-        folder = os.path.join(root, f"global_step_{self.global_steps}")
-        if replay is not None:
-            replay.save(folder)
-        result = super()._save_checkpoint()  # type: ignore[misc]
-        if replay is not None:
-            prune_replay_files(root, folder)
-        return result
+        """verl's checkpoint with the ``[replay]`` buffer in its folder
+        (:func:`~flexkit_verl.resume.save_with_replay`)."""
+        save = super()._save_checkpoint  # type: ignore[misc]
+        config = self.config  # type: ignore[attr-defined]
+        return save_with_replay(save, self.flexkit_replay, config, self.global_steps)
 
     def _load_checkpoint(self) -> Any:
         """verl's checkpoint load, then the flexkit sampler from ``data.pt`` even where verl skipped it, and the
         ``[replay]`` buffer."""
         result = super()._load_checkpoint()  # type: ignore[misc]
-        folder = checkpoint_folder(self.config, self.global_steps)  # type: ignore[attr-defined]
-        restore_sampler(self.train_dataloader, folder)
-        if self.flexkit_replay is not None and folder is not None:
-            self.flexkit_replay.load(folder)
+        config = self.config  # type: ignore[attr-defined]
+        restore_after_load(self.train_dataloader, self.flexkit_replay, config, self.global_steps)
         return result
 
     def _validate(self, *args: Any, **kwargs: Any) -> Any:

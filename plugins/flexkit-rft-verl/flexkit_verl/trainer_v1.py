@@ -20,7 +20,6 @@ Use :func:`flexkit_trainer_class` on the class ``trainer.v1.trainer_mode`` names
 
 from __future__ import annotations
 
-import os
 from functools import cache
 from typing import Any
 
@@ -29,8 +28,7 @@ from flexkit_verl.checks import check_trainer_config
 from flexkit_verl.dataset import IndexedDataset
 from flexkit_verl.groups import ValidationGroups, dataset_columns, validation_columns
 from flexkit_verl.keys import config_get
-from flexkit_verl.replay import prune_replay_files
-from flexkit_verl.resume import checkpoint_folder, restore_sampler
+from flexkit_verl.resume import restore_after_load, save_with_replay
 from flexkit_verl.sampler import FlexkitSampler
 from flexkit_verl.support import support_for, trainer_mixin_builds
 from flexkit_verl.tq_replay import TransferQueueReplay
@@ -127,28 +125,16 @@ class FlexkitV1TrainerMixin:
         return multiple
 
     def _save_checkpoint(self) -> Any:
-        """The ``[replay]`` buffer into ``global_step_<N>/flexkit_replay.pt``, then verl's checkpoint (whose
-        ``latest_checkpointed_iteration.txt`` then names a folder that holds the buffer); then the buffer files of
-        the folders whose actor checkpoint verl has deleted are removed
-        (:func:`~flexkit_verl.replay.prune_replay_files`)."""
-        replay = self.flexkit_replay
-        root = str(self.config.trainer.default_local_dir)
-        folder = os.path.join(root, f"global_step_{self.global_steps}")
-        if replay is not None:
-            replay.save(folder)
-        result = super()._save_checkpoint()  # type: ignore[misc]
-        if replay is not None:
-            prune_replay_files(root, folder)
-        return result
+        """verl's checkpoint with the ``[replay]`` buffer in its folder
+        (:func:`~flexkit_verl.resume.save_with_replay`)."""
+        save = super()._save_checkpoint  # type: ignore[misc]
+        return save_with_replay(save, self.flexkit_replay, self.config, self.global_steps)
 
     def _load_checkpoint(self) -> Any:
         """verl's checkpoint load, then the flexkit sampler from ``data.pt`` (whatever verl skipped) and the
         ``[replay]`` buffer."""
         result = super()._load_checkpoint()  # type: ignore[misc]
-        folder = checkpoint_folder(self.config, self.global_steps)
-        restore_sampler(self.train_dataloader, folder)
-        if self.flexkit_replay is not None and folder is not None:
-            self.flexkit_replay.load(folder)
+        restore_after_load(self.train_dataloader, self.flexkit_replay, self.config, self.global_steps)
         return result
 
     def _validate(self, *args: Any, **kwargs: Any) -> Any:
