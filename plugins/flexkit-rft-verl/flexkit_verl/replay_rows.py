@@ -20,15 +20,15 @@ import torch
 from flexkit import RolloutBatch, SampleError
 from flexkit.host import REPLAY_AGE
 
-__all__ = ["NON_TENSOR", "data_proto", "json_column", "non_tensor_values", "storable_rows"]
+__all__ = ["NON_TENSOR", "data_proto", "json_column", "non_tensor_values", "plain", "storable_rows"]
 
 #: The prefix of a stored non-tensor field's name.
 NON_TENSOR = "non_tensor:"
 
 
-def _plain(value: Any) -> Any:
-    """A numpy value as plain data, for ``json.dumps``; anything else is a ``TypeError``."""
-    if isinstance(value, np.ndarray):
+def plain(value: Any) -> Any:
+    """A numpy or torch value as plain data, for ``json.dumps(default=plain)``; anything else is a ``TypeError``."""
+    if isinstance(value, np.ndarray | torch.Tensor):
         return value.tolist()
     if isinstance(value, np.generic):
         return value.item()
@@ -42,7 +42,7 @@ def json_column(name: str, values: np.ndarray, step: int) -> np.ndarray:
         raise SampleError(f"[replay]: step {step}'s batch has multimodal inputs (verl's {name!r}); replay stores text "
                           "rollouts only: remove the [replay] table or use a text model")
     try:
-        return np.array([json.dumps(v, default=_plain) for v in values], dtype=str)
+        return np.array([json.dumps(v, default=plain) for v in values], dtype=str)
     except (TypeError, ValueError) as exc:
         raise SampleError(f"[replay]: step {step}'s non-tensor field {name!r} holds values replay cannot store "
                           f"({exc}); replay keeps plain data (numbers, strings, lists, dicts): remove the [replay] "

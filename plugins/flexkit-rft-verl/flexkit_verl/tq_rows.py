@@ -26,7 +26,7 @@ import torch
 
 from flexkit import RolloutBatch, SampleError
 from flexkit.host import REPLAY_AGE
-from flexkit_verl.replay_rows import NON_TENSOR, json_column, non_tensor_values
+from flexkit_verl.replay_rows import NON_TENSOR, json_column, non_tensor_values, plain
 from flexkit_verl.tq_batch import as_list, padded
 
 __all__ = ["LENGTH", "TAGS", "put_rows", "read_rows", "storable_positions"]
@@ -35,15 +35,6 @@ __all__ = ["LENGTH", "TAGS", "put_rows", "read_rows", "storable_positions"]
 LENGTH = "length:"
 #: The column holding each row's TransferQueue tags (JSON).
 TAGS = "tags"
-
-
-def _plain(value: Any) -> Any:
-    """A numpy or torch value as plain data, for ``json.dumps``; anything else is a ``TypeError``."""
-    if isinstance(value, np.ndarray | torch.Tensor):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"a {type(value).__name__}")
 
 
 def read_rows(tq: Any, keys: list[str], partition_id: str, tags: list[dict[str, Any]], step: int
@@ -71,7 +62,7 @@ def read_rows(tq: Any, keys: list[str], partition_id: str, tags: list[dict[str, 
     if NON_TENSOR + "uid" not in fields:
         raise SampleError(f"[replay]: step {step}'s trajectories have no 'uid' (verl's group of each response)")
     fields["uid"] = np.array([str(u) for u in non_tensor_values(fields[NON_TENSOR + "uid"])], dtype=str)
-    fields[TAGS] = np.array([json.dumps(t, default=_plain) for t in tags], dtype=str)
+    fields[TAGS] = np.array([json.dumps(t, default=plain) for t in tags], dtype=str)
     return RolloutBatch.from_dict(fields), jagged
 
 
