@@ -8,11 +8,13 @@ gives one declares it with the sampler's ``host`` argument. A host that trains o
 core's :class:`ReplayBuffer` (the same ``[replay]`` config and checkpointed state as ``flexkit run``'s;
 :data:`PadSide` names how its own fields are padded); one that feeds a ``frontier`` guard reports each group's
 held-out accuracy under :data:`GUARD_TEMPLATE`, pooled by the columns :func:`guard_columns` names and labelled by
-:func:`group_label`.
+:func:`group_label`. A host that reads its own copy of the rows checks it is the tasksets' rows in the same order
+(:func:`check_rows_line_up`; the torch sampler does when given its dataset).
 """
 
 from __future__ import annotations
 
+from flexkit.integrations._rows import check_rows_line_up
 from flexkit.integrations._support import SAMPLER_SUPPORT
 from flexkit.pipeline._guard_groups import ACCURACY, GUARD_TEMPLATE, GroupColumn, group_label, guard_columns
 from flexkit.pipeline._support import (
@@ -28,5 +30,5 @@ from flexkit.sample._batch import PadSide
 from flexkit.sample._replay import REPLAY_AGE, REPLAY_KEY, ReplayBuffer
 
 __all__ = ["ACCURACY", "GUARD_TEMPLATE", "PARTS", "REPLAY_AGE", "REPLAY_KEY", "SAMPLER_SUPPORT", "GroupColumn",
-           "HostSupport", "Need", "PadSide", "ReplayBuffer", "check_support", "group_label", "guard_columns",
-           "pipeline_needs", "selector_needs", "unmet_needs"]
+           "HostSupport", "Need", "PadSide", "ReplayBuffer", "check_rows_line_up", "check_support", "group_label",
+           "guard_columns", "pipeline_needs", "selector_needs", "unmet_needs"]

@@ -48,6 +48,7 @@ import numpy as np
 import torch.utils.data
 
 from flexkit.errors import ConfigError, ConfigTypeError, FeedbackError, StateMismatchError
+from flexkit.integrations._rows import check_rows_line_up
 from flexkit.integrations._state import from_portable, to_portable
 from flexkit.integrations._support import SAMPLER_SUPPORT, UNDECLARED_SUPPORT
 from flexkit.pipeline._pipeline import Pipeline, make_selector
@@ -104,6 +105,7 @@ class FlexkitSampler(torch.utils.data.Sampler[int]):
         self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         if data_source is not None:
             check_dataset(data_source, sizes, self.scheduler.names)
+            check_rows_line_up(data_source, self.scheduler)
         self.data_source = data_source
         for name, value in (("mini_repeat_count", mini_repeat_count), ("repeat_count", repeat_count)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -280,3 +280,54 @@ def test_with_index_gives_loader_batches_their_dataset_indices(tmp_path: Path) -
         tids, local = sampler.locate(indices)
         assert batch["tag"] == [f"t{t}" for t in tids.tolist()] and batch["i"].tolist() == local.tolist()
         sampler.feedback(indices, torch.ones(8))
+
+
+# -- the dataset's rows are the tasksets' rows -----------------------------------------------------------------
+
+
+def _topic_pipeline(tmp_path: Path, topics: list[str]):
+    """One JSONL taskset with a ``topic`` column, ``frontier`` grouped by it (no guard: a bare sampler)."""
+    path = tmp_path / "mine.jsonl"
+    path.write_text("".join(f'{{"question": "q{i}", "topic": "{t}", "difficulty": {i % 4}}}\n'
+                            for i, t in enumerate(topics)))
+    return pipeline_from_dict({
+        "run": {"batch_size": 4, "seed": 0, "total_steps": 5},
+        "tasksets": [{"name": "mine", "path": str(path),
+                      "selector": {"type": "frontier", "feature_keys": ["topic"], "guard_metric": ""}}],
+    })
+
+
+def test_regression_a_reordered_dataset_is_refused(tmp_path: Path) -> None:
+    """A dataset shuffled after the pipeline's file was written trained on other rows than the selector counted,
+    with no error (only the length was checked)."""
+    topics = ["algebra", "geometry", "counting"] * 20
+    pipe = _topic_pipeline(tmp_path, topics)
+    rows = [{"question": f"q{i}", "topic": t} for i, t in enumerate(topics)]
+    FlexkitSampler(pipe, rows)  # the file's order: accepted
+    shuffled = [rows[i] for i in np.random.default_rng(1).permutation(len(rows))]
+    with pytest.raises(FlexkitError, match=r"not taskset 'mine''s rows in the same order: at row \d+: the "
+                                           r"taskset's 'topic' is '\w+', the dataset's '\w+' \(\d+ of the 60"):
+        FlexkitSampler(pipe, shuffled)
+
+
+def test_rows_compare_by_value_and_skip_what_cannot_be_compared(tmp_path: Path) -> None:
+    topics = ["a", "b"] * 10
+    pipe = _topic_pipeline(tmp_path, topics)
+    FlexkitSampler(pipe, [{"topic": np.str_(t), "extra": 1} for t in topics])  # numpy strings: the same values
+    FlexkitSampler(pipe, [{"question": "q"} for _ in topics])  # no selector column in the items: nothing to compare
+    FlexkitSampler(pipe, Rows(20))  # items without the column
+    FlexkitSampler(pipe, [(i, "x") for i in range(20)])  # items that are not rows
+
+
+def test_numeric_grouping_columns_compare_by_value(tmp_path: Path) -> None:
+    path = tmp_path / "levels.jsonl"
+    path.write_text("".join(f'{{"level": {i % 3}}}\n' for i in range(12)))
+    pipe = pipeline_from_dict({
+        "run": {"batch_size": 4, "seed": 0, "total_steps": 5},
+        "tasksets": [{"name": "levels", "path": str(path),
+                      "selector": {"type": "frontier", "feature_keys": ["level"], "guard_metric": ""}}],
+    })
+    FlexkitSampler(pipe, [{"level": np.int64(i % 3)} for i in range(12)])
+    FlexkitSampler(pipe, [{"level": float(i % 3)} for i in range(12)])
+    with pytest.raises(FlexkitError, match="row 1: the taskset's 'level' is 1, the dataset's 2"):
+        FlexkitSampler(pipe, [{"level": (i * 2) % 3} for i in range(12)])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -292,3 +293,88 @@ def test_a_guard_without_a_validation_split_is_refused_before_training(tmp_path:
     with pytest.raises(ConfigError, match=r"tasksets\[0\]\.selector\.guard_metric: reads the validation split, and "
                                           r"the trl trainer has none"):
         run_pipeline(pipe, run_dir=tmp_path / "run", progress=None)
+
+
+def _topic_files(tmp_path: Path, *, val_topic: bool = True) -> None:
+    """Training, test and validation rows with a ``topic`` column (the validation rows without it on request)."""
+    rows = [{"question": f"{i} + {j} =", "answer": str(i + j), "topic": "even" if (i + j) % 2 == 0 else "odd"}
+            for i in range(5) for j in range(5)]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:6]))
+    val = [r if val_topic else {k: v for k, v in r.items() if k != "topic"} for r in rows[6:12]]
+    (tmp_path / "val.jsonl").write_text("".join(json.dumps(r) + "\n" for r in val))
+
+
+def _topic_pipeline(guard: str, trainer: str = "") -> str:
+    return f"""
+plugins = ["{PLUGIN}"]
+[run]
+batch_size = 2
+seed = 0
+total_steps = 2
+eval_every = 2
+[[tasksets]]
+name = "mine"
+path = "train.jsonl"
+selector = {{ type = "frontier", feature_keys = ["topic"], guard_metric = "{guard}" }}
+[trainer]
+type = "trl"
+model_config = {MODEL}
+model = "{TOKENIZER}"
+prompt_column = "question"
+eval_data = "test.jsonl"
+val_data = "val.jsonl"
+group_size = 2
+max_completion_length = 2
+{trainer}
+"""
+
+
+def test_regression_the_held_out_rows_are_grouped_by_the_selectors_column_by_default(tmp_path: Path) -> None:
+    """Held-out rows were grouped by "level" unless eval_group_column was set, so the quickstart's guard on a
+    user's own column failed at the first evaluation with a message that never named eval_group_column."""
+    _topic_files(tmp_path)
+    pipe = load_pipeline(write(tmp_path, _topic_pipeline("val_accuracy/{}")))
+    result = run_pipeline(pipe, run_dir=tmp_path / "run", progress=None)
+    assert set(result.last_eval) == {"eval_accuracy", "eval_accuracy/even", "eval_accuracy/odd"}
+    assert list(pipe.scheduler.state_dict()["selectors"][0]["held_out"]["evaluated"]) == [True, True]
+
+
+@pytest.mark.parametrize(("guard", "trainer", "val_topic", "message"), [
+    ("val_accuracy/{}", 'eval_group_column = "Topic"',  True,
+     r"trainer\.eval_group_column: is 'Topic', but the selector's guard reads val_accuracy/<value of 'topic'>"),
+    ("", 'eval_group_column = "Topic"', True,
+     r"trainer\.eval_group_column: is 'Topic', and no row of trainer\.eval_data has it \(their columns: 'answer', "
+     r"'question', 'topic'\)"),
+    ("val_accuracy/{}", "", False,
+     r"trainer\.val_data: 6 of the 6 validation rows \(the first: row 0\) have no 'topic', the column the "
+     r"selector's guard reads"),
+])
+def test_regression_a_held_out_grouping_that_cannot_work_is_refused_before_training(
+        tmp_path: Path, guard: str, trainer: str, val_topic: bool, message: str) -> None:
+    """A wrong eval_group_column with the guard off was dropped without a word; with the guard on, it (or
+    validation rows without the column) failed at the first evaluation without naming the setting."""
+    _topic_files(tmp_path, val_topic=val_topic)
+    pipe = load_pipeline(write(tmp_path, _topic_pipeline(guard, trainer)))
+    with pytest.raises(ConfigError, match=message):
+        run_pipeline(pipe, run_dir=tmp_path / "run", progress=None)
+    assert not (tmp_path / "run" / "checkpoint").exists()
+
+
+def test_regression_validate_reads_the_trl_trainers_files_and_columns(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """flexkit validate said "valid" for trl trainer tables that flexkit run refused at setup (a missing val_data
+    file, a wrong answer_column, an eval_group_column no row has)."""
+    from flexkit.cli.main import main
+
+    _topic_files(tmp_path)
+    cases = [('val_data = "val.jsonl"', 'val_data = "valid.jsonl"', "valid.jsonl"),
+             ('prompt_column = "question"', 'prompt_column = "question"\nanswer_column = "answers"',
+              r"trainer.answer_column: row 0 of taskset 'mine' has no 'answers' column"),
+             ('prompt_column = "question"', 'prompt_column = "prompt"', "trainer.prompt_column"),
+             ("group_size = 2", 'group_size = 2\neval_group_column = "Topic"', "trainer.eval_group_column")]
+    for old, new, message in cases:
+        path = write(tmp_path, _topic_pipeline("").replace(old, new), name="case.toml")
+        assert main(["validate", str(path)]) == 1, new
+        assert re.search(message, capsys.readouterr().err), new
+    assert main(["validate", str(write(tmp_path, _topic_pipeline("val_accuracy/{}"), name="ok.toml"))]) == 0

@@ -1,4 +1,5 @@
-"""The dataset index of each row, as a column TRL hands to reward functions and to ``_calculate_rewards``."""
+"""The datasets TRL trains and evaluates on: each row's dataset index, as a column TRL hands to reward functions and
+to ``_calculate_rewards``, and the columns TRL reads."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch.utils.data
 
-from flexkit import WithIndex
+from flexkit import ConfigError, ConfigIssue, WithIndex
 
 #: The column holding each row's dataset index.
 INDEX_COLUMN = "flexkit_index"
+#: The column TRL's ``GRPOTrainer`` reads each row's prompt from.
+PROMPT_COLUMN = "prompt"
 
 
 class _IndexedRows(WithIndex):  # type: ignore[misc]  # flexkit exports it lazily (Any to mypy)
@@ -63,3 +66,37 @@ def with_index_column(dataset: Any) -> Any:
             return dataset
         return dataset.add_column(INDEX_COLUMN, list(range(len(dataset))))
     return _IndexedRows(dataset)
+
+
+@runtime_checkable
+class _Columned(Protocol):
+    """A dataset that lists its columns (``datasets.Dataset``; an ``IterableDataset`` may list none)."""
+
+    column_names: Any
+
+
+def listed_columns(dataset: Any) -> list[str] | None:
+    """The columns ``dataset`` lists (``datasets.Dataset``), or ``None`` when it lists none."""
+    names = dataset.column_names if isinstance(dataset, _Columned) else None
+    return list(names) if isinstance(names, (list, tuple)) else None
+
+
+def eval_parts(eval_dataset: Any) -> list[tuple[str, Any]]:
+    """``eval_dataset`` as (label, dataset) pairs: one dataset, or each of a mapping of named ones."""
+    return list(eval_dataset.items()) if isinstance(eval_dataset, Mapping) else [("eval_dataset", eval_dataset)]
+
+
+def check_prompt_columns(train_dataset: Any, eval_dataset: Any) -> None:
+    """Refuse datasets that list their columns without TRL's :data:`PROMPT_COLUMN`: ``GRPOTrainer`` reads each
+    row's prompt from it, and would fail with a ``KeyError`` only inside ``train()``."""
+    parts = [("train_dataset", train_dataset), *(eval_parts(eval_dataset) if eval_dataset is not None else [])]
+    issues = []
+    for label, dataset in parts:
+        names = listed_columns(dataset)
+        if names is not None and PROMPT_COLUMN not in names:
+            issues.append(ConfigIssue(label, (
+                f"has no {PROMPT_COLUMN!r} column (it has {', '.join(map(repr, names))}): TRL's GRPOTrainer reads "
+                f"each row's prompt from {PROMPT_COLUMN!r}; rename yours, e.g. "
+                f"dataset.rename_column({names[0] if names else 'question'!r}, {PROMPT_COLUMN!r})")))
+    if issues:
+        raise ConfigError(issues)

@@ -15,10 +15,11 @@ Values are named as the selectors name their groups (:func:`flexkit.host.group_l
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from flexkit import ConfigError, ConfigIssue, Pipeline, TasksetScheduler
 from flexkit.host import GUARD_TEMPLATE, GroupColumn, group_label, guard_columns
+from flexkit_trl.dataset import eval_parts, listed_columns
 
 __all__ = ["ACCURACY", "GUARD_TEMPLATE", "EvalGroups", "GroupColumn", "group_columns", "group_label"]
 
@@ -32,21 +33,13 @@ def group_columns(source: Pipeline | TasksetScheduler) -> list[GroupColumn]:
     return guard_columns(source, "FlexkitGRPOTrainer")
 
 
-@runtime_checkable
-class _Columned(Protocol):
-    """A dataset that lists its columns (``datasets.Dataset``; an ``IterableDataset`` may list none)."""
-
-    column_names: Any
-
-
 def check_eval_columns(columns: Sequence[GroupColumn], eval_dataset: Any) -> None:
     """Refuse an ``eval_dataset`` (one dataset, or a mapping of named ones) whose rows lack a column a guard
     needs; datasets that do not list their columns are checked at evaluation time."""
-    parts = eval_dataset.items() if isinstance(eval_dataset, Mapping) else [("eval_dataset", eval_dataset)]
     issues = []
-    for label, dataset in parts:
-        names = dataset.column_names if isinstance(dataset, _Columned) else None
-        if not isinstance(names, (list, tuple)):
+    for label, dataset in eval_parts(eval_dataset):
+        names = listed_columns(dataset)
+        if names is None:
             continue
         missing = [c.name for c in columns if c.required and c.name not in names]
         if missing:

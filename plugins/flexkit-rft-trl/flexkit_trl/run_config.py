@@ -115,9 +115,12 @@ class TRLRunConfig:
         doc='rows = "columns": a JSON Lines file of held-out rows (prompt and answer columns, and eval_group_column), '
             "relative to the pipeline file; needed when [run] eval_every is above 0.",
     )
-    eval_group_column: str = field(
-        default="level",
-        doc="The column eval_data's rows are grouped by: eval_accuracy/<value> per value (skipped when no row has it).",
+    eval_group_column: str | None = field(
+        default=None, earlier_default="level",
+        doc="The column the held-out rows (eval_data, val_data) are grouped by: eval_accuracy/<value> and "
+            "val_accuracy/<value> per value. Default: the column the pipeline's selectors group tasks by (the "
+            "first of their feature_keys; a guard needs it in every validation row), else \"level\" where the "
+            "rows have it. Set: every held-out file must have it.",
     )
     eval_levels: tuple[int, ...] = field(
         default=(1, 2, 3, 4), min_items=1, doc='rows = "arithmetic": the levels (digits of a) of the held-out set.',

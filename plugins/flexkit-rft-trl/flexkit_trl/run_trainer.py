@@ -30,7 +30,8 @@ supervised steps on generated problems (:mod:`flexkit_trl.warm_start`), as the e
 
 :meth:`~TRLRunTrainer.evaluate` decodes greedily the held-out prompts (``eval_data``, or fresh arithmetic problems
 per level) with TRL's generation and scores them with the same reward function: ``eval_accuracy`` is the mean
-reward, ``eval_accuracy/<group>`` the mean per value of ``eval_group_column`` (``level`` for arithmetic).
+reward, ``eval_accuracy/<group>`` the mean per value of ``eval_group_column`` (default: the selectors' grouping
+column, else ``level``).
 
 :meth:`~TRLRunTrainer.state_dict` holds the weights, the optimizer, the schedule, torch's random state and TRL's
 counters as arrays, so ``flexkit run --resume`` continues exactly (on a CPU with a fixed ``num_threads``).
@@ -51,9 +52,9 @@ import torch
 from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]
 
 from flexkit import ConfigError, ConfigIssue, FlexkitError, Rollout, RolloutBatch, Trainer
-from flexkit.host import group_label, pipeline_needs
+from flexkit.host import GroupColumn, group_label, guard_columns, pipeline_needs
 from flexkit_trl.rewards import load_reward
-from flexkit_trl.run_config import TRLRunConfig
+from flexkit_trl.run_config import BUILTIN_REWARDS, TRLRunConfig
 from flexkit_trl.run_rows import arithmetic_eval_rows, arithmetic_val_rows, read_eval_rows, trl_input, union_keys
 from flexkit_trl.sample import weighted_inputs
 from flexkit_trl.warm_start import warm_start
@@ -177,6 +178,8 @@ class TRLRunTrainer(Trainer):
         self._workdir: tempfile.TemporaryDirectory[str] | None = None
         self._eval_rows: list[dict[str, Any]] = []
         self._val_rows: list[dict[str, Any]] = []
+        #: The column held-out rewards are pooled by (:meth:`_group_column`), set in :meth:`setup`.
+        self._group_by = "level"
         self._fixed_widths = False
         self._old_log_probs = False
         #: The warm start's last loss (nan: none ran).
@@ -191,16 +194,46 @@ class TRLRunTrainer(Trainer):
             raise FlexkitError("the trl trainer is used before setup(pipeline) built its model")
         return self._grpo
 
+    def check_setup(self, pipeline: Any) -> None:
+        """Read and check what :meth:`setup` trains and evaluates on, without building the model: the tasksets'
+        operation (``rows = "arithmetic"``) or a first row's prompt and answer columns (``rows = "columns"``), the
+        held-out rows (``eval_data``, ``val_data``) and the column they are grouped by, and a validation split for
+        a guard. ``flexkit validate`` calls it; :meth:`setup` calls it first."""
+        cfg = self.config
+        base = Path(pipeline.base_dir)
+        self._check_tasksets(pipeline)
+        columns = guard_columns(pipeline, "the trl trainer")
+        self._group_by = self._group_column(columns, pipeline.source)
+        if pipeline.config.run.eval_every > 0:
+            self._eval_rows = self._held_out(base)
+            self._val_rows = self._validation(base)
+            self._check_group_column(columns)
+        needs = [n.key for n in pipeline_needs(pipeline) if n.part == "evaluation"]
+        if needs and not self._val_rows:
+            raise ConfigError([ConfigIssue(key, (
+                "reads the validation split, and the trl trainer has none: set trainer.val_tasks_per_level above 0 "
+                '(rows = "arithmetic") or trainer.val_data (rows = "columns"), or turn the guard off '
+                '(guard_metric = "")'))
+                for key in needs], pipeline.source)
+        if cfg.rows == "columns":
+            for entry in pipeline.scheduler.entries:
+                first = entry.taskset.read([0])[0] if entry.size else {}
+                trl_input(first, cfg, where=f"row 0 of taskset {entry.name!r}")
+                if cfg.reward in BUILTIN_REWARDS and cfg.answer_column not in first:
+                    raise ConfigError([ConfigIssue("trainer.answer_column", (
+                        f"row 0 of taskset {entry.name!r} has no {cfg.answer_column!r} column for the {cfg.reward} "
+                        f"reward (columns: {', '.join(map(repr, sorted(first)))}): set answer_column to the column "
+                        "holding the answers"))], pipeline.source)
+
     def setup(self, pipeline: Any) -> None:
-        """Load or build the model and tokenizer, the reward function, TRL's ``GRPOTrainer``, its optimizer and
-        schedule, and the held-out rows; refuse an ``arithmetic`` taskset of another operation than
-        ``operation``, and ``eval_every`` without held-out rows."""
+        """Check what it reads (:meth:`check_setup`), then load or build the model and tokenizer, the reward
+        function, TRL's ``GRPOTrainer``, its optimizer and schedule."""
         from datasets import Dataset  # type: ignore[import-untyped]
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
         cfg = self.config
         base = Path(pipeline.base_dir)
-        self._check_tasksets(pipeline)
+        self.check_setup(pipeline)
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
         tokenizer_name = cfg.tokenizer if cfg.tokenizer is not None else cfg.model
@@ -247,17 +280,47 @@ class TRLRunTrainer(Trainer):
         refill = sample is not None and sample.refill is not None
         self._old_log_probs = pipeline.config.replay is not None
         self._fixed_widths = self._old_log_probs or refill  # rows of other steps or rounds join the batch
-        if pipeline.config.run.eval_every > 0:
-            self._eval_rows = self._held_out(base)
-            self._val_rows = self._validation(base)
-        needs = [n.key for n in pipeline_needs(pipeline) if n.part == "evaluation"]
-        if needs and not self._val_rows:
-            raise ConfigError([ConfigIssue(key, (
-                "reads the validation split, and the trl trainer has none: set trainer.val_tasks_per_level above 0 "
-                '(rows = "arithmetic") or trainer.val_data (rows = "columns"), or turn the guard off '
-                '(guard_metric = "")'))
-                for key in needs], pipeline.source)
         torch.manual_seed(self.torch_seed)  # the rollouts' stream (TRL's set_seed ran in its constructor)
+
+    def _group_column(self, columns: list[GroupColumn], source: str | None) -> str:
+        """The column held-out rewards are pooled by: ``eval_group_column`` when set (it must be the one a guard
+        reads), else the selectors' grouping column (a guard's first), else ``"level"``."""
+        cfg = self.config
+        required = sorted({c.name for c in columns if c.required})
+        if len(required) > 1:
+            raise ConfigError([ConfigIssue("trainer.eval_group_column", (
+                f"the selectors' guards read held-out accuracy per value of {len(required)} columns "
+                f"({', '.join(map(repr, required))}) and the trl trainer pools held-out rows by one: group every "
+                "guarded taskset by the same column"))], source)
+        if cfg.eval_group_column is None:
+            return required[0] if required else columns[0].name if columns else "level"
+        if required and cfg.eval_group_column != required[0]:
+            raise ConfigError([ConfigIssue("trainer.eval_group_column", (
+                f"is {cfg.eval_group_column!r}, but the selector's guard reads val_accuracy/<value of "
+                f"{required[0]!r}> (its feature_keys): set eval_group_column = {required[0]!r}, or leave it unset "
+                "(it defaults to the selectors' grouping column)"))], source)
+        return str(cfg.eval_group_column)
+
+    def _check_group_column(self, columns: list[GroupColumn]) -> None:
+        """Refuse validation rows without the column a guard reads, and an ``eval_group_column`` that no held-out
+        file has (a grouping that would be dropped without a word)."""
+        cfg, column = self.config, self._group_by
+        if any(c.required and c.name == column for c in columns):
+            lacking = [i for i, row in enumerate(self._val_rows) if row.get(column) is None]
+            if lacking:
+                key = "trainer.val_data" if cfg.rows == "columns" else "trainer.rows"
+                raise ConfigError([ConfigIssue(key, (
+                    f"{len(lacking)} of the {len(self._val_rows)} validation rows (the first: row {lacking[0]}) have "
+                    f"no {column!r}, the column the selector's guard reads each group's validation accuracy by: add "
+                    "it to every validation row"))])
+        if cfg.eval_group_column is None:
+            return
+        for key, rows in (("trainer.eval_data", self._eval_rows), ("trainer.val_data", self._val_rows)):
+            if rows and all(row.get(column) is None for row in rows):
+                have = sorted({k for row in rows for k in row} - {"prompt"})
+                raise ConfigError([ConfigIssue("trainer.eval_group_column", (
+                    f"is {column!r}, and no row of {key} has it (their columns: {', '.join(map(repr, have))}): "
+                    "name one of those, or leave eval_group_column unset"))])
 
     def _check_tasksets(self, pipeline: Any) -> None:
         """With ``rows = "arithmetic"``: the ``arithmetic`` tasksets' operation must be the trainer's."""
@@ -406,7 +469,8 @@ class TRLRunTrainer(Trainer):
 
     def evaluate(self, *, step: int) -> Mapping[str, float]:
         """Greedy completions of the held-out prompts (the test split), scored by the reward function:
-        ``eval_accuracy`` (mean reward) and ``eval_accuracy/<group>`` per value of ``eval_group_column``."""
+        ``eval_accuracy`` (mean reward) and ``eval_accuracy/<group>`` per value of the grouping column
+        (``eval_group_column``)."""
         if not self._eval_rows:
             raise ConfigError([ConfigIssue("trainer.eval_data", "the trl trainer evaluates only with [run] "
                                                                 "eval_every above 0")])
@@ -437,8 +501,8 @@ class TRLRunTrainer(Trainer):
         out = {name: float(values.mean())}
         groups: dict[str, list[float]] = {}
         for row, value in zip(held_out, rewards, strict=True):
-            if row.get(cfg.eval_group_column) is not None:
-                groups.setdefault(group_label(row[cfg.eval_group_column]), []).append(value)
+            if row.get(self._group_by) is not None:
+                groups.setdefault(group_label(row[self._group_by]), []).append(value)
         for label in sorted(groups, key=_group_order):
             out[f"{name}/{label}"] = float(np.mean(groups[label]))
         return out

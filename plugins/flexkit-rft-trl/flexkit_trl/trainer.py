@@ -46,9 +46,9 @@ from trl import GRPOTrainer  # type: ignore[attr-defined]
 from trl.models.utils import disable_gradient_checkpointing
 
 from flexkit import FlexkitSampler, Mix, Pipeline, TasksetScheduler, pipeline_metrics
-from flexkit.host import REPLAY_KEY, SAMPLER_SUPPORT, HostSupport, check_support
+from flexkit.host import REPLAY_KEY, SAMPLER_SUPPORT, HostSupport, check_rows_line_up, check_support
 from flexkit_trl.checks import check_batch_size, check_evaluations, check_run_length, check_sample_stage
-from flexkit_trl.dataset import INDEX_COLUMN, with_index_column
+from flexkit_trl.dataset import INDEX_COLUMN, check_prompt_columns, with_index_column
 from flexkit_trl.groups import EvalGroups, check_eval_columns, group_columns
 from flexkit_trl.replay import OLD_LOGPS, GenerationReplay
 from flexkit_trl.resume import TrackedSampler, check_save_alignment, load_state, save_state
@@ -105,6 +105,9 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         if bound.arguments.get("train_dataset") is None:
             raise ValueError("FlexkitGRPOTrainer needs a train_dataset laid out like the pipeline's tasksets")
         check_sample_stage(pipeline)
+        check_prompt_columns(bound.arguments["train_dataset"], bound.arguments.get("eval_dataset"))
+        check_rows_line_up(bound.arguments["train_dataset"], pipeline.scheduler if isinstance(pipeline, Pipeline)
+                           else pipeline)
         columns = group_columns(pipeline)
         if bound.arguments.get("eval_dataset") is not None:
             check_eval_columns(columns, bound.arguments["eval_dataset"])

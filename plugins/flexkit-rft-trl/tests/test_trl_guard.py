@@ -165,3 +165,32 @@ def test_a_guard_no_evaluation_within_the_run_would_feed_is_refused(tmp_path: Pa
             build()
     else:
         build()
+
+
+def test_regression_a_dataset_without_trls_prompt_column_is_refused_at_construction(tmp_path: Path) -> None:
+    """A dataset whose prompts are in another column passed construction and failed inside train() with TRL's
+    KeyError: 'prompt'."""
+    rows = grouped_rows(12, "source", ["a", "b"])
+    pipe = pipeline(tmp_path, rows, {**QUICKSTART_FRONTIER, "feature_keys": ["source"]}, batch_size=4, total_steps=2)
+    renamed = [{"question": r["prompt"], "source": r["source"]} for r in rows]
+    model, tokenizer = tiny_model_and_tokenizer()
+    with pytest.raises(ConfigError, match=r"train_dataset: has no 'prompt' column \(it has 'question', 'source'\): "
+                                          r".*rename_column\('question', 'prompt'\)"):
+        FlexkitGRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                           train_dataset=Dataset.from_list(renamed), processing_class=tokenizer, pipeline=pipe,
+                           eval_dataset=Dataset.from_list(grouped_rows(4, "source", ["a", "b"])),
+                           args=grpo_args(tmp_path, max_steps=2, eval_strategy="steps", eval_steps=1))
+
+
+def test_regression_a_shuffled_train_dataset_is_refused_at_construction(tmp_path: Path) -> None:
+    """dataset.shuffle() after writing the pipeline's file made the selector count other rows than TRL trained
+    on, with no error."""
+    rows = grouped_rows(12, "source", ["a", "b", "c"])
+    pipe = pipeline(tmp_path, rows, {**QUICKSTART_FRONTIER, "feature_keys": ["source"]}, batch_size=4, total_steps=2)
+    model, tokenizer = tiny_model_and_tokenizer()
+    with pytest.raises(ConfigError, match=r"not taskset .* rows in the same order: at row \d+: the taskset's "
+                                          r"'source'"):
+        FlexkitGRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                           train_dataset=Dataset.from_list(rows).shuffle(seed=1), processing_class=tokenizer,
+                           pipeline=pipe, eval_dataset=Dataset.from_list(grouped_rows(6, "source", ["a", "b", "c"])),
+                           args=grpo_args(tmp_path, max_steps=2, eval_strategy="steps", eval_steps=1))
