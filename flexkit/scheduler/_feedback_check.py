@@ -32,10 +32,11 @@ def taskset_id(entries: Sequence[TasksetEntry], key: Any) -> int:
                         + ", ".join(f"{i} ({n})" for i, n in enumerate(names)))
 
 
-def check_feedback_payload(entries: Sequence[TasksetEntry], metrics: Mapping[str, Any],
-                           out_of_range: OutOfRange) -> list[tuple[int, np.ndarray, np.ndarray]]:
+def check_feedback_payload(entries: Sequence[TasksetEntry], metrics: Mapping[str, Any], out_of_range: OutOfRange,
+                           *, clipped: list[str] | None = None) -> list[tuple[int, np.ndarray, np.ndarray]]:
     """Validate a feedback payload for the tasksets ``entries``, changing nothing: ``(taskset id, int64 indices,
-    float64 values)`` per taskset, values clipped by ``out_of_range``. Raises
+    float64 values)`` per taskset, values clipped by ``out_of_range`` (each taskset whose values were clipped is
+    appended to ``clipped`` when given, with its first such value). Raises
     :class:`~flexkit.errors.FeedbackError` naming the first problem, also for a top-level key that looks like a
     misspelt ``selector_metric`` (other top-level keys are left alone)."""
     if not isinstance(metrics, Mapping):
@@ -56,10 +57,13 @@ def check_feedback_payload(entries: Sequence[TasksetEntry], metrics: Mapping[str
         seen.add(tid)
         if not isinstance(part, Mapping) or "indices" not in part or "values" not in part:
             raise FeedbackError(f"feedback for taskset {key!r} needs 'indices' and 'values'")
+        outside: list[float] = []
         try:
             idx, vals = validate_feedback(part["indices"], part["values"], entries[tid].size,
-                                          out_of_range=out_of_range)
+                                          out_of_range=out_of_range, clipped=outside)
         except FeedbackError as exc:
             raise FeedbackError(f"taskset {entries[tid].name!r}: {exc}") from None
+        if clipped is not None and outside:
+            clipped.append(f"{outside[0]!r} for taskset {entries[tid].name!r}")
         checked.append((tid, idx, vals))
     return checked

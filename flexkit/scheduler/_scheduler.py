@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from flexkit._log import say
 from flexkit._metric_names import plain_evaluation
 from flexkit.errors import ComponentError, ConfigError, FeedbackError, SampleError
 from flexkit.plugins._contract import check_selection, describe_component
@@ -90,6 +91,7 @@ class TasksetScheduler(SchedulerState):
             raise ConfigError(f"prefetch must be True, False or {AFTER_FEEDBACK!r}, got {prefetch!r}")
         self.prefetch: bool | str = prefetch
         self.out_of_range: OutOfRange = out_of_range
+        self._warned_clipping = False  # feedback outside [0, 1] is reported once (check_feedback)
         self.hooks = hooks
         self._weights: list[float] | None = None if weights[0] is None else [
             float(w) for w in weights if w is not None]  # every taskset has a weight, or none (checked above)
@@ -323,7 +325,17 @@ class TasksetScheduler(SchedulerState):
         :class:`~flexkit.errors.FeedbackError` naming the first problem, also for a top-level key that looks
         like a misspelt ``selector_metric`` (other top-level keys are left alone;
         :func:`flexkit.scheduler._feedback_check.check_feedback_payload`)."""
-        return check_feedback_payload(self.entries, metrics, self.out_of_range)
+        clipped: list[str] = []
+        checked = check_feedback_payload(self.entries, metrics, self.out_of_range, clipped=clipped)
+        if clipped and not self._warned_clipping:
+            self._warned_clipping = True
+            say("feedback_clipped", (
+                f"warning: feedback values outside [0, 1] were clipped into it ({'; '.join(clipped)}): the selectors "
+                "read feedback as pass rates in [0, 1], so every reward below 0 counts as a failure and every one "
+                "above 1 as a pass. Rescale the reward (a reward of -1 / +1: (r + 1) / 2), or set [feedback] "
+                'out_of_range = "error" to refuse such feedback. Shown once per run'),
+                level="warning", clipped=clipped)
+        return checked
 
     def evaluation(self, metrics: Mapping[str, float]) -> None:
         """Pass the trainer's held-out evaluation (metric name → value) to every selector that takes one

@@ -299,12 +299,14 @@ def validate_feedback(
     size: int,
     *,
     out_of_range: OutOfRange = "clip",
+    clipped: list[float] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Check a feedback payload and return it as ``(int64 indices, float64 values)``.
 
     Rejected with :class:`~flexkit.errors.FeedbackError`: a length mismatch, non-integer or out-of-range or
     duplicate indices, non-numeric, NaN or infinite values. Values outside [0, 1] are clipped into range
-    (``out_of_range="clip"``, the default) or rejected (``"error"``).
+    (``out_of_range="clip"``, the default; the first such value is appended to ``clipped`` when given) or rejected
+    (``"error"``).
     """
     _check_list_types("indices", indices, _INDEX_TYPES)
     _check_list_types("values", values, _VALUE_TYPES)
@@ -340,6 +342,8 @@ def validate_feedback(
             raise FeedbackError(
                 f"feedback value {vals[outside][0]!r} is outside [0, 1] (set out_of_range = \"clip\" to clip)"
             )
+        if clipped is not None:
+            clipped.append(float(vals[outside][0]))
         vals = np.clip(vals, 0.0, 1.0)
     return idx, vals
 

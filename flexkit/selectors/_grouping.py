@@ -35,6 +35,8 @@ GROUP_CHUNK = 1 << 23
 MAX_GROUPS = 1 << 16
 #: Float64 represents every integer below this exactly; a categorical column of larger numbers is read as labels.
 EXACT_INTEGERS = float(1 << 53)
+#: Distinct non-integer values a column may hold as group labels (``bins = 0``); more is a measurement to bin.
+MAX_FRACTIONAL_LABELS = 32
 
 
 def bins_field() -> Any:
@@ -102,7 +104,9 @@ class TaskGroups:
                 column = _numeric_column(features, key, size, owner)
                 code, labels = _bin_codes(column, bins, key)
             else:
-                code, labels = _category_codes(_any_column(features, key, size, owner), key)
+                column = _any_column(features, key, size, owner)
+                _refuse_measurements(column, key, owner)
+                code, labels = _category_codes(column, key)
             codes.append(code)
             names.append(labels)
         first = [label.removeprefix(f"{keys[0]}=") for label in names[0]] if keys else []
@@ -143,6 +147,22 @@ def _any_column(features: Mapping[str, np.ndarray], key: str, size: int, owner: 
                     f"tell apart; pass them as integers (int64) or strings to group by them")
             column = np.asarray(features.labels(key))
     return column
+
+
+def _refuse_measurements(column: np.ndarray, key: str, owner: str) -> None:
+    """Refuse a column of non-integer numbers with more than :data:`MAX_FRACTIONAL_LABELS` distinct values as group
+    labels: a measured value (a difficulty score, a length ratio), each value its own group of a few tasks, which
+    pools no evidence; ``bins`` is what such a column needs."""
+    if not np.issubdtype(column.dtype, np.floating) or not column.size:
+        return
+    if not (column != np.round(column)).any():
+        return
+    distinct = len(np.unique(column))
+    if distinct > MAX_FRACTIONAL_LABELS:
+        raise ConfigError(f"{owner}: feature column {key!r} holds {distinct} distinct non-integer numbers over "
+                          f"{len(column)} tasks, about {len(column) / distinct:.1f} tasks a group: a measured value, "
+                          "not a label that pools tasks; set bins = k (such as bins = 8) to cut it into k quantile "
+                          "groups, or group by a label column")
 
 
 def _numeric_column(features: Mapping[str, np.ndarray], key: str, size: int, owner: str) -> np.ndarray:

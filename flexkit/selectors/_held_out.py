@@ -103,7 +103,9 @@ class HeldOutWatch:
         if not missing:
             return
         seen = sorted(map(str, evaluation))
-        shown = ", ".join(seen[:20]) + (f", ... ({len(seen)} in all)" if len(seen) > 20 else "")
+        prefix = wanted[0].rpartition("/")[0] + "/"  # the guard's own metrics: the warning lists those it holds
+        related = [name for name in seen if name.startswith(prefix)] or seen
+        shown = ", ".join(related[:20]) + (f", ... ({len(related)} in all)" if len(related) > 20 else "")
         if not any(name in evaluation for name in wanted):
             raise ConfigError([ConfigIssue("guard_metric", (
                 f"the first evaluation names none of the guard's metrics ({', '.join(wanted[:6])}"

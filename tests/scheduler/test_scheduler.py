@@ -158,6 +158,26 @@ def test_out_of_range_policy(tmp_path: Path) -> None:
         strict.scheduler.feedback({SELECTOR_METRIC: {0: {"indices": [0], "values": [-0.5]}}})
 
 
+def test_regression_clipped_feedback_is_reported_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reward of -1 / +1 was clipped into [0, 1] without a word: every -1 counted as a failure and the guard read
+    negative accuracies."""
+    from structlog.testing import capture_logs
+
+    from flexkit import _log
+
+    monkeypatch.setattr(_log, "_cli_format", None)  # library use (a CLI test in this process may have set it)
+    sel = {"type": "difficulty_based", "feature_keys": ["f0", "f1"]}
+    pipe = make_pipeline(tmp_path, sizes=(10,), selectors=[sel])
+    with capture_logs() as logs:
+        pipe.scheduler.feedback({SELECTOR_METRIC: {0: {"indices": [0, 1], "values": [0.5, 1.0]}}})
+        assert not [e for e in logs if e["event"] == "feedback_clipped"]
+        pipe.scheduler.feedback({SELECTOR_METRIC: {0: {"indices": [0, 1], "values": [-1.0, 1.0]}}})
+        pipe.scheduler.feedback({SELECTOR_METRIC: {0: {"indices": [2], "values": [3.0]}}})
+    warned = [e for e in logs if e["event"] == "feedback_clipped"]
+    assert len(warned) == 1 and warned[0]["clipped"] == ["-1.0 for taskset 't0'"]
+    assert "(r + 1) / 2" in warned[0]["message"] and 'out_of_range = "error"' in warned[0]["message"]
+
+
 def test_pipeline_feedback_runs_pass_rate_calculator(tmp_path: Path) -> None:
     pipe = make_pipeline(tmp_path, sizes=(10,), selectors=[{"type": "difficulty_based", "feature_keys": ["f0", "f1"]}])
     exps = [{"reward": r, "taskset_id": 0, "index": i} for i, r in [(2, 1.0), (2, 0.0), (5, 1.0)]]

@@ -167,3 +167,19 @@ def test_every_bin_has_its_own_name_however_close_its_edges(column: np.ndarray) 
     assert groups.count == 4 and len(set(groups.names)) == 4
     selector = make_selector("frontier", size=len(column), features={"x": column}, bins=4)
     assert len(selector.summary()) >= 4  # no group's entry overwrites another's
+
+
+def test_regression_a_measured_column_is_refused_as_labels_with_the_bins_fix() -> None:
+    """A continuous column grouped without bins made one group per task, accepted by validate and preview; under a
+    guard the run then failed at its first evaluation with a message that never said bins."""
+    from flexkit.errors import ConfigError
+
+    scores = np.random.default_rng(0).random(60)
+    with pytest.raises(ConfigError, match=r"frontier: feature column 'difficulty' holds 60 distinct non-integer "
+                                          r"numbers over 60 tasks, .* set bins = k"):
+        TaskGroups.from_features({"difficulty": scores}, ["difficulty"], 60, owner="frontier")
+    assert TaskGroups.from_features({"difficulty": scores}, ["difficulty"], 60, bins=4).count == 4
+    levels = np.array([1.0, 2.5, 3.0] * 20)  # a few fractional labels are labels
+    assert TaskGroups.from_features({"level": levels}, ["level"], 60).count == 3
+    ids = np.arange(60, dtype=np.float64)  # whole numbers (ids) are labels whatever their count
+    assert TaskGroups.from_features({"id": ids}, ["id"], 60).count == 60
