@@ -50,18 +50,23 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def _check_host(pipe: Pipeline, host: str | None) -> HostSupport | None:
     """Refuse what the host would not honour (:func:`~flexkit.pipeline._support.check_support`); returns the host's
-    support. ``host``: ``"run"`` (``flexkit run`` with the pipeline's ``[trainer]``, built but not set up: cheap), a
+    support. ``host``: ``"run"`` (``flexkit run`` with the pipeline's ``[trainer]``, built but not set up: cheap; its
+    :meth:`~flexkit.Trainer.check_setup` checks what its setup will read), a
     host's name from the ``flexkit.hosts`` entry points (``sampler``, the core's torch sampler; ``trl``, ``verl``,
     ``trinity``, ``ray`` from the adapters), or ``None``: ``run`` when the pipeline has a ``[trainer]``, else no
     host check."""
     if host is None and pipe.config.trainer is None:
         return None
     if host in (None, "run"):
+        from flexkit.plugins._contract import check_trainer_setup
         from flexkit.run._runner import new_trainer, run_support
 
-        support = run_support(pipe, new_trainer(pipe))
-    else:
-        support = host_support(host)
+        trainer = new_trainer(pipe)
+        support = run_support(pipe, trainer)
+        check_support(pipe, support)
+        check_trainer_setup(trainer, pipe)  # the files and columns its setup reads, without building a model
+        return support
+    support = host_support(host)
     check_support(pipe, support)
     return support
 

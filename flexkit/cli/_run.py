@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flexkit._log import say
+from flexkit.cli._signals import exit_status
 
 if TYPE_CHECKING:
     from flexkit.pipeline._pipeline import Pipeline
@@ -42,7 +43,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                               progress=None if args.quiet else sys.stderr, trackers=trackers)
     except RunInterrupted as stop:
         _say_interrupted(args, stop)
-        return 130
+        return exit_status(stop)
     finally:
         if trackers is not None:
             trackers.close()

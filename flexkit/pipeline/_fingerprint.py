@@ -169,25 +169,27 @@ def _earlier_defaults(config: Any) -> dict[str, Any]:
     return out
 
 
-def _param_tables(fingerprint: Any, pipe: PipelineView) -> list[tuple[str, Any, Any]]:
-    """``(path, params table, config)`` for every component parameter table of ``fingerprint``."""
+def _param_tables(fingerprint: Any, pipe: PipelineView) -> list[tuple[str, Any, Any, Any]]:
+    """``(path, params table, config, component type)`` for every component parameter table of ``fingerprint``."""
     if not isinstance(fingerprint, dict):
         return []
     cfg, out = pipe.config, []
     trainer, sample, feedback = fingerprint.get("trainer"), fingerprint.get("sample"), fingerprint.get("feedback")
     if isinstance(trainer, dict) and cfg.trainer is not None:
-        out.append(("trainer", trainer.get("params"), cfg.trainer.config))
+        out.append(("trainer", trainer.get("params"), cfg.trainer.config, trainer.get("type")))
     if isinstance(sample, dict) and cfg.sample is not None:
-        out.append(("sample.scorer", sample.get("scorer_params"), cfg.sample.scorer.config))
-        out.append(("sample.actuator", sample.get("actuator_params"), cfg.sample.actuator.config))
+        out.append(("sample.scorer", sample.get("scorer_params"), cfg.sample.scorer.config, sample.get("scorer")))
+        out.append(("sample.actuator", sample.get("actuator_params"), cfg.sample.actuator.config,
+                    sample.get("actuator")))
     if isinstance(feedback, dict):
-        out.append(("feedback", feedback.get("params"), cfg.feedback.operator.config))
+        out.append(("feedback", feedback.get("params"), cfg.feedback.operator.config, feedback.get("type")))
     for i, (ts, spec) in enumerate(zip(fingerprint.get("tasksets") or [], cfg.tasksets, strict=False)):
         if isinstance(ts, dict):
-            out.append((f"tasksets[{i}].selector", ts.get("params"), spec.selector.config))
+            out.append((f"tasksets[{i}].selector", ts.get("params"), spec.selector.config, ts.get("selector")))
             storage = ts.get("storage")
             if isinstance(storage, dict):
-                out.append((f"tasksets[{i}].storage", storage.get("params"), spec.storage.config))
+                out.append((f"tasksets[{i}].storage", storage.get("params"), spec.storage.config,
+                            storage.get("type")))
     return out
 
 
@@ -195,10 +197,11 @@ def _later_parameters(theirs: Any, mine: dict[str, Any], pipe: PipelineView, whe
     """``mine`` without the parameters an older checkpoint does not record and that are at their default now: a
     component that gained a parameter computes what it computed before when the parameter keeps its default."""
     mine = copy.deepcopy(mine)
-    pairs = zip(_param_tables(theirs, pipe), _param_tables(mine, pipe), strict=False)
-    for (path, old, _config), (_path, new, config) in pairs:
-        if not isinstance(old, dict) or not isinstance(new, dict):
-            continue
+    recorded = {path: (old, kind) for path, old, _config, kind in _param_tables(theirs, pipe)}
+    for path, new, config, new_type in _param_tables(mine, pipe):
+        old, old_type = recorded.get(path, (None, None))
+        if not isinstance(old, dict) or not isinstance(new, dict) or old_type != new_type:
+            continue  # a part or component the checkpoint does not have: the comparison reports it
         defaults, earlier = _default_params(config), _earlier_defaults(config)
         later = [k for k in new if k not in old and k in defaults
                  and (new[k] == defaults[k] or (k in earlier and new[k] == earlier[k]))]

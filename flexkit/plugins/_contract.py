@@ -90,9 +90,9 @@ from flexkit.errors import ComponentError, FeedbackError, FlexkitError
 
 __all__ = ["REQUIRED", "WHAT", "ActuatorLike", "Configurable", "FeedbackOperator", "FeedbackSource",
            "GroupFilterLike", "OutOfRange", "RefillAction", "Rollout", "ScorerLike", "SelectorLike", "Stateful",
-           "TasksetLike", "Trainer", "TrainerLike", "check_built", "check_selection", "component_bugs",
-           "default_config", "describe_component", "display_name", "group_size_of", "is_group_filter",
-           "optional_member", "origin", "registered_name_of", "set_name_resolver", "set_progress"]
+           "TasksetLike", "Trainer", "TrainerLike", "check_built", "check_selection", "check_trainer_setup",
+           "component_bugs", "default_config", "describe_component", "display_name", "group_size_of",
+           "is_group_filter", "optional_member", "origin", "registered_name_of", "set_name_resolver", "set_progress"]
 
 
 #: How :func:`registered_name_of` names a class built outside the plugin host: set once by the plugin manager
@@ -520,6 +520,12 @@ class Trainer(Configurable, abc.ABC):
         if self.progress_callback is not None:
             self.progress_callback(phase, done, total)
 
+    def check_setup(self, pipeline: Any) -> None:
+        """Check what :meth:`setup` will read (data files and their columns, the rows of ``pipeline``'s tasksets)
+        without building anything heavy (no model), raising :class:`~flexkit.ConfigError` naming the key to fix.
+        ``flexkit validate`` calls it, so that a pipeline it passes does not fail at the start of ``flexkit run``;
+        :meth:`setup` may call it too. The default: nothing to check."""
+
     def setup(self, pipeline: Any) -> None:
         """Called once before the first step (and before a checkpoint is loaded): build models, warm up."""
 
@@ -567,6 +573,17 @@ def set_progress(trainer: Any, callback: ProgressCallback | None) -> None:
     found = optional_member(trainer, "set_progress")
     if callable(found):
         found(callback)
+
+
+def check_trainer_setup(trainer: Any, pipeline: Any) -> None:
+    """:meth:`Trainer.check_setup` of ``trainer`` against ``pipeline``; a duck-typed trainer without it (written
+    before it existed) checks nothing."""
+    if isinstance(trainer, Trainer):
+        trainer.check_setup(pipeline)
+        return
+    found = optional_member(trainer, "check_setup")
+    if callable(found):
+        found(pipeline)
 
 
 def group_size_of(config: Any) -> Any:

@@ -42,6 +42,14 @@ log = structlog.get_logger("flexkit.runner")
 
 CHECKPOINT_DIR = "checkpoint"
 METRICS_FILE = "metrics.jsonl"
+#: The file that makes a folder a run folder (the validated config the run started with).
+RESOLVED_FILE = "resolved.json"
+#: What a run folder may hold: its own files, the plots, the trackers' folders, ``flexkit compare``'s record of a
+#: finished run and its worker's stderr, and the folder lock; a folder holding anything else is not a run's.
+RUN_FOLDER_ENTRIES = frozenset({"pipeline.toml", RESOLVED_FILE, METRICS_FILE, CHECKPOINT_DIR, "plots", "tensorboard",
+                                "wandb", "setting.json", "setting.json.tmp", "stderr.log", ".flexkit.lock"})
+#: The file a ``flexkit compare`` folder's report is written to.
+COMPARE_RESULTS = "results.json"
 #: The ``step`` of the metrics record holding the evaluation before the first training step.
 INITIAL_STEP = -1
 
@@ -81,20 +89,85 @@ def _is_pipeline_file(source: str | None) -> TypeGuard[str]:
         return False
 
 
+def foreign_entries(run_dir: Path) -> list[str]:
+    """The entries of ``run_dir`` that no run folder holds (none when it does not exist)."""
+    try:
+        return sorted(entry.name for entry in run_dir.iterdir() if entry.name not in RUN_FOLDER_ENTRIES)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _holds_seed_runs(folder: Path) -> bool:
+    """Whether ``folder`` is a ``flexkit compare`` setting's folder (it holds ``seed<N>`` run folders)."""
+    try:
+        return folder.is_dir() and any(e.name.startswith("seed") and e.name[4:].isdigit() for e in folder.iterdir())
+    except OSError:
+        return False
+
+
+def _not_a_run_folder(run_dir: Path, doing: str) -> FlexkitError | None:
+    """Why ``run_dir`` (an existing folder) cannot be a run folder, or ``None`` when it can."""
+    others = foreign_entries(run_dir)
+    if (run_dir / COMPARE_RESULTS).exists() or any(_holds_seed_runs(run_dir / name) for name in others):
+        return FlexkitError(f"{run_dir} is a flexkit compare folder, not a run folder: {doing} would mix a run's "
+                            "files with its settings' runs; continue it with the same flexkit compare command "
+                            f"(--out {run_dir}), or give flexkit run a folder of its own")
+    if others:
+        shown = ", ".join(others[:5]) + (f", ... ({len(others)} in all)" if len(others) > 5 else "")
+        return FlexkitError(f"{run_dir} is not a flexkit run folder (it holds {shown}): {doing} would mix a run's "
+                            "files with them; give a new or empty folder")
+    return None
+
+
 def start_run_folder(pipe: Pipeline, run_dir: Path) -> None:
     """Create (or reuse) ``run_dir`` for a new run: copy the pipeline file, write ``resolved.json`` and an empty
-    ``metrics.jsonl``. Refuses a folder that holds a committed checkpoint."""
+    ``metrics.jsonl``. Refuses a folder that holds a committed checkpoint, a ``flexkit compare`` folder and one that
+    holds files no run folder holds."""
     if (run_dir / CHECKPOINT_DIR / STATE_FILE).exists():
         raise FlexkitError(f"{run_dir} already holds a run; pass --resume to continue it or choose --out")
+    refused = _not_a_run_folder(run_dir, "starting a run there")
+    if refused is not None:
+        raise refused
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         if _is_pipeline_file(pipe.source):
             copy_pipeline_file(pipe.source, run_dir / "pipeline.toml")  # its #:schema path still valid
-        resolved = json.dumps(attrs.asdict(pipe.config), indent=2, default=str) + "\n"
-        (run_dir / "resolved.json").write_text(resolved)
+        (run_dir / RESOLVED_FILE).write_text(_resolved_text(pipe))
         (run_dir / METRICS_FILE).write_text("", encoding="utf-8")
     except OSError as exc:
         raise FlexkitError(f"cannot write the run folder {run_dir}: {_reason(exc)}") from None
+
+
+def _resolved_text(pipe: Pipeline) -> str:
+    """The validated config as ``resolved.json`` records it."""
+    return json.dumps(attrs.asdict(pipe.config), indent=2, default=str) + "\n"
+
+
+def _changes(old: Any, new: Any, path: str = "") -> list[str]:
+    """``key: old → new`` for every leaf where ``new`` differs from ``old`` (tables compared key by key)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [change for key in sorted(set(old) | set(new), key=str)
+                for change in _changes(old.get(key), new.get(key), f"{path}.{key}" if path else str(key))]
+    return [] if old == new else [f"{path}: {json.dumps(old)} → {json.dumps(new)}"]
+
+
+def update_resolved_config(pipe: Pipeline, run_dir: Path) -> list[str]:
+    """On resume: the settings in which ``pipe`` differs from the config the run last ran with (its
+    ``resolved.json``; only those a checkpoint allows to change get this far, such as ``[run] total_steps``), and
+    ``resolved.json`` rewritten to the config that runs from now on. None when it is unchanged or unreadable."""
+    path = run_dir / RESOLVED_FILE
+    text = _resolved_text(pipe)
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        old = None
+    changes = _changes(old, json.loads(text)) if isinstance(old, dict) else []
+    if changes or old is None:
+        try:
+            path.write_text(text)
+        except OSError as exc:
+            raise FlexkitError(f"cannot write {path}: {_reason(exc)}") from None
+    return changes
 
 
 def read_metrics(path: Path) -> list[tuple[str, dict[str, Any]]]:
@@ -164,6 +237,9 @@ def resume_run_folder(pipe: Pipeline, trainer: TrainerLike, run_dir: Path, repla
     if not run_dir.is_dir():
         raise FlexkitError(f"no run folder {run_dir} to resume")
     if not (ckpt / STATE_FILE).exists():
+        refused = _not_a_run_folder(run_dir, "resuming it")
+        if refused is not None:
+            raise refused
         raise FlexkitError(
             f"{run_dir} has no checkpoint yet: the run stopped before its first one ([run] checkpoint_every = "
             f"{cfg.run.checkpoint_every}); start it again without --resume (--out {run_dir} reuses the folder)")

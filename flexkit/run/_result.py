@@ -3,6 +3,7 @@ the before/after summary printed at the end (:func:`summary_lines`)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +42,22 @@ def stop_reason(steps: int, total_steps: int, rollouts: int | None, max_rollouts
     return STEP_LIMIT
 
 
+#: A group name that is a number (a level), as the hosts name groups (:func:`flexkit.host.group_label`).
+_NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?")
+
+
+def _group_label(group: str) -> str:
+    """A group's row in the summary: ``level 3`` for a number (a level), the value itself for a label (``gsm8k``)."""
+    return f"level {group}" if _NUMBER.fullmatch(group) else group
+
+
 def summary_lines(result: RunResult) -> list[str]:
     """The before/after evaluation table printed at the end of a run."""
     first, last = result.first_eval, result.last_eval
     keys = [k for k in last if k.startswith("eval_accuracy/")]
     lines = [f"run folder: {result.run_dir}", "", f"{'eval accuracy':<22}{'before':>8}{'after':>8}{'change':>8}"]
     for key in ["eval_accuracy", *keys]:
-        label = "all levels" if key == "eval_accuracy" else f"level {key.split('/', 1)[1]}"
+        label = "all levels" if key == "eval_accuracy" else _group_label(key.split("/", 1)[1])
         before, after = first.get(key), last.get(key)
         if before is None or after is None:
             continue

@@ -49,6 +49,7 @@ from flexkit.run._folder import (
     Resumed,
     resume_run_folder,
     start_run_folder,
+    update_resolved_config,
 )
 from flexkit.run._lock import hold_folder
 from flexkit.run._progress import ProgressDisplay
@@ -172,6 +173,13 @@ def _run_in_folder(pipe: Pipeline, trainer: Any, replay: ReplayBuffer | None, ru
     metrics_path = run_dir / METRICS_FILE
     if resume:
         resumed = resume_run_folder(pipe, trainer, run_dir, replay)
+        changes = update_resolved_config(pipe, run_dir)
+        if changes:
+            say("resumed_with_other_settings", (
+                f"warning: {run_dir} continues with settings other than those it ran with: "
+                f"{'; '.join(changes[:6])}{' ...' if len(changes) > 6 else ''} (the pipeline file's and --set's now; "
+                "resolved.json records them). To keep the run's own, pass the --set it was started with"),
+                level="warning", run_dir=str(run_dir), changes=changes)
         _say_resumed(run_dir, resumed, sched.total_steps, resumed.counters.rollouts)
     else:
         start_run_folder(pipe, run_dir)

@@ -52,7 +52,7 @@ def draw_difficulties(levels: np.ndarray, rng: np.random.Generator) -> np.ndarra
 class SimulatedTasksConfig:
     """Parameters of the ``simulated`` storage: a generated taskset with graded difficulty."""
 
-    size: int = field(default=2000, ge=1, doc="Number of tasks.")
+    size: int = field(default=2000, ge=1, le=10**8, doc="Number of tasks (generated in memory: at most 10^8).")
     levels: tuple[int, ...] = field(
         default=(1, 2, 3, 4), min_items=1, doc="Difficulty levels the tasks are spread over evenly."
     )
@@ -91,7 +91,8 @@ def make_simulated_taskset(config: SimulatedTasksConfig, *, name: str, **_contex
 class SimulatorConfig:
     """Parameters of the ``simulator`` trainer."""
 
-    group_size: int = field(default=8, ge=2, doc="Responses per task (G; the reward-variance signal needs 2 or more).")
+    group_size: int = field(default=8, ge=2, le=4096,
+                            doc="Responses per task (G; the reward-variance signal needs 2 or more).")
     initial_skill: float = field(default=1.5, doc="Skill after the (simulated) warm start.")
     slope: float = field(default=3.0, gt=0, doc="Steepness of the success curve sigmoid(slope·(skill − d)).")
     learning_rate: float = field(default=0.05, ge=0, doc="Skill gained per unit of reward-variance signal.")
@@ -104,12 +105,23 @@ class SimulatorConfig:
     )
     eval_levels: tuple[int, ...] = field(default=(1, 2, 3, 4), min_items=1,
                                          doc="Levels of the held-out test and validation sets.")
-    eval_tasks_per_level: int = field(default=200, ge=1, doc="Held-out test tasks per level.")
+    eval_tasks_per_level: int = field(default=200, ge=1, le=10**6, doc="Held-out test tasks per level.")
     val_tasks_per_level: int = field(
-        default=200, ge=1,
+        default=200, ge=1, le=10**6,
         doc="Validation tasks per level (at eval_levels; tasks of their own, not the test set's): the evaluation "
             "the selectors steer on (frontier's guard_metric = \"val_accuracy/{}\").",
     )
+
+
+def _difficulty(row: Any, taskset_id: int, taskset: str, index: int) -> float:
+    """A task row's numeric ``difficulty``; a :class:`~flexkit.ConfigError` naming the taskset and task without one."""
+    d = row.get("difficulty") if isinstance(row, Mapping) else None
+    if isinstance(d, bool) or not isinstance(d, (int, float)):
+        raise ConfigError([ConfigIssue(
+            f"tasksets[{taskset_id}]",
+            f"the simulator needs a numeric 'difficulty' in every task row; task {index} of {taskset!r} has {d!r} "
+            "(use storage_type = \"simulated\")")])
+    return float(d)
 
 
 class SimulatorTrainer(Trainer):
@@ -132,21 +144,20 @@ class SimulatorTrainer(Trainer):
         self._val_levels = np.repeat(np.asarray(config.eval_levels, dtype=np.int64), config.val_tasks_per_level)
         self._val_difficulty = draw_difficulties(self._val_levels, val_rng)
 
+    def check_setup(self, pipeline: Any) -> None:
+        """Refuse tasksets whose first row has no numeric ``difficulty`` (the simulator's rows come from the
+        ``simulated`` storage); a later row without one is refused when it is drawn."""
+        for number, entry in enumerate(pipeline.scheduler.entries):
+            if entry.size:
+                _difficulty(entry.taskset.read([0])[0], number, entry.name, 0)
+
     def setup(self, pipeline: Any) -> None:
-        """Allocate per-task memorisation for every taskset of ``pipeline``."""
+        """Check the rows (:meth:`check_setup`); allocate per-task memorisation for every taskset of ``pipeline``."""
+        self.check_setup(pipeline)
         self._memo = [np.zeros(size) for size in pipeline.scheduler.sizes]
 
     def _difficulties(self, tasks: Sequence[Any]) -> np.ndarray:
-        out = np.empty(len(tasks))
-        for i, task in enumerate(tasks):
-            d = task.data.get("difficulty") if isinstance(task.data, Mapping) else None
-            if isinstance(d, bool) or not isinstance(d, (int, float)):
-                raise ConfigError([ConfigIssue(
-                    f"tasksets[{task.taskset_id}]",
-                    f"the simulator needs a numeric 'difficulty' in every task row; task {task.index} of "
-                    f"{task.taskset!r} has {d!r} (use storage_type = \"simulated\")")])
-            out[i] = float(d)
-        return out
+        return np.asarray([_difficulty(t.data, t.taskset_id, t.taskset, t.index) for t in tasks], dtype=np.float64)
 
     def success_probability(self, tasks: Sequence[Any]) -> np.ndarray:
         """Each task's current success probability (skill, difficulty and memorisation)."""

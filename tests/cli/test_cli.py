@@ -204,3 +204,15 @@ def test_validate_names_taskset_problems(tmp_path: Path) -> None:
     assert "tasksets[0]: taskset 'gone'" in lines[0] and "no such file" in lines[0]
     assert "tasksets[1]: taskset 'a'" in lines[1] and "'y'" in lines[1]
     assert "tasksets[2]: taskset 'e'" in lines[2] and "empty" in lines[2]
+
+
+def test_regression_validate_checks_what_the_trainer_will_read(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """flexkit validate passed a simulator pipeline over rows without a difficulty, which flexkit run refused at
+    once: validate now asks the trainer to check what its setup reads (Trainer.check_setup)."""
+    (tmp_path / "t.jsonl").write_text('{"x": 1}\n' * 8)
+    path = tmp_path / "p.toml"
+    path.write_text('[run]\nbatch_size = 4\n[[tasksets]]\nname = "t"\npath = "t.jsonl"\n'
+                    '[trainer]\ntype = "simulator"\n')
+    assert main(["validate", str(path)]) == 1
+    assert "the simulator needs a numeric 'difficulty' in every task row; task 0 of 't'" in capsys.readouterr().err

@@ -101,6 +101,26 @@ def test_ctrl_c_names_the_last_checkpoint_and_the_resume_command(tmp_path: Path)
     assert f"resuming {run} from its checkpoint at step {step} of {step + 2}" in done.stderr
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM to a child process")
+def test_regression_sigterm_stops_a_run_as_ctrl_c_does(tmp_path: Path) -> None:
+    """SIGTERM (a job scheduler's stop) ended a run with status 143 and no word of its checkpoint or how to go on."""
+    run = tmp_path / "run"
+    command = [sys.executable, "-m", "flexkit", "run", SIMULATED, "--out", str(run), "--quiet",
+               "--set", "run.total_steps=100000,run.checkpoint_every=5,run.eval_every=0"]
+    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (run / "checkpoint" / "state.json").exists():
+        time.sleep(0.05)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err
+    assert "the last checkpoint is at step " in err
+    assert shlex.split(err.split("continue with: ", 1)[1].splitlines()[0])[-2:] == ["--resume", str(run)]
+
+
 def test_verbosity_and_log_format_after_the_subcommand(tmp_path: Path, fake_dist) -> None:
     args = build_parser().parse_args(["run", "x.toml", "-v"])
     assert args.verbose + args.sub_verbose == 1

@@ -111,6 +111,53 @@ def test_refuses_to_overwrite_a_run_and_needs_a_trainer(tmp_path: Path) -> None:
         run_pipeline(load_pipeline(no_trainer), run_dir=tmp_path / "other", progress=None)
 
 
+def test_regression_a_folder_that_is_no_run_folder_is_refused_with_what_it_is(tmp_path: Path) -> None:
+    """--resume on a compare folder (or a folder of other files) advised starting the run again there, and a new
+    run wrote its files among a compare's or someone's data without a word."""
+    path = write(tmp_path)
+    compare_dir = tmp_path / "cmp"
+    (compare_dir / "uniform" / "seed0").mkdir(parents=True)  # a compare folder before its results.json
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.jsonl").write_text("{}\n")
+    for folder in (compare_dir, data):
+        kind = "a flexkit compare folder" if folder is compare_dir else r"not a flexkit run folder \(it holds"
+        with pytest.raises(FlexkitError, match=f"{folder} is {kind}"):
+            run_pipeline(load_pipeline(path), run_dir=folder, resume=True, progress=None)
+        with pytest.raises(FlexkitError, match=f"{folder} is {kind}"):
+            run_pipeline(load_pipeline(path), run_dir=folder, progress=None)
+    (compare_dir / "results.json").write_text("{}")
+    with pytest.raises(FlexkitError, match=r"is a flexkit compare folder, not a run folder: .* same flexkit compare"):
+        run_pipeline(load_pipeline(path), run_dir=compare_dir, progress=None)
+    (tmp_path / "empty").mkdir()  # a run killed right after creating its folder: it starts again there
+    assert run_pipeline(load_pipeline(path), run_dir=tmp_path / "empty", progress=None).steps == 60
+
+
+def test_regression_a_resume_with_other_run_settings_says_so_and_records_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run resumed without the --set it was started with ran on the file's [run] settings (a finished 20-step run
+    trained 380 more steps) without a word, and resolved.json kept the old settings."""
+    import json
+
+    from structlog.testing import capture_logs
+
+    from flexkit import _log
+
+    monkeypatch.setattr(_log, "_cli_format", None)  # library use (a CLI test in this process may have set it)
+    path = write(tmp_path)
+    crash_run(load_pipeline(path, overrides=["run.total_steps=30"]), tmp_path / "run", 25)
+    with capture_logs() as logs:
+        run_pipeline(load_pipeline(path, overrides=["run.total_steps=30"]), run_dir=tmp_path / "run", resume=True,
+                     progress=None)
+    assert not [e for e in logs if e["event"] == "resumed_with_other_settings"]
+    with capture_logs() as logs:
+        result = run_pipeline(load_pipeline(path), run_dir=tmp_path / "run", resume=True, progress=None)
+    warned = [e for e in logs if e["event"] == "resumed_with_other_settings"]
+    assert result.steps == 60 and len(warned) == 1
+    assert warned[0]["changes"] == ["run.total_steps: 30 → 60"]
+    assert json.loads((tmp_path / "run" / "resolved.json").read_text())["run"]["total_steps"] == 60
+
+
 def test_simulator_needs_difficulty_in_rows(tmp_path: Path) -> None:
     (tmp_path / "t.jsonl").write_text('{"x": 1}\n' * 8)
     path = write(tmp_path, '[run]\nbatch_size = 4\n[[tasksets]]\nname = "t"\npath = "t.jsonl"\n'
@@ -156,3 +203,26 @@ def test_resume_before_the_first_checkpoint_says_to_start_again(tmp_path: Path) 
         run_pipeline(load_pipeline(path), run_dir=tmp_path / "early", resume=True, progress=None)
     result = run_pipeline(load_pipeline(path), run_dir=tmp_path / "early", progress=None)  # same folder again
     assert result.steps == 60 and len(step_records(tmp_path / "early")) == 60
+
+
+def test_regression_the_summary_names_label_groups_by_their_value() -> None:
+    """Groups of a label column (a TRL run grouped by topic) were printed as "level algebra"."""
+    from flexkit.run._result import RunResult, summary_lines
+
+    evals = {"eval_accuracy": 0.5, "eval_accuracy/2": 0.25, "eval_accuracy/algebra": 0.75}
+    lines = summary_lines(RunResult(run_dir=Path("r"), steps=1, first_eval=evals, last_eval=evals, last_metrics={}))
+    assert any(line.startswith("level 2 ") for line in lines)
+    assert any(line.startswith("algebra ") for line in lines) and not any("level algebra" in line for line in lines)
+
+
+def test_regression_a_part_added_since_the_checkpoint_is_no_older_flexkit(tmp_path: Path) -> None:
+    """Resuming with a [sample] stage the run did not have logged that the checkpoint, "written by an older
+    flexkit", did not record the feedback operator's parameters (the component tables were paired by position,
+    not by name), before the right refusal."""
+    from structlog.testing import capture_logs
+
+    plain = PIPELINE.split("[sample]")[0] + "[trainer]" + PIPELINE.split("[trainer]")[1]
+    crash_run(load_pipeline(write(tmp_path, plain)), tmp_path / "run", 25)
+    with capture_logs() as logs, pytest.raises(FlexkitError, match="from a different pipeline: sample: None in the"):
+        run_pipeline(load_pipeline(write(tmp_path)), run_dir=tmp_path / "run", resume=True, progress=None)
+    assert not [e for e in logs if "older flexkit" in e["event"]]

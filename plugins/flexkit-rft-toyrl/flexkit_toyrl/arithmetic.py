@@ -97,7 +97,7 @@ class ArithmeticTasksConfig:
             "(a − b, b below base**level, a negative difference in the base's complement). The toyrl trainer's "
             "operation must be the same.",
     )
-    size: int = field(default=20000, ge=1, doc="Number of problems.")
+    size: int = field(default=20000, ge=1, le=10**8, doc="Number of problems (generated in memory: at most 10^8).")
     levels: tuple[int, ...] = field(
         default=(1, 2, 3, 4), min_items=1, doc="Difficulty levels (digits of the first operand), spread evenly."
     )

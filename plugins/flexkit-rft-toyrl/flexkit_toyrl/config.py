@@ -25,7 +25,7 @@ class ToyRLConfig:
     d_model: int = field(default=64, ge=8, doc="Transformer width.")
     n_layers: int = field(default=2, ge=1, doc="Transformer blocks.")
     n_heads: int = field(default=4, ge=1, doc="Attention heads (d_model must be a multiple).")
-    group_size: int = field(default=8, ge=2, doc="Sampled answers per task (G).")
+    group_size: int = field(default=8, ge=2, le=4096, doc="Sampled answers per task (G).")
     learning_rate: float = field(default=3e-4, gt=0, doc="Adam learning rate of the RL phase.")
     clip_ratio: float = field(default=0.2, gt=0, lt=1, doc="PPO clip range.")
     entropy_coef: float = field(default=0.001, ge=0, doc="Weight of the entropy bonus.")
@@ -61,12 +61,12 @@ class ToyRLConfig:
             "shared CPU (more threads wait for each other when another process holds a core) and gives the same "
             "results on every machine; results can differ with the thread count.",
     )
-    eval_tasks_per_level: int = field(default=200, ge=1,
+    eval_tasks_per_level: int = field(default=200, ge=1, le=10**6,
                                       doc="Held-out test problems per level (evaluate: what runs are judged on).")
     eval_levels: tuple[int, ...] = field(default=(1, 2, 3, 4), min_items=1,
                                          doc="Levels of the held-out test and validation sets.")
     val_tasks_per_level: int = field(
-        default=200, ge=1,
+        default=200, ge=1, le=10**6,
         doc="Validation problems per level (validate: the only evaluation the selectors steer on, frontier's "
             "guard_metric = \"val_accuracy/{}\"), none of them in the test set; a level the test set nearly "
             "exhausts (level 1) gives a fifth of its problems instead (see flexkit_toyrl.splits).",
