@@ -115,6 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "that needs evaluations): run (flexkit run with the [trainer], the default when there is one), "
                    "sampler (the torch FlexkitSampler in your own loop), or an installed adapter's name (trl, verl, "
                    "verl-legacy, trinity, ray)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE,...",
+                   help="override keys of every FILE before checking it, as flexkit run --set does (repeatable)")
     _add_plugin_option(p)
     p.set_defaults(func=cmd_validate)
 
@@ -246,6 +248,8 @@ runs the failed or missing ones again from the start. Ctrl-C writes the reports 
     p.add_argument("--feedback", default="none", metavar="none|random|FIELD",
                    help="simulated feedback after each step: none (default), uniform random rewards, or the "
                    "value of a numeric FIELD of each task row (e.g. a reference pass rate)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE,...",
+                   help="override keys of FILE, as flexkit run --set does (repeatable)")
     _add_plugin_option(p)
     p.set_defaults(func=cmd_preview)
 

@@ -31,7 +31,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     status = 0
     for path in args.files:
         try:
-            pipe = load_pipeline(path, plugins=args.plugin)
+            pipe = load_pipeline(path, plugins=args.plugin, overrides=args.overrides)
             sched = pipe.scheduler  # opens every taskset and builds every selector
             rows = _check_every_row(sched, path)
             host = _check_host(pipe, args.host)
@@ -117,7 +117,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
     if args.steps < 1:
         say("error", "error: --steps must be >= 1", level="error")
         return 2
-    pipe = load_pipeline(args.file, plugins=args.plugin)
+    pipe = load_pipeline(args.file, plugins=args.plugin, overrides=args.overrides)
     sched = pipe.scheduler
     shown = 0
     try:

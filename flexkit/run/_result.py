@@ -55,7 +55,11 @@ def summary_lines(result: RunResult) -> list[str]:
     """The before/after evaluation table printed at the end of a run."""
     first, last = result.first_eval, result.last_eval
     keys = [k for k in last if k.startswith("eval_accuracy/")]
-    lines = [f"run folder: {result.run_dir}", "", f"{'eval accuracy':<22}{'before':>8}{'after':>8}{'change':>8}"]
+    lines = [f"run folder: {result.run_dir}", ""]
+    if first.get("eval_accuracy") is None or last.get("eval_accuracy") is None:
+        lines.append("eval accuracy: not evaluated ([run] eval_every = 0)")
+    else:
+        lines.append(f"{'eval accuracy':<22}{'before':>8}{'after':>8}{'change':>8}")
     for key in ["eval_accuracy", *keys]:
         label = "all levels" if key == "eval_accuracy" else _group_label(key.split("/", 1)[1])
         before, after = first.get(key), last.get(key)

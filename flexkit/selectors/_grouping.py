@@ -94,9 +94,14 @@ class TaskGroups:
         """Groups of ``size`` tasks from the columns ``keys`` of ``features`` (see the module docstring).
 
         Raises :class:`~flexkit.errors.TasksetError` naming ``owner`` and the column when a column is missing, has
-        the wrong length or is not numeric while ``bins > 0``, and :class:`~flexkit.errors.ConfigError` when the
-        grouping makes more than :data:`MAX_GROUPS` groups.
+        the wrong length or is not numeric while ``bins > 0``, and :class:`~flexkit.errors.ConfigError` for a column
+        named twice, a column of measured values without ``bins`` and a grouping of more than :data:`MAX_GROUPS`
+        groups.
         """
+        repeated = sorted({key for key in keys if list(keys).count(key) > 1})
+        if repeated:
+            raise ConfigError(f"{owner}: feature_keys names {', '.join(map(repr, repeated))} more than once: name "
+                              "each column once")
         codes: list[np.ndarray] = []
         names: list[list[str]] = []
         for key in keys:

@@ -216,3 +216,14 @@ def test_regression_validate_checks_what_the_trainer_will_read(tmp_path: Path,
                     '[trainer]\ntype = "simulator"\n')
     assert main(["validate", str(path)]) == 1
     assert "the simulator needs a numeric 'difficulty' in every task row; task 0 of 't'" in capsys.readouterr().err
+
+
+def test_regression_validate_and_preview_take_set_overrides(capsys: pytest.CaptureFixture[str]) -> None:
+    """flexkit validate and preview had no --set, so a compare setting or a run's --set could not be checked."""
+    quickstart = str(ROOT / "examples" / "quickstart.toml")
+    assert main(["validate", quickstart, "--set", "run.batch_size=0"]) == 1
+    assert "run.batch_size" in capsys.readouterr().err
+    assert main(["validate", quickstart, "--set", 'tasksets.0.selector={type="random"}']) == 0
+    assert "random" in capsys.readouterr().out
+    assert main(["preview", quickstart, "--steps", "1", "--json", "--set", "run.batch_size=8"]) == 0
+    assert len(json.loads(capsys.readouterr().out.splitlines()[0])["tasksets"]["addition"]) == 8

@@ -226,3 +226,12 @@ def test_regression_a_part_added_since_the_checkpoint_is_no_older_flexkit(tmp_pa
     with capture_logs() as logs, pytest.raises(FlexkitError, match="from a different pipeline: sample: None in the"):
         run_pipeline(load_pipeline(write(tmp_path)), run_dir=tmp_path / "run", resume=True, progress=None)
     assert not [e for e in logs if "older flexkit" in e["event"]]
+
+
+def test_regression_a_run_without_evaluations_says_so_in_its_summary() -> None:
+    """With [run] eval_every = 0 the summary printed an empty before/after table."""
+    from flexkit.run._result import RunResult, summary_lines
+
+    lines = summary_lines(RunResult(run_dir=Path("r"), steps=3, first_eval={}, last_eval={}, last_metrics={}))
+    assert "eval accuracy: not evaluated ([run] eval_every = 0)" in lines
+    assert not any("before" in line for line in lines)

@@ -183,3 +183,11 @@ def test_regression_a_measured_column_is_refused_as_labels_with_the_bins_fix() -
     assert TaskGroups.from_features({"level": levels}, ["level"], 60).count == 3
     ids = np.arange(60, dtype=np.float64)  # whole numbers (ids) are labels whatever their count
     assert TaskGroups.from_features({"id": ids}, ["id"], 60).count == 60
+
+
+def test_regression_a_column_named_twice_is_refused() -> None:
+    """feature_keys = ["level", "level"] was accepted, grouping by the pairs of a column with itself."""
+    from flexkit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"frontier: feature_keys names 'level' more than once"):
+        TaskGroups.from_features({"level": np.arange(6) % 3}, ["level", "level"], 6, owner="frontier")
