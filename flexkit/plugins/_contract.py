@@ -90,9 +90,10 @@ from flexkit.errors import ComponentError, FeedbackError, FlexkitError
 
 __all__ = ["REQUIRED", "WHAT", "ActuatorLike", "Configurable", "FeedbackOperator", "FeedbackSource",
            "GroupFilterLike", "OutOfRange", "RefillAction", "Rollout", "ScorerLike", "SelectorLike", "Stateful",
-           "TasksetLike", "Trainer", "TrainerLike", "check_built", "check_selection", "check_trainer_setup",
-           "component_bugs", "default_config", "describe_component", "display_name", "group_size_of",
-           "is_group_filter", "optional_member", "origin", "registered_name_of", "set_name_resolver", "set_progress"]
+           "TasksetLike", "Trainer", "TrainerLike", "call_declared", "check_built", "check_selection",
+           "check_trainer_setup", "component_bugs", "default_config", "describe_component", "display_name",
+           "group_size_of", "is_group_filter", "optional_member", "origin", "registered_name_of", "set_name_resolver",
+           "set_progress"]
 
 
 #: How :func:`registered_name_of` names a class built outside the plugin host: set once by the plugin manager
@@ -104,6 +105,18 @@ def set_name_resolver(resolver: Callable[[type], str | None]) -> None:
     """Name classes built outside the plugin host with ``resolver`` (the default registry's ``name_of``)."""
     global _name_resolver
     _name_resolver = resolver
+
+
+def call_declared(obj: Any, base: type, name: str, *args: Any) -> None:
+    """Call the optional member ``name`` of ``obj`` with ``args``: directly on an object of ``base`` (which declares
+    it, a documented no-op by default), else where a duck-typed object has it (:func:`optional_member`); one
+    without it is left alone."""
+    if isinstance(obj, base):
+        getattr(obj, name)(*args)
+        return
+    found = optional_member(obj, name)
+    if callable(found):
+        found(*args)
 
 
 def optional_member(obj: Any, name: str, default: Any = None) -> Any:
@@ -567,23 +580,13 @@ class Trainer(Configurable, abc.ABC):
 def set_progress(trainer: Any, callback: ProgressCallback | None) -> None:
     """Hand ``trainer`` the runner's progress display (:meth:`Trainer.set_progress`); a duck-typed trainer without
     the method (written before it existed) gets none."""
-    if isinstance(trainer, Trainer):
-        trainer.set_progress(callback)
-        return
-    found = optional_member(trainer, "set_progress")
-    if callable(found):
-        found(callback)
+    call_declared(trainer, Trainer, "set_progress", callback)
 
 
 def check_trainer_setup(trainer: Any, pipeline: Any) -> None:
     """:meth:`Trainer.check_setup` of ``trainer`` against ``pipeline``; a duck-typed trainer without it (written
     before it existed) checks nothing."""
-    if isinstance(trainer, Trainer):
-        trainer.check_setup(pipeline)
-        return
-    found = optional_member(trainer, "check_setup")
-    if callable(found):
-        found(pipeline)
+    call_declared(trainer, Trainer, "check_setup", pipeline)
 
 
 def group_size_of(config: Any) -> Any:

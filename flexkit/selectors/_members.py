@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from flexkit.plugins._contract import optional_member
+from flexkit.plugins._contract import call_declared, optional_member
 from flexkit.selectors._base import Selector
 
 __all__ = ["flag", "observe_evaluation", "predicted_pass_rates", "summary"]
@@ -63,9 +63,4 @@ def summary(selector: Any) -> Mapping[str, Any]:
 
 def observe_evaluation(selector: Any, metrics: Mapping[str, float]) -> None:
     """Hand ``selector`` an evaluation (a foreign selector without ``observe_evaluation`` does not take one)."""
-    if isinstance(selector, Selector):
-        selector.observe_evaluation(metrics)
-        return
-    found = optional_member(selector, "observe_evaluation")
-    if callable(found):
-        found(metrics)
+    call_declared(selector, Selector, "observe_evaluation", metrics)
