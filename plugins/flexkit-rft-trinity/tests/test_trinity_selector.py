@@ -170,10 +170,10 @@ def test_regression_a_guard_trinity_never_feeds_is_refused(tmp_path: Path, data:
 
 def test_the_recipes_default_guard_is_refused_and_runs_turned_off(tmp_path: Path, data: Path) -> None:
     """frontier grouped by a column guards by default: Trinity-RFT refuses it, naming how to turn it off."""
-    guarded = checked(config_yaml(tmp_path, [taskset("math", data, feature_keys=["weak"], selector="frontier")]))
+    guarded = checked(config_yaml(tmp_path, [taskset("math", data, feature_keys=["level"], selector="frontier")]))
     with pytest.raises(ConfigError, match=r"data_selector\.guard_metric.*guard_metric = \"\""):
         run(guarded, range(1))
-    off = checked(config_yaml(tmp_path, [taskset("math", data, feature_keys=["weak"], selector="frontier",
+    off = checked(config_yaml(tmp_path, [taskset("math", data, feature_keys=["level"], selector="frontier",
                                                  guard_metric="")]))
     batches, _ = run(off, range(2))
     assert all(len(b) == 4 for b in batches)

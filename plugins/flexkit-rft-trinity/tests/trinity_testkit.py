@@ -22,13 +22,14 @@ FLEXKIT = "flexkit_trinity.FlexkitSelector"
 
 
 def write_taskset(folder: Path, n: int, seed: int = 0) -> Path:
-    """A Trinity-RFT taskset folder (``train.jsonl``) of ``n`` rows with two reference pass-rate columns."""
+    """A Trinity-RFT taskset folder (``train.jsonl``) of ``n`` rows with two reference pass-rate columns and a
+    ``level`` label (1-4)."""
     rng = np.random.default_rng(seed)
     weak = rng.random(n) * 0.6
     strong = np.minimum(weak + rng.random(n) * 0.4, 1.0)
     folder.mkdir(parents=True, exist_ok=True)
-    rows = [{"question": f"q{i}", "answer": str(i), "weak": float(weak[i]), "strong": float(strong[i])}
-            for i in range(n)]
+    rows = [{"question": f"q{i}", "answer": str(i), "weak": float(weak[i]), "strong": float(strong[i]),
+             "level": i % 4 + 1} for i in range(n)]
     (folder / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return folder
 
