@@ -71,21 +71,28 @@ def _ctrl_c_as_in_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process")
-def test_ctrl_c_names_the_last_checkpoint_and_the_resume_command(tmp_path: Path) -> None:
-    run = tmp_path / "run"
+def _stop_a_long_run(run: Path, stop: signal.Signals) -> tuple[int, str]:
+    """Start a long simulator run into ``run``, send it ``stop`` once its first checkpoint is written; its exit
+    status and stderr."""
     command = [sys.executable, "-m", "flexkit", "run", SIMULATED, "--out", str(run), "--quiet",
                "--set", "run.total_steps=100000,run.checkpoint_every=5,run.eval_every=0"]
-    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    proc = subprocess.Popen(command, cwd=run.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
                             preexec_fn=_ctrl_c_as_in_a_terminal)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (run / "checkpoint" / "state.json").exists():
         time.sleep(0.05)
     time.sleep(0.3)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(stop)
     _out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
+    return proc.returncode, err
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process")
+def test_ctrl_c_names_the_last_checkpoint_and_the_resume_command(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    status, err = _stop_a_long_run(run, signal.SIGINT)
+    assert status == 130, err
     assert "Traceback" not in err
     step = int(err.split("the last checkpoint is at step ", 1)[1].split()[0])
     assert step >= 5 and step % 5 == 0
@@ -105,17 +112,8 @@ def test_ctrl_c_names_the_last_checkpoint_and_the_resume_command(tmp_path: Path)
 def test_regression_sigterm_stops_a_run_as_ctrl_c_does(tmp_path: Path) -> None:
     """SIGTERM (a job scheduler's stop) ended a run with status 143 and no word of its checkpoint or how to go on."""
     run = tmp_path / "run"
-    command = [sys.executable, "-m", "flexkit", "run", SIMULATED, "--out", str(run), "--quiet",
-               "--set", "run.total_steps=100000,run.checkpoint_every=5,run.eval_every=0"]
-    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (run / "checkpoint" / "state.json").exists():
-        time.sleep(0.05)
-    time.sleep(0.3)
-    proc.send_signal(signal.SIGTERM)
-    _out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 143, err
+    status, err = _stop_a_long_run(run, signal.SIGTERM)
+    assert status == 143, err
     assert "Traceback" not in err
     assert "the last checkpoint is at step " in err
     assert shlex.split(err.split("continue with: ", 1)[1].splitlines()[0])[-2:] == ["--resume", str(run)]
