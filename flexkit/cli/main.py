@@ -19,31 +19,17 @@ from flexkit.cli._parser import build_parser
 from flexkit.cli._pipeline import cmd_preview, cmd_validate
 from flexkit.cli._registry import DEFAULT_SCHEMA_PATH, cmd_plugins, cmd_schema
 from flexkit.cli._run import cmd_annotate, cmd_plot, cmd_run, resume_command
-from flexkit.cli._signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, exit_status, sigterm_as_interrupt
+from flexkit.cli._signals import EXIT_TERMINATED, exit_status, sigterm_as_interrupt
 from flexkit.errors import ConfigError, FlexkitError
 
-__all__ = [
-    "DEFAULT_SCHEMA_PATH",
-    "EXIT_INTERRUPTED",
-    "EXIT_OUTPUT_CUT",
-    "EXIT_TERMINATED",
-    "MAX_LIST_VALUES",
-    "Terminated",
-    "build_parser",
-    "cmd_annotate",
-    "cmd_compare",
-    "cmd_plot",
-    "cmd_plugins",
-    "cmd_preview",
-    "cmd_run",
-    "cmd_schema",
-    "cmd_validate",
-    "main",
-    "resume_command",
-]
+__all__ = ["DEFAULT_SCHEMA_PATH", "EXIT_OUTPUT_CUT", "MAX_LIST_VALUES", "build_parser", "cmd_annotate", "cmd_compare",
+           "cmd_plot", "cmd_plugins", "cmd_preview", "cmd_run", "cmd_schema", "cmd_validate", "main",
+           "resume_command"]
 
 #: Exit status after the reader of our output went away (``flexkit plugins | head``): a SIGPIPE death's.
 EXIT_OUTPUT_CUT = 128 + 13
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``flexkit`` command; returns the exit status.
 
@@ -102,9 +88,9 @@ def _main(argv: Sequence[str] | None) -> int:
         say("error", f"error: {where}{exc.strerror or exc}", level="error", error=type(exc).__name__)
         return 1
     except KeyboardInterrupt as exc:
-        terminated = exit_status(exc) == EXIT_TERMINATED
-        say("interrupted", "terminated" if terminated else "interrupted", level="warning")
-        return exit_status(exc)
+        status = exit_status(exc)
+        say("interrupted", "terminated" if status == EXIT_TERMINATED else "interrupted", level="warning")
+        return status
 
 
 if __name__ == "__main__":  # pragma: no cover

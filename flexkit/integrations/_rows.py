@@ -45,9 +45,10 @@ def check_rows_line_up(dataset: Any, scheduler: TasksetScheduler) -> None:
     :class:`~flexkit.ConfigError` naming the first differing row and how many of those compared differ."""
     offsets = np.concatenate([[0], np.cumsum(scheduler.sizes)]).astype(np.int64)
     for number, entry in enumerate(scheduler.entries):
-        config = entry.selector.config
-        keys, text = feature_keys_of(config), columns_of(config)[len(feature_keys_of(config)):]
-        if (not keys and not text) or entry.size == 0:
+        columns = columns_of(entry.selector.config)  # the feature keys, then a text key
+        keys = feature_keys_of(entry.selector.config)
+        text = columns[len(keys):]
+        if not columns or entry.size == 0:
             continue
         picks = np.unique(np.linspace(0, entry.size - 1, min(entry.size, ROWS_CHECKED)).astype(np.int64))
         differing: list[str] = []
@@ -55,7 +56,7 @@ def check_rows_line_up(dataset: Any, scheduler: TasksetScheduler) -> None:
             item = dataset[int(offsets[number] + index)]
             if not isinstance(item, Mapping):
                 return
-            for key in keys + text:
+            for key in columns:
                 if key not in item or key not in row:
                     continue
                 if key in text and not (isinstance(item[key], str) and isinstance(row[key], str)):

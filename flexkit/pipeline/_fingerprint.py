@@ -247,17 +247,23 @@ def compare_fingerprints(theirs: Any, mine: dict[str, Any], pipe: PipelineView, 
     return diffs
 
 
-def differences(old: Any, new: Any, path: str = "") -> list[str]:
-    """Readable differences between two fingerprints (``tasksets[1].size: 100 in the checkpoint, 120 now``)."""
+#: How :func:`differences` words one difference by default: a checkpoint's value against the pipeline's.
+CHECKPOINT_FORM = "{path}: {old!r} in the checkpoint, {new!r} now"
+
+
+def differences(old: Any, new: Any, path: str = "", *, form: str = CHECKPOINT_FORM) -> list[str]:
+    """Readable differences between two fingerprints (``tasksets[1].size: 100 in the checkpoint, 120 now``), or
+    two other nested tables with another ``form`` (its fields: ``path``, ``old``, ``new``)."""
     if isinstance(old, dict) and isinstance(new, dict):
         out = []
         for key in sorted(set(old) | set(new)):
-            out += differences(old.get(key), new.get(key), f"{path}.{key}" if path else key)
+            out += differences(old.get(key), new.get(key), f"{path}.{key}" if path else key, form=form)
         return out
     if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        return [d for i, (a, b) in enumerate(zip(old, new, strict=True)) for d in differences(a, b, f"{path}[{i}]")]
+        return [d for i, (a, b) in enumerate(zip(old, new, strict=True))
+                for d in differences(a, b, f"{path}[{i}]", form=form)]
     if old != new:
-        return [f"{path or 'pipeline'}: {old!r} in the checkpoint, {new!r} now"]
+        return [form.format(path=path or "pipeline", old=old, new=new)]
     return []
 
 

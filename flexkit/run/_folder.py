@@ -31,6 +31,7 @@ from flexkit._metric_names import upgrade_record
 from flexkit._state_problems import add_problem, is_count
 from flexkit.errors import CheckpointError, FlexkitError
 from flexkit.pipeline._checkpoint import STATE_FILE, remove_leftovers
+from flexkit.pipeline._fingerprint import differences
 from flexkit.pipeline._pipeline import Pipeline
 from flexkit.pipeline._state import EXTRA_KEY, TRAINER_KEY
 from flexkit.plugins._contract import TrainerLike
@@ -143,14 +144,6 @@ def _resolved_text(pipe: Pipeline) -> str:
     return json.dumps(attrs.asdict(pipe.config), indent=2, default=str) + "\n"
 
 
-def _changes(old: Any, new: Any, path: str = "") -> list[str]:
-    """``key: old → new`` for every leaf where ``new`` differs from ``old`` (tables compared key by key)."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        return [change for key in sorted(set(old) | set(new), key=str)
-                for change in _changes(old.get(key), new.get(key), f"{path}.{key}" if path else str(key))]
-    return [] if old == new else [f"{path}: {json.dumps(old)} → {json.dumps(new)}"]
-
-
 def update_resolved_config(pipe: Pipeline, run_dir: Path) -> list[str]:
     """On resume: the settings in which ``pipe`` differs from the config the run last ran with (its
     ``resolved.json``; only those a checkpoint allows to change get this far, such as ``[run] total_steps``), and
@@ -161,7 +154,7 @@ def update_resolved_config(pipe: Pipeline, run_dir: Path) -> list[str]:
         old = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError):
         old = None
-    changes = _changes(old, json.loads(text)) if isinstance(old, dict) else []
+    changes = differences(old, json.loads(text), form="{path}: {old!r} → {new!r}") if isinstance(old, dict) else []
     if changes or old is None:
         try:
             path.write_text(text)

@@ -110,8 +110,8 @@ class TaskGroups:
                 code, labels = _bin_codes(column, bins, key)
             else:
                 column = _any_column(features, key, size, owner)
-                _refuse_measurements(column, key, owner)
                 code, labels = _category_codes(column, key)
+                _refuse_measurements(column, len(labels), key, owner)
             codes.append(code)
             names.append(labels)
         first = [label.removeprefix(f"{keys[0]}=") for label in names[0]] if keys else []
@@ -154,16 +154,13 @@ def _any_column(features: Mapping[str, np.ndarray], key: str, size: int, owner: 
     return column
 
 
-def _refuse_measurements(column: np.ndarray, key: str, owner: str) -> None:
-    """Refuse a column of non-integer numbers with more than :data:`MAX_FRACTIONAL_LABELS` distinct values as group
-    labels: a measured value (a difficulty score, a length ratio), each value its own group of a few tasks, which
-    pools no evidence; ``bins`` is what such a column needs."""
-    if not np.issubdtype(column.dtype, np.floating) or not column.size:
+def _refuse_measurements(column: np.ndarray, distinct: int, key: str, owner: str) -> None:
+    """Refuse a column of non-integer numbers with more than :data:`MAX_FRACTIONAL_LABELS` distinct values
+    (``distinct``) as group labels: a measured value (a difficulty score, a length ratio), each value its own group
+    of a few tasks, which pools no evidence; ``bins`` is what such a column needs."""
+    if distinct <= MAX_FRACTIONAL_LABELS or not np.issubdtype(column.dtype, np.floating):
         return
-    if not (column != np.round(column)).any():
-        return
-    distinct = len(np.unique(column))
-    if distinct > MAX_FRACTIONAL_LABELS:
+    if (column != np.round(column)).any():
         raise ConfigError(f"{owner}: feature column {key!r} holds {distinct} distinct non-integer numbers over "
                           f"{len(column)} tasks, about {len(column) / distinct:.1f} tasks a group: a measured value, "
                           "not a label that pools tasks; set bins = k (such as bins = 8) to cut it into k quantile "
