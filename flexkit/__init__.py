@@ -46,7 +46,7 @@ from flexkit.errors import (
 )
 from flexkit.pipeline._checkpoint import join_arrays, split_arrays
 from flexkit.pipeline._pipeline import Pipeline, load_pipeline, make_selector, pipeline_from_dict
-from flexkit.plugins._contract import Configurable, FeedbackOperator, Rollout, Trainer
+from flexkit.plugins._contract import Configurable, FeedbackOperator, Rollout, Trainer, ValidationRows
 from flexkit.plugins._hookspecs import Register, hookimpl
 from flexkit.plugins._manager import PluginHost, get_plugins, plugin_host_for
 from flexkit.run._dynamic_sampling import fill_batch
@@ -109,6 +109,7 @@ __all__ = [
     "TasksetError",
     "TasksetScheduler",
     "Trainer",
+    "ValidationRows",
     "Weights",
     "__version__",
     "aggregate",

@@ -175,7 +175,10 @@ METRICS: tuple[Metric, ...] = (
            "`predicted/<group>` with `text_key`, `floor_share/<group>` with `retain`, `guard_share/<group>` with "
            "`guard_metric`), after the step's "
            "feedback (and evaluation); hosts also get `predicted_pass_rate_mean` for selectors that keep an estimate "
-           "per task (tasksets up to 10⁶ tasks)"),
+           "per task (tasksets up to 10⁶ tasks); on evaluation steps, where the trainer gives the rows it validated, "
+           "how well the selector predicts them (`Selector.validation_calibration`; `frontier` with `text_key`: "
+           "per group `val_predicted/<group>`, `val_observed/<group>`, `val_rows/<group>`, and `val_rows`, "
+           "`val_rank_correlation`)"),
     Metric(EVAL_ACCURACY, True, False,
            "held-out test accuracy (the trainer's `eval_accuracy`), on evaluation steps: what runs are judged on"),
     Metric(eval_level("<level>"), True, False,

@@ -16,7 +16,14 @@ from __future__ import annotations
 
 from flexkit.integrations._rows import check_rows_line_up
 from flexkit.integrations._support import SAMPLER_SUPPORT
-from flexkit.pipeline._guard_groups import ACCURACY, GUARD_TEMPLATE, GroupColumn, group_label, guard_columns
+from flexkit.pipeline._guard_groups import (
+    ACCURACY,
+    GUARD_TEMPLATE,
+    GroupColumn,
+    group_label,
+    guard_columns,
+    text_columns,
+)
 from flexkit.pipeline._support import (
     PARTS,
     HostSupport,
@@ -31,4 +38,4 @@ from flexkit.sample._replay import REPLAY_AGE, REPLAY_KEY, ReplayBuffer
 
 __all__ = ["ACCURACY", "GUARD_TEMPLATE", "PARTS", "REPLAY_AGE", "REPLAY_KEY", "SAMPLER_SUPPORT", "GroupColumn",
            "HostSupport", "Need", "PadSide", "ReplayBuffer", "check_rows_line_up", "check_support", "group_label",
-           "guard_columns", "pipeline_needs", "selector_needs", "unmet_needs"]
+           "guard_columns", "pipeline_needs", "selector_needs", "text_columns", "unmet_needs"]

@@ -17,10 +17,10 @@ import attrs
 from flexkit.errors import ConfigError, ConfigIssue
 from flexkit.pipeline._pipeline import Pipeline
 from flexkit.scheduler._scheduler import TasksetScheduler
-from flexkit.selectors._base import Selector, feature_keys_of
+from flexkit.selectors._base import TEXT_KEY, Selector, feature_keys_of
 from flexkit.selectors._grouping import group_label
 
-__all__ = ["ACCURACY", "GUARD_TEMPLATE", "PLACEHOLDER", "GroupColumn", "group_label", "guard_columns"]
+__all__ = ["ACCURACY", "GUARD_TEMPLATE", "PLACEHOLDER", "GroupColumn", "group_label", "guard_columns", "text_columns"]
 
 #: The metric of the mean reward over every row of the validation split (the split that steers; the test split's
 #: ``eval_accuracy`` judges and never reaches a selector).
@@ -91,3 +91,11 @@ def guard_columns(source: Pipeline | TasksetScheduler, host: str) -> list[GroupC
     if issues:
         raise ConfigError(issues)
     return list(columns.values())
+
+
+def text_columns(source: Pipeline | TasksetScheduler) -> list[str]:
+    """The text columns the selectors' pass-rate models over prompts read (``frontier``'s ``text_key``), each
+    once: what a host keeps of its validation rows, with their rewards, for
+    :meth:`~flexkit.Pipeline.validation_calibration`."""
+    found = [str(_params(config).get(TEXT_KEY) or "") for _name, config in _selector_configs(source)]
+    return list(dict.fromkeys(key for key in found if key))

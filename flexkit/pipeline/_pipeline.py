@@ -28,7 +28,7 @@ from flexkit.pipeline._checkpoint import load_state, save_state
 from flexkit.pipeline._fingerprint import compare_fingerprints, fingerprint_hints, pipeline_fingerprint
 from flexkit.pipeline._grouping import TasksetGrouping, taskset_grouping
 from flexkit.pipeline._state import EXTRA_KEY, PIPELINE_KEY, checkpoint_problems, component_of, refusing_component
-from flexkit.plugins._contract import FeedbackOperator, component_bugs
+from flexkit.plugins._contract import FeedbackOperator, ValidationRows, component_bugs
 from flexkit.plugins._manager import PluginHost, get_plugins
 from flexkit.sample._actuator import Mix
 from flexkit.sample._stage import SampleStage
@@ -128,6 +128,16 @@ class Pipeline:
         numbers, numpy scalars, 0-d numpy arrays or 0-d torch tensors: the selectors get Python numbers
         (:func:`~flexkit._metric_names.plain_evaluation`); a value that is not a number is named in a warning."""
         self.scheduler.evaluation(metrics)
+
+    def validation_calibration(self, rows: ValidationRows) -> dict[str, dict[str, float]]:
+        """Hand a validation split's scored ``rows`` (:class:`~flexkit.ValidationRows`) to the selectors that
+        predict pass rates from a row's columns, and return, by taskset name, how well their predictions agree
+        with the scores (:meth:`~flexkit.TasksetScheduler.validation_calibration`; ``frontier`` with ``text_key``:
+        ``val_predicted/<group>``, ``val_observed/<group>``, ``val_rank_correlation``). ``flexkit run`` calls it
+        after each validation of a trainer that gives its rows (:meth:`~flexkit.Trainer.validation_rows`) and
+        records the result as ``flexkit/selector/<taskset>/<name>``; an integration may call it the same way.
+        Changes nothing."""
+        return self.scheduler.validation_calibration(rows)
 
     def fingerprint(self) -> dict[str, Any]:
         """What a checkpoint must match to be loaded: batch size, seed, sample stage (with ``[sample.refill]``),

@@ -13,8 +13,9 @@ Written into ``RUN_DIR/plots/`` (or ``--out``), each only when the run has somet
   whole pool's, early, midway and late in the run (``flexkit/predicted_pass_rate``; the selector's
   ``target_reward`` as a dashed line when it has one), and for ``frontier`` with ``text_key`` each quantile
   group's predicted against observed pass rate at the end (``.../predicted/<group>``, ``.../pass_rate/<group>``:
-  near the diagonal and spread along it when the prompt model ranks the pool); not drawn for selectors that keep
-  no estimate;
+  near the diagonal and spread along it when the prompt model ranks the pool), with the validation split's rows
+  in the same groups beside them (``.../val_predicted/<group>``, ``.../val_observed/<group>``, for a trainer that
+  gives them: out of sample); not drawn for selectors that keep no estimate;
 * ``filtering.png`` — the fraction of responses kept by the sample stage and the filter rounds per step
   (``flexkit/sample/kept_fraction``, ``flexkit/sample/filter_rounds``); not drawn without a ``[sample]`` stage;
 * ``replay.png`` — the groups and responses ``[replay]`` trained on again per step (``flexkit/replay/groups``,
@@ -170,6 +171,10 @@ class _Run:
         #: ``frontier`` with ``text_key``: each quantile group's predicted and observed pass rate over the steps.
         self.predicted = group_series(self.steps_records, "predicted")
         self.observed = group_series(self.steps_records, "pass_rate") if self.predicted else {}
+        #: The same groups' predictions of the validation split's rows against those rows' scores
+        #: (``.../val_predicted/<group>``, ``.../val_observed/<group>``; a trainer that gives its validation rows).
+        self.val_predicted = group_series(self.steps_records, "val_predicted") if self.predicted else {}
+        self.val_observed = group_series(self.steps_records, "val_observed") if self.val_predicted else {}
 
     def level_color(self, level: str) -> Any:
         """The colour of ``level`` in every panel."""
@@ -477,7 +482,7 @@ def _no_guard(run: _Run) -> str | None:
 
 
 def _calibration(ax: Any, run: _Run) -> None:
-    draw_calibration(ax, run.predicted, run.observed)
+    draw_calibration(ax, run.predicted, run.observed, run.val_predicted, run.val_observed)
 
 
 def _no_prompt_model(run: _Run) -> str | None:

@@ -1,7 +1,8 @@
 """Per-group numbers of the selectors' summaries in a run's records, as ``flexkit plot`` draws them: ``frontier``'s
 floor share (``flexkit/selector/<taskset>/floor_share/<group>``) and the guard's share
 (``.../guard_share/<group>``) of each group over the steps, and with ``text_key`` each quantile group's predicted
-against observed pass rate (``.../predicted/<group>``, ``.../pass_rate/<group>``)."""
+against observed pass rate (``.../predicted/<group>``, ``.../pass_rate/<group>``), and on the validation split's
+rows (``.../val_predicted/<group>``, ``.../val_observed/<group>``)."""
 
 from __future__ import annotations
 
@@ -55,20 +56,36 @@ def draw_group_shares(ax: Any, series: Mapping[str, tuple[np.ndarray, np.ndarray
 
 
 def draw_calibration(ax: Any, predicted: Mapping[str, tuple[np.ndarray, np.ndarray]],
-                     observed: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> None:
+                     observed: Mapping[str, tuple[np.ndarray, np.ndarray]],
+                     val_predicted: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
+                     val_observed: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None) -> None:
     """Each group's last predicted pass rate (x) against its last observed one (y), with the diagonal: a prompt
     model that ranks the pool puts its groups near the diagonal and spread along it; groups bunched at one rate
-    mean it tells the tasks apart no better than one group would."""
-    names = [name for name in predicted if name in observed]
-    xs = np.array([predicted[name][1][-1] for name in names])
-    ys = np.array([observed[name][1][-1] for name in names])
+    mean it tells the tasks apart no better than one group would. With ``val_predicted`` and ``val_observed``
+    (the validation split's rows, put in the same groups), their points too, as open squares: agreement on rows
+    the model never learnt from."""
+    _calibration_points(ax, predicted, observed, "o", "feedback")
+    if val_predicted and val_observed:
+        _calibration_points(ax, val_predicted, val_observed, "s", "validation rows")
+        ax.legend(fontsize=7, loc="upper left")
     ax.plot([0, 1], [0, 1], color="0.6", linestyle="--", linewidth=0.8)
-    ax.scatter(xs, ys, c=np.arange(len(names)), cmap="viridis", s=24, zorder=3)
-    for name, x, y in zip(names, xs, ys, strict=True):
-        ax.annotate(name.rsplit("_", 1)[-1], (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
     ax.set_xlim(-0.02, 1.02)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("predicted pass rate (prompt model)")
-    ax.set_ylabel("observed pass rate (feedback)")
+    ax.set_ylabel("observed pass rate" + (" / validation score" if val_predicted and val_observed else " (feedback)"))
     ax.set_title("prompt model per quantile group, at the end", fontsize=10)
     ax.grid(alpha=0.3)
+
+
+def _calibration_points(ax: Any, predicted: Mapping[str, tuple[np.ndarray, np.ndarray]],
+                        observed: Mapping[str, tuple[np.ndarray, np.ndarray]], marker: str, label: str) -> None:
+    """The last predicted (x) and observed (y) value of each group both have, labelled by the group's number."""
+    names = [name for name in predicted if name in observed]
+    xs = np.array([predicted[name][1][-1] for name in names])
+    ys = np.array([observed[name][1][-1] for name in names])
+    if marker == "o":
+        ax.scatter(xs, ys, c=np.arange(len(names)), cmap="viridis", s=24, zorder=3, marker=marker, label=label)
+    else:
+        ax.scatter(xs, ys, facecolors="none", edgecolors="0.2", s=30, zorder=3, marker=marker, label=label)
+    for name, x, y in zip(names, xs, ys, strict=True):
+        ax.annotate(name.rsplit("_", 1)[-1], (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")

@@ -90,7 +90,7 @@ from flexkit.errors import ComponentError, FeedbackError, FlexkitError
 
 __all__ = ["REQUIRED", "WHAT", "ActuatorLike", "Configurable", "FeedbackOperator", "FeedbackSource",
            "GroupFilterLike", "OutOfRange", "RefillAction", "Rollout", "ScorerLike", "SelectorLike", "Stateful",
-           "TasksetLike", "Trainer", "TrainerLike", "call_declared", "check_built", "check_selection",
+           "TasksetLike", "Trainer", "TrainerLike", "ValidationRows", "call_declared", "check_built", "check_selection",
            "check_trainer_setup", "component_bugs", "default_config", "describe_component", "display_name",
            "group_size_of", "is_group_filter", "optional_member", "origin", "registered_name_of", "set_name_resolver",
            "set_progress"]
@@ -499,6 +499,54 @@ class Rollout:
         return self.batch.feedback_columns()
 
 
+def _plain_columns(columns: Mapping[str, Sequence[Any]]) -> dict[str, Sequence[Any]]:
+    """``columns`` as a fresh dict (the caller's mapping may change later)."""
+    if not isinstance(columns, Mapping):
+        raise FeedbackError(f"validation rows: columns must map a column name to its values, got "
+                            f"{type(columns).__name__}")
+    return dict(columns)
+
+
+def _score_array(values: Any) -> np.ndarray:
+    """``values`` as a flat float64 array."""
+    try:
+        return np.asarray(values, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError) as exc:
+        raise FeedbackError(f"validation rows: scores must be numbers, one per row ({exc})") from None
+
+
+@attrs.frozen
+class ValidationRows:
+    """The rows a validation split scored, each with its score: what a selector that predicts pass rates from a
+    row's columns (``frontier``'s ``text_key`` model) holds its predictions against, out of sample
+    (:meth:`Trainer.validation_rows`, :meth:`flexkit.Pipeline.validation_calibration`).
+
+    ``columns`` maps a column name (``"prompt"``, ``"level"``, ...) to one value per row, in the columns the
+    training pool's rows have (the same text format: a model over the prompts reads them as it reads the pool's);
+    ``scores`` holds each row's score in [0, 1] (its reward, or whether the answer was right). Checked when built:
+    every column has one value per score, and every score is a finite number in [0, 1]
+    (:class:`~flexkit.errors.FeedbackError` otherwise).
+    """
+
+    columns: Mapping[str, Sequence[Any]] = attrs.field(converter=_plain_columns)
+    scores: np.ndarray = attrs.field(converter=_score_array)
+
+    def __attrs_post_init__(self) -> None:
+        count = len(self.scores)
+        uneven = [f"{name!r} ({len(values)})" for name, values in self.columns.items() if len(values) != count]
+        if uneven:
+            raise FeedbackError(f"validation rows: {count} scores but the columns {', '.join(uneven)} have another "
+                                "number of values")
+        bad = ~(np.isfinite(self.scores) & (self.scores >= 0.0) & (self.scores <= 1.0))
+        if bad.any():
+            where = int(np.flatnonzero(bad)[0])
+            raise FeedbackError(f"validation rows: every score must be a number in [0, 1]; row {where} has "
+                                f"{float(self.scores[where])!r}")
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+
 #: ``callback(phase, done, total)``: progress of a trainer's long phase, e.g. ``("warm start", 120, 500)``.
 ProgressCallback = Callable[[str, int, int], None]
 
@@ -568,6 +616,14 @@ class Trainer(Configurable, abc.ABC):
         beside :meth:`evaluate` when :attr:`supports_validation` is set, records it, and hands it (and only it) to
         the selectors. The default: no validation split, an empty mapping."""
         return {}
+
+    def validation_rows(self) -> ValidationRows | None:
+        """The rows the latest :meth:`validate` scored, each with its score (:class:`ValidationRows`), in the
+        columns of the training pool's rows. ``flexkit run`` hands them to the selectors after each validation
+        (:meth:`flexkit.Pipeline.validation_calibration`), which hold their predicted pass rates against them and
+        record how well they agree (``frontier`` with ``text_key``: ``val_predicted/<group>`` beside
+        ``val_observed/<group>``). The default: ``None``, no rows to give."""
+        return None
 
     def state_dict(self) -> dict[str, Any]:
         """Plain-data state (JSON values and numpy arrays) to continue exactly."""

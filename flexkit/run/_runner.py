@@ -33,13 +33,20 @@ import numpy as np
 import structlog
 
 from flexkit._log import say
-from flexkit._metric_names import RUN_ROLLOUTS, RUN_SECONDS, STEP, record_evaluation, record_validation
+from flexkit._metric_names import (
+    RUN_ROLLOUTS,
+    RUN_SECONDS,
+    STEP,
+    record_evaluation,
+    record_validation,
+    selector_metric,
+)
 from flexkit.errors import CheckpointError, ConfigError, ConfigIssue, FlexkitError, TasksetError
 from flexkit.pipeline._checkpoint import load_state
 from flexkit.pipeline._pipeline import Pipeline
 from flexkit.pipeline._state import EXTRA_KEY, TRAINER_KEY
 from flexkit.pipeline._support import HostSupport, check_support
-from flexkit.plugins._contract import Trainer, set_progress
+from flexkit.plugins._contract import Trainer, ValidationRows, set_progress
 from flexkit.run._counters import RUNNER_KEY, RunCounters
 from flexkit.run._estimates import EstimateSnapshot, selector_summaries
 from flexkit.run._folder import (
@@ -227,17 +234,27 @@ def has_validation(trainer: Any) -> bool:
     return isinstance(trainer, Trainer) and trainer.supports_validation
 
 
-def evaluate_splits(pipe: Pipeline, trainer: Any, step: int) -> tuple[dict[str, Any], dict[str, Any]]:
+def evaluate_splits(pipe: Pipeline, trainer: Any, step: int) -> tuple[dict[str, Any], dict[str, Any], dict[str, float]]:
     """One evaluation of ``trainer`` at ``step``: its test split (``evaluate``) and its validation split
     (``validate``; ``{}`` for a trainer without one), both checked (:func:`trainer_metrics`). Only the validation
     split is handed to the selectors (:meth:`~flexkit.Pipeline.evaluation`); a trainer without one hands them
-    nothing."""
+    nothing. Third: when the trainer gives the rows it validated (:meth:`~flexkit.Trainer.validation_rows`), how
+    well each selector's predictions of them agree with their scores, under the record's names
+    (``flexkit/selector/<taskset>/<name>``, :meth:`~flexkit.Pipeline.validation_calibration`)."""
     test = trainer_metrics(trainer, trainer.evaluate(step=step), "evaluate")
     if not has_validation(trainer):
-        return test, {}
+        return test, {}, {}
     validation = trainer_metrics(trainer, trainer.validate(step=step), "validate")
     pipe.evaluation(validation)
-    return test, validation
+    rows = trainer.validation_rows()
+    if rows is None:
+        return test, validation, {}
+    if not isinstance(rows, ValidationRows):
+        raise FlexkitError(f"the trainer {type(trainer).__name__}'s validation_rows returned "
+                           f"{type(rows).__name__}, not a flexkit.ValidationRows or None")
+    calibration = {selector_metric(name, key): value
+                   for name, found in pipe.validation_calibration(rows).items() for key, value in found.items()}
+    return test, validation, calibration
 
 
 def run_support(pipe: Pipeline, trainer: Any) -> HostSupport:
@@ -317,11 +334,11 @@ def _loop(
 
     with metrics_path.open("a", encoding="utf-8") as out:
         if counters.step == 0 and eval_every:
-            counters.first_eval, validation = evaluate_splits(pipe, trainer, 0)
+            counters.first_eval, validation, calibration = evaluate_splits(pipe, trainer, 0)
             counters.last_eval = dict(counters.first_eval)
             out.write(json.dumps({STEP: INITIAL_STEP, **counters.record_totals(),
                                   **record_evaluation(counters.first_eval), **record_validation(validation),
-                                  **clock()}) + "\n")
+                                  **calibration, **clock()}) + "\n")
             out.flush()
             if trackers is not None:
                 trackers.log_eval(counters.first_eval, step=0, validation=validation)
@@ -334,9 +351,10 @@ def _loop(
             snapshot = record_selection(record, tasks, snapshot, sched)
             done = step + 1 == total or (budget is not None and counters.rollouts >= budget)
             if eval_every and ((step + 1) % eval_every == 0 or done):
-                counters.last_eval, validation = evaluate_splits(pipe, trainer, step + 1)
+                counters.last_eval, validation, calibration = evaluate_splits(pipe, trainer, step + 1)
                 record.update(record_evaluation(counters.last_eval))
                 record.update(record_validation(validation))
+                record.update(calibration)
             record.update(selector_summaries(sched))  # after the step's feedback and evaluation
             record.update(clock())
             out.write(json.dumps(record) + "\n")

@@ -31,7 +31,7 @@ import numpy as np
 from flexkit._log import say
 from flexkit._metric_names import plain_evaluation
 from flexkit.errors import ComponentError, ConfigError, FeedbackError, SampleError
-from flexkit.plugins._contract import check_selection, describe_component
+from flexkit.plugins._contract import ValidationRows, check_selection, describe_component
 from flexkit.scheduler._batch_plan import epoch_counts, mix_counts
 from flexkit.scheduler._feedback_apply import apply_feedback
 from flexkit.scheduler._feedback_check import check_feedback_payload, taskset_id
@@ -358,6 +358,33 @@ class TasksetScheduler(SchedulerState):
                 except Exception as exc:
                     raise ComponentError(f"taskset {entry.name!r}: {describe_component(entry.selector, 'selector')} "
                                          f"raised {type(exc).__name__}: {exc} while taking an evaluation") from exc
+
+    def validation_calibration(self, rows: ValidationRows) -> dict[str, dict[str, float]]:
+        """Each taskset's selector's predictions of a validation split's ``rows`` held against their scores
+        (:meth:`~flexkit.Selector.validation_calibration`), by taskset name; tasksets whose selector predicts
+        nothing for them are left out. Holds the scheduler idle; changes no selector.
+        :class:`~flexkit.errors.ComponentError` names a selector that raises, or returns something other than a
+        mapping of names to numbers."""
+        if not isinstance(rows, ValidationRows):
+            raise FeedbackError("validation rows are a flexkit.ValidationRows (columns and a score per row), got "
+                                f"{type(rows).__name__}")
+        out: dict[str, dict[str, float]] = {}
+        with self.idle():
+            for entry in self.entries:
+                who = f"taskset {entry.name!r}: {describe_component(entry.selector, 'selector')}"
+                try:
+                    found = members.validation_calibration(entry.selector, rows)
+                except Exception as exc:
+                    raise ComponentError(f"{who} raised {type(exc).__name__}: {exc} while checking its predictions "
+                                         "on the validation rows") from exc
+                if not isinstance(found, Mapping):
+                    raise ComponentError(f"{who}: validation_calibration returned {type(found).__name__}, not a "
+                                         "mapping of names to numbers")
+                numbers = {str(k): float(v) for k, v in found.items()
+                           if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)}
+                if numbers:
+                    out[entry.name] = numbers
+        return out
 
     def feedback(self, metrics: Mapping[str, Any]) -> None:
         """Route ``metrics[SELECTOR_METRIC]`` (``{taskset_id or name: {"indices", "values"}}``) to selectors.

@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from flexkit.errors import ComponentError, ConfigError, FeedbackError, FlexkitError, StateMismatchError, TasksetError
-from flexkit.plugins._contract import Configurable, display_name
+from flexkit.plugins._contract import Configurable, ValidationRows, display_name
 from flexkit.plugins._contract import OutOfRange as OutOfRange  # "clip" or "error"; its home is the selector protocol's
 
 Seed = int | np.random.SeedSequence
@@ -257,6 +257,13 @@ class Selector(Configurable, abc.ABC):
         (:meth:`~flexkit.TasksetScheduler.evaluation`);
         whatever a selector keeps from it belongs in its :meth:`state_dict`. The default ignores it.
         """
+
+    def validation_calibration(self, rows: ValidationRows) -> dict[str, float]:
+        """Hold this selector's predicted pass rates of a validation split's ``rows`` (tasks it was never fed)
+        against their scores, and return how well they agree (name → number; recorded as
+        ``flexkit/selector/<taskset>/<name>`` on the evaluation's step). Reads the selector's state, changes
+        nothing. The default: ``{}``, the selector predicts nothing for rows outside its pool."""
+        return {}
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly where this selector is (RNG state included)."""

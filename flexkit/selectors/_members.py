@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from flexkit.plugins._contract import call_declared, optional_member
+from flexkit.plugins._contract import ValidationRows, call_declared, optional_member
 from flexkit.selectors._base import Selector
 
-__all__ = ["flag", "observe_evaluation", "predicted_pass_rates", "summary"]
+__all__ = ["flag", "observe_evaluation", "predicted_pass_rates", "summary", "validation_calibration"]
 
 _FLAGS = ("allows_repeats", "repeats_across_epochs", "learns_from_feedback", "keeps_feature_dtypes",
           "atomic_feedback")
@@ -64,3 +64,12 @@ def summary(selector: Any) -> Mapping[str, Any]:
 def observe_evaluation(selector: Any, metrics: Mapping[str, float]) -> None:
     """Hand ``selector`` an evaluation (a foreign selector without ``observe_evaluation`` does not take one)."""
     call_declared(selector, Selector, "observe_evaluation", metrics)
+
+
+def validation_calibration(selector: Any, rows: ValidationRows) -> dict[str, Any]:
+    """The selector's predictions of validation ``rows`` held against their scores
+    (:meth:`~flexkit.Selector.validation_calibration`; ``{}`` from a foreign selector without the method)."""
+    if isinstance(selector, Selector):
+        return selector.validation_calibration(rows)
+    found = optional_member(selector, "validation_calibration")
+    return dict(found(rows)) if callable(found) else {}

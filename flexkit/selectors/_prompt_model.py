@@ -215,8 +215,18 @@ class PromptPassModel:
 
     def predict(self, indices: np.ndarray) -> np.ndarray:
         """Posterior mean pass rate of each task of ``indices`` (probit approximation)."""
-        rows, cols, vals = self.features.rows(indices)
-        count = len(indices)
+        return self._predict_rows(*self.features.rows(indices), len(indices))
+
+    def predict_texts(self, texts: Sequence[str] | np.ndarray, owner: str, key: str) -> np.ndarray:
+        """Posterior mean pass rate of prompts outside the pool (a validation split's ``texts``), hashed as the
+        pool's are; :class:`~flexkit.errors.TasksetError` names ``owner`` and ``key`` for a text that is not a
+        string."""
+        hashed = HashedFeatures(PromptTexts(texts, owner, key), self.features.hash_bits, self.features.ngrams)
+        every = np.arange(len(hashed.texts), dtype=np.int64)
+        return self._predict_rows(*hashed.rows(every), len(every))
+
+    def _predict_rows(self, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, count: int) -> np.ndarray:
+        """:meth:`predict` of ``count`` prompts given their sparse feature rows."""
         z = np.bincount(rows, weights=vals * self.mean[cols], minlength=count)
         v = np.bincount(rows, weights=vals * vals / self.precision[cols], minlength=count)
         return _sigmoid(z / np.sqrt(1.0 + np.pi * v / 8.0))

@@ -96,10 +96,13 @@ from typing import Any
 import attrs
 import numpy as np
 
+from flexkit._log import say
 from flexkit._state_problems import is_count, short
 from flexkit.config import field
 from flexkit.errors import ConfigError, StateMismatchError
+from flexkit.plugins._contract import ValidationRows
 from flexkit.selectors._base import Selector
+from flexkit.selectors._calibration import binned_calibration
 from flexkit.selectors._estimates import (
     GroupBeta,
     GroupRates,
@@ -303,6 +306,7 @@ class FrontierSelector(Selector):
             # (model version, quantile edges, the reference tasks' predictions)
             self._edges: tuple[int, np.ndarray, np.ndarray] | None = None
             self._pool_rates: tuple[int, np.ndarray] | None = None  # (model version, every task's prediction)
+            self._said_no_text = False  # validation rows without the text column: said once
         elif config.feature_keys:
             self.groups = TaskGroups.from_features(self.features, config.feature_keys, self.size, bins=config.bins,
                                                    owner="frontier")
@@ -390,6 +394,31 @@ class FrontierSelector(Selector):
         rates = self.pass_rates.values
         seen = rates[~np.isnan(rates)]
         return self.pass_rates.of(slice(None), float(seen.mean()) if seen.size else 0.5)
+
+    def validation_calibration(self, rows: ValidationRows) -> dict[str, float]:
+        """With ``text_key``: the model's predicted pass rate of each validation row (its ``text_key`` column,
+        hashed as the pool's prompts are), put in the quantile group its prediction falls in (the pool's current
+        edges), held against the rows' scores: per group ``val_predicted/<group>`` beside ``val_observed/<group>``
+        and ``val_rows/<group>``, and ``val_rank_correlation`` over the rows
+        (:func:`~flexkit.selectors._calibration.binned_calibration`). Rows the model never learnt from, so the
+        agreement is out of sample. Without ``text_key``, or when the rows lack the column (said once), ``{}``."""
+        if self.model is None or not len(rows):
+            return {}
+        key = self.config.text_key
+        texts = rows.columns.get(key)
+        if texts is None or not all(isinstance(text, str) for text in texts):
+            if not self._said_no_text:
+                self._said_no_text = True
+                what = (f"no {key!r} column (they have {sorted(rows.columns)})" if texts is None
+                        else f"a {key!r} column that does not hold text only")
+                say("validation_rows_without_text", (
+                    f"warning: frontier: the trainer's validation rows have {what}, so the prompt model's "
+                    f"predictions are not checked on validation (val_predicted/val_observed); give the rows the "
+                    f"pool's {key!r} text. Shown once"), level="warning", text_key=key)
+            return {}
+        predicted = self.model.predict_texts(list(texts), "frontier validation rows", key)
+        bins = np.searchsorted(self.edges(), predicted, side="right")
+        return binned_calibration(predicted, rows.scores, bins, self.groups.names)
 
     def _select(self, batch_size: int, return_extra_info: bool) -> tuple[np.ndarray, dict[str, Any]]:
         config = self.config

@@ -282,3 +282,28 @@ def test_the_prompt_models_calibration_panel(run_dir: Path, tmp_path: Path) -> N
     points = ax.collections[0].get_offsets()
     assert np.allclose(points, [[0.1, 0.15], [0.5, 0.4], [0.9, 0.95]])
     assert [text.get_text() for text in ax.texts] == ["q1", "q2", "q3"]
+
+
+def test_the_calibration_panel_adds_the_validation_rows(run_dir: Path) -> None:
+    """With the validation rows' predictions recorded on evaluation steps (val_predicted / val_observed), the panel
+    draws them as a second set of points, from the last evaluation that has them, with a legend."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    records = read_metrics(run_dir)
+    steps = [r for r in records if r.get("step", -1) >= 0]
+    for i, record in enumerate(steps):
+        for q in (1, 2):
+            record[f"flexkit/selector/t0/predicted/predicted_q{q}"] = 0.2 * q
+            record[f"flexkit/selector/t0/pass_rate/predicted_q{q}"] = 0.25 * q
+        if i in (0, 1):  # two evaluations; the panel reads the last
+            record["flexkit/selector/t0/val_predicted/predicted_q1"] = 0.1 + i
+            record["flexkit/selector/t0/val_observed/predicted_q1"] = 0.3
+    run = _Run(run_dir, records)
+    assert list(run.val_predicted) == ["predicted_q1"]
+    fig = Figure()
+    ax = fig.subplots()
+    _FIGURES["pass_rates.png"][-1].draw(ax, run)
+    assert np.allclose(ax.collections[0].get_offsets(), [[0.2, 0.25], [0.4, 0.5]])
+    assert np.allclose(ax.collections[1].get_offsets(), [[1.1, 0.3]])
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["feedback", "validation rows"]

@@ -378,3 +378,22 @@ def test_regression_validate_reads_the_trl_trainers_files_and_columns(tmp_path: 
         assert main(["validate", str(path)]) == 1, new
         assert re.search(message, capsys.readouterr().err), new
     assert main(["validate", str(write(tmp_path, _topic_pipeline("val_accuracy/{}"), name="ok.toml"))]) == 0
+
+
+def test_the_prompt_model_is_checked_on_the_validation_rows(tmp_path: Path) -> None:
+    """The trl trainer hands the rows it validated, with their rewards, to a prompt model (text_key): each
+    evaluation records its predictions of them beside their rewards."""
+    _topic_files(tmp_path)
+    text = _topic_pipeline("").replace('feature_keys = ["topic"], guard_metric = ""',
+                                       'text_key = "question", bins = 2, retain = 0.5')
+    pipe = load_pipeline(write(tmp_path, text))
+    run_pipeline(pipe, run_dir=tmp_path / "run", progress=None)
+    evaluated = [r for r in read_metrics(tmp_path / "run") if "flexkit/val/accuracy" in r]
+    assert len(evaluated) == 2
+    for record in evaluated:
+        assert record["flexkit/selector/mine/val_rows"] == 6.0  # every validation row
+        observed = [v for k, v in record.items() if k.startswith("flexkit/selector/mine/val_observed/")]
+        counts = [v for k, v in record.items() if k.startswith("flexkit/selector/mine/val_rows/")]
+        assert observed and sum(counts) == 6.0
+        mean = sum(o * c for o, c in zip(observed, counts, strict=True)) / 6.0
+        assert mean == pytest.approx(record["flexkit/val/accuracy"])  # the same rewards, pooled by group

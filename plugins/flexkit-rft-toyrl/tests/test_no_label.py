@@ -198,3 +198,51 @@ def test_a_no_label_run_resumes_exactly_and_records_the_models_estimates(tmp_pat
     steps = read_metrics(tmp_path / "full")[1:]
     assert all(sum(m["flexkit/predicted_pass_rate"]["pool"]) == 400 for m in steps)  # the model scores the pool
     assert all("flexkit/level_mix" not in m for m in steps)  # no row tells its level
+
+
+def test_a_no_label_run_records_the_models_predictions_of_the_validation_rows(tmp_path: Path) -> None:
+    """Every evaluation records, per quantile group, the prompt model's mean prediction of the validation problems
+    it puts there beside their greedy accuracy, for every validation problem."""
+    pytest.importorskip("torch")
+    from flexkit import load_pipeline, run_pipeline
+    from flexkit.testing import read_metrics
+
+    path = tmp_path / "pipeline.toml"
+    path.write_text(NO_LABEL_TINY)
+    run_pipeline(load_pipeline(path), run_dir=tmp_path / "run", progress=None)
+    prefix = "flexkit/selector/addition/"
+    evaluated = [m for m in read_metrics(tmp_path / "run") if "flexkit/val/accuracy" in m]
+    assert len(evaluated) == 4  # before training, after steps 4, 8 and 12
+    for record in evaluated:
+        groups = [key.removeprefix(prefix + "val_rows/") for key in record if key.startswith(prefix + "val_rows/")]
+        assert groups and sum(record[prefix + f"val_rows/{g}"] for g in groups) == record[prefix + "val_rows"] > 0
+        for g in groups:
+            assert 0.0 <= record[prefix + f"val_predicted/{g}"] <= 1.0
+            assert 0.0 <= record[prefix + f"val_observed/{g}"] <= 1.0
+    steps = [m for m in read_metrics(tmp_path / "run") if m["step"] >= 0]
+    assert not any(key.startswith(prefix + "val_") for m in steps if "flexkit/val/accuracy" not in m for key in m)
+
+
+def test_validation_rows_spell_their_prompts_as_the_pool_does(tmp_path: Path) -> None:
+    """The pool pads operands to its own largest level (3 digits here), not to the trainer's max_digits (5): the
+    validation rows' prompts are padded the same way, so the prompt model reads them as it reads the pool."""
+    pytest.importorskip("torch")
+    from flexkit import load_pipeline
+
+    path = tmp_path / "pipeline.toml"
+    path.write_text(NO_LABEL_TINY.replace("max_digits = 3", "max_digits = 5"))
+    pipe = load_pipeline(path)
+    trainer = pipe.plugins.component("trainer", "toyrl").build(pipe.config.trainer.config, seed=0)
+    trainer.setup(pipe)
+    assert trainer.validation_rows() is None  # nothing validated yet
+    validation = trainer.validate(step=0)
+    rows = trainer.validation_rows()
+    assert rows is not None and len(rows) == len(trainer.val_levels)
+    pool_prompt = pipe.scheduler.entries[0].taskset.read([0])[0]["prompt"]
+    assert {len(text) for text in rows.columns["prompt"]} == {len(pool_prompt)} == {len("007+003=")}
+    for text, a, b, level in zip(rows.columns["prompt"], rows.columns["a"], rows.columns["b"],
+                                 rows.columns["level"], strict=True):
+        assert text == f"{a:03d}+{b:03d}="
+        assert len(str(a)) == level or (level == 1 and a < 10)
+    per_level = {level: np.mean(rows.scores[np.asarray(rows.columns["level"]) == level]) for level in (1, 2, 3)}
+    assert per_level == pytest.approx({level: validation[f"val_accuracy/{level}"] for level in (1, 2, 3)})

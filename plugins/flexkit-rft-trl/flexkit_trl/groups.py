@@ -17,7 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from flexkit import ConfigError, ConfigIssue, Pipeline, TasksetScheduler
+import numpy as np
+
+from flexkit import ConfigError, ConfigIssue, Pipeline, TasksetScheduler, ValidationRows
 from flexkit.host import GUARD_TEMPLATE, GroupColumn, group_label, guard_columns
 from flexkit_trl.dataset import eval_parts, listed_columns
 
@@ -53,16 +55,35 @@ def check_eval_columns(columns: Sequence[GroupColumn], eval_dataset: Any) -> Non
 
 class EvalGroups:
     """Sums and counts of evaluated rewards, overall and per group of each :class:`GroupColumn`, over one
-    evaluation (:meth:`reset` at its start, :meth:`add` per scored batch, :meth:`metrics` at its end)."""
+    evaluation (:meth:`reset` at its start, :meth:`add` per scored batch, :meth:`metrics` at its end), and with
+    ``texts`` the scored rows themselves (:meth:`validation_rows`)."""
 
-    def __init__(self, columns: Sequence[GroupColumn]) -> None:
+    def __init__(self, columns: Sequence[GroupColumn], texts: Sequence[str] = ()) -> None:
         self.columns = list(columns)
+        #: The text columns the selectors' prompt models read (:func:`flexkit.host.text_columns`): kept per row,
+        #: with its reward, for :meth:`validation_rows`.
+        self.texts = list(texts)
         self._sums: dict[str, list[float]] = {}
         self._total = [0.0, 0.0]
+        self._rows: list[tuple[dict[str, Any], float]] = []
+
+    @property
+    def reads(self) -> list[str]:
+        """Every column :meth:`add` reads of an evaluation row."""
+        return list(dict.fromkeys([c.name for c in self.columns] + self.texts))
 
     def reset(self) -> None:
         """Forget what earlier evaluations added."""
-        self._sums, self._total = {}, [0.0, 0.0]
+        self._sums, self._total, self._rows = {}, [0.0, 0.0], []
+
+    def validation_rows(self) -> ValidationRows | None:
+        """The scored rows added since :meth:`reset`, in the :attr:`texts` columns they have, each with its reward
+        clipped into [0, 1] (as the selectors' feedback is); ``None`` without text columns or rows."""
+        if not self.texts or not self._rows:
+            return None
+        columns = {key: [row.get(key) for row, _ in self._rows] for key in self.texts
+                   if all(key in row for row, _ in self._rows)}
+        return ValidationRows(columns, np.clip([reward for _, reward in self._rows], 0.0, 1.0))
 
     def add(self, rows: Sequence[Mapping[str, Any]], rewards: Sequence[float]) -> None:
         """Add one scored batch: ``rows[i]`` (its evaluation row) got reward ``rewards[i]`` (NaN: unscored, left
@@ -79,10 +100,12 @@ class EvalGroups:
                 part = self._sums.setdefault(group_label(row[column.name]), [0.0, 0.0])
                 part[0] += float(reward)
                 part[1] += 1.0
-        for reward in rewards:
+        for row, reward in zip(rows, rewards, strict=True):
             if reward == reward:
                 self._total[0] += float(reward)
                 self._total[1] += 1.0
+                if self.texts:
+                    self._rows.append(({key: row[key] for key in self.texts if key in row}, float(reward)))
 
     def metrics(self, prefix: str = "eval") -> dict[str, float]:
         """``<prefix>_accuracy`` and ``<prefix>_accuracy/<group>`` (mean rewards) of what was added."""

@@ -51,7 +51,7 @@ import numpy as np
 import torch
 from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]
 
-from flexkit import ConfigError, ConfigIssue, FlexkitError, Rollout, RolloutBatch, Trainer
+from flexkit import ConfigError, ConfigIssue, FlexkitError, Rollout, RolloutBatch, Trainer, ValidationRows
 from flexkit.host import GroupColumn, group_label, guard_columns, pipeline_needs
 from flexkit_trl.rewards import load_reward
 from flexkit_trl.run_config import BUILTIN_REWARDS, TRLRunConfig
@@ -178,6 +178,7 @@ class TRLRunTrainer(Trainer):
         self._workdir: tempfile.TemporaryDirectory[str] | None = None
         self._eval_rows: list[dict[str, Any]] = []
         self._val_rows: list[dict[str, Any]] = []
+        self._scored_val_rows: ValidationRows | None = None  # the latest validate's rows and their rewards
         #: The column held-out rewards are pooled by (:meth:`_group_column`), set in :meth:`setup`.
         self._group_by = "level"
         self._fixed_widths = False
@@ -480,6 +481,12 @@ class TRLRunTrainer(Trainer):
         """The same on the validation split: ``val_accuracy`` and ``val_accuracy/<group>`` (nothing without one)."""
         return self._score(self._val_rows, "val_accuracy") if self._val_rows else {}
 
+    def validation_rows(self) -> ValidationRows | None:
+        """The validation rows the latest :meth:`validate` scored (every column they have), each with its greedy
+        completion's reward clipped into [0, 1] (as the selectors' feedback is); ``None`` before the first
+        validation, or without a validation split."""
+        return self._scored_val_rows
+
     def _score(self, held_out: list[dict[str, Any]], name: str) -> dict[str, float]:
         """Mean reward of greedy completions of ``held_out``, overall (``name``) and per group (``name/<group>``)."""
         cfg, grpo = self.config, self.grpo
@@ -498,6 +505,9 @@ class TRLRunTrainer(Trainer):
         grpo.take_metrics("eval")
         grpo.policy.train()
         values = np.asarray(rewards, dtype=np.float64)
+        if held_out is self._val_rows:
+            self._scored_val_rows = ValidationRows({key: [row.get(key) for row in held_out]
+                                                    for key in union_keys(held_out)}, np.clip(values, 0.0, 1.0))
         out = {name: float(values.mean())}
         groups: dict[str, list[float]] = {}
         for row, value in zip(held_out, rewards, strict=True):

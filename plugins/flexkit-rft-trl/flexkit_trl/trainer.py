@@ -46,7 +46,14 @@ from trl import GRPOTrainer  # type: ignore[attr-defined]
 from trl.models.utils import disable_gradient_checkpointing
 
 from flexkit import FlexkitSampler, Mix, Pipeline, TasksetScheduler, pipeline_metrics
-from flexkit.host import REPLAY_KEY, SAMPLER_SUPPORT, HostSupport, check_rows_line_up, check_support
+from flexkit.host import (
+    REPLAY_KEY,
+    SAMPLER_SUPPORT,
+    HostSupport,
+    check_rows_line_up,
+    check_support,
+    text_columns,
+)
 from flexkit_trl.checks import check_batch_size, check_evaluations, check_run_length, check_sample_stage
 from flexkit_trl.dataset import INDEX_COLUMN, check_prompt_columns, with_index_column
 from flexkit_trl.groups import EvalGroups, check_eval_columns, group_columns
@@ -120,7 +127,7 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         bound.arguments["train_dataset"] = with_index_column(bound.arguments["train_dataset"])
         self.flexkit_pipeline = pipeline
         #: The evaluation's rewards per group of the selectors' grouping columns (``eval_accuracy/<group>``).
-        self.flexkit_eval_groups = EvalGroups(columns)
+        self.flexkit_eval_groups = EvalGroups(columns, text_columns(pipeline))
         self.flexkit_sampler: TrackedSampler | None = None
         self._flexkit_feedback: dict[str, Any] | None = None
         self._flexkit_rollouts: int | None = None
@@ -236,8 +243,8 @@ class FlexkitGRPOTrainer(GRPOTrainer):
             self._flexkit_rollouts = len(indices)
             self._flexkit_run_rollouts += len(indices)
             self._flexkit_scored = (self._weighted_rewards(rewards_per_func), indices)
-        elif self.model is not None and not self.model.training and self.flexkit_eval_groups.columns:
-            names = [c.name for c in self.flexkit_eval_groups.columns]
+        elif self.model is not None and not self.model.training and self.flexkit_eval_groups.reads:
+            names = self.flexkit_eval_groups.reads
             rows = gather_object([{n: row[n] for n in names if n in row} for row in inputs])
             self.flexkit_eval_groups.add(rows, self._weighted_rewards(rewards_per_func).tolist())
         return rewards_per_func
@@ -314,13 +321,21 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         evaluated completions whose prompts have that value in a selector's grouping column, as
         ``eval_accuracy/<group>`` (and ``eval_accuracy`` over all of them; ``eval`` is the evaluation's
         ``metric_key_prefix``), which the selectors receive as ``val_accuracy/<group>``: ``eval_dataset`` is the
-        validation split (``guard_metric = "val_accuracy/{}"``)."""
+        validation split (``guard_metric = "val_accuracy/{}"``). For a prompt model (``frontier``'s ``text_key``),
+        an ``eval`` evaluation also adds how well it predicts the evaluated rows' rewards
+        (``flexkit/selector/<taskset>/val_predicted/<group>``, ``.../val_observed/<group>``,
+        :meth:`~flexkit.Pipeline.validation_calibration`)."""
         bound = inspect.signature(super().evaluation_loop).bind(*args, **kwargs)
         prefix = bound.arguments.get("metric_key_prefix", "eval")
         self.flexkit_eval_groups.reset()
         output = super().evaluation_loop(*args, **kwargs)
         if output.metrics is not None:
             output.metrics.update(self.flexkit_eval_groups.metrics(prefix))
+            rows = self.flexkit_eval_groups.validation_rows() if prefix.split("_")[0] == "eval" else None
+            if rows is not None:  # the validation split: how well the prompt models predict its rows
+                output.metrics.update({f"flexkit/selector/{name}/{key}": value for name, found in
+                                       self.flexkit_pipeline.validation_calibration(rows).items()
+                                       for key, value in found.items()})
         self.flexkit_eval_groups.reset()
         return output
 

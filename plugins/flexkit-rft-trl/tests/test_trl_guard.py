@@ -194,3 +194,29 @@ def test_regression_a_shuffled_train_dataset_is_refused_at_construction(tmp_path
                            train_dataset=Dataset.from_list(rows).shuffle(seed=1), processing_class=tokenizer,
                            pipeline=pipe, eval_dataset=Dataset.from_list(grouped_rows(6, "source", ["a", "b", "c"])),
                            args=grpo_args(tmp_path, max_steps=2, eval_strategy="steps", eval_steps=1))
+
+
+def test_the_prompt_model_is_checked_on_the_eval_dataset(tmp_path: Path) -> None:
+    """frontier with text_key under FlexkitGRPOTrainer: an evaluation of eval_dataset (the validation split) adds
+    the prompt model's predictions of the evaluated rows beside their rewards (clipped into [0, 1], as feedback
+    is); an evaluation of a test set ("test_" prefix) adds none."""
+    rows = grouped_rows(12, "source", ["a", "b"])
+    pipe = pipeline(tmp_path, rows, {"type": "frontier", "text_key": "prompt", "bins": 2, "retain": 0.5},
+                    batch_size=4, total_steps=2)
+
+    def reward(completions: list[str], **kwargs: Any) -> list[float]:
+        return [2.0 if source == "a" else -1.0 for source in kwargs["source"]]  # clipped to 1 and 0
+
+    held_out = Dataset.from_list(grouped_rows(6, "source", ["a", "b"]))
+    model, tokenizer = tiny_model_and_tokenizer()
+    trainer = FlexkitGRPOTrainer(model=model, reward_funcs=reward, train_dataset=Dataset.from_list(rows),
+                                 eval_dataset=held_out, processing_class=tokenizer, pipeline=pipe,
+                                 args=grpo_args(tmp_path, max_steps=2, per_device_eval_batch_size=4))
+    metrics = trainer.evaluate()
+    prefix = "flexkit/selector/t0/"
+    assert metrics[prefix + "val_rows"] == 12.0  # 6 prompts x 2 completions
+    observed = {k: v for k, v in metrics.items() if k.startswith(prefix + "val_observed/")}
+    counts = {k: v for k, v in metrics.items() if k.startswith(prefix + "val_rows/")}
+    assert len(observed) == 1 and list(counts.values()) == [12.0]  # no feedback yet: one group, all rows
+    assert list(observed.values()) == [pytest.approx(0.5)]  # half the completions clipped to 1, half to 0
+    assert not any(key.startswith(prefix) for key in trainer.evaluate(held_out, metric_key_prefix="test"))
