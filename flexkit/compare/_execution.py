@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import shutil
 import tempfile
 import time
 import traceback
@@ -20,7 +21,11 @@ import attrs
 from flexkit.compare._results import RunFailure
 from flexkit.errors import ConfigError, FlexkitError
 
-__all__ = ["Job", "JobResult", "failure_from_exception", "run_in_order", "run_in_processes", "tail"]
+__all__ = ["JOBS_PREFIX", "Job", "JobResult", "failure_from_exception", "remove_stale_job_folders", "run_in_order",
+           "run_in_processes", "tail"]
+
+#: The name prefix of the temporary folder a comparison with ``--jobs`` above 1 keeps its job files in.
+JOBS_PREFIX = ".jobs-"
 
 #: Lines of a failed run's stderr that the reports keep.
 TAIL_LINES = 20
@@ -77,7 +82,8 @@ def run_in_processes(jobs: Sequence[Job], workers: int, out_dir: Path,
     pending = list(jobs)
     running: list[tuple[Job, subprocess.Popen[bytes], Path, Path]] = []
     out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".jobs-", dir=out_dir) as tmp:
+    remove_stale_job_folders(out_dir)
+    with tempfile.TemporaryDirectory(prefix=JOBS_PREFIX, dir=out_dir) as tmp:
         try:
             while pending or running:
                 while pending and len(running) < workers:
@@ -92,6 +98,15 @@ def run_in_processes(jobs: Sequence[Job], workers: int, out_dir: Path,
                 proc.terminate()
             for _job, proc, _result, _stderr in running:
                 proc.wait()
+
+
+def remove_stale_job_folders(out_dir: Path) -> None:
+    """Remove the job files a comparison killed outright (``kill -9``: its temporary folder outlived it) left in
+    ``out_dir``. Safe only while the caller holds the folder (``flexkit compare``'s lock: no other comparison runs
+    there)."""
+    for stale in out_dir.glob(JOBS_PREFIX + "*"):
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 def _start(job: Job, tmp: Path, env: dict[str, str], threads: int) -> tuple[Job, subprocess.Popen[bytes], Path, Path]:

@@ -54,3 +54,18 @@ def test_a_worker_whose_compare_was_killed_ends_within_seconds(tmp_path: Path) -
         pytest.fail("the worker went on after its parent was killed")
     assert not (tmp_path / "result.json").exists()
     assert ORPHANED_EXIT not in (0, 1)
+
+
+def test_regression_the_job_files_of_a_killed_compare_are_removed_by_the_next(tmp_path: Path) -> None:
+    """A compare with --jobs above 1 killed outright (kill -9) left its temporary .jobs-* folder in the output
+    folder for good; the next comparison there (which holds the folder's lock) removes it."""
+    from flexkit.compare._execution import JOBS_PREFIX, run_in_processes
+
+    stale = tmp_path / f"{JOBS_PREFIX}killed"
+    stale.mkdir()
+    (stale / "0-0.job.json").write_text("{}")
+    keep = tmp_path / "jobs-notes"  # not a job folder: left alone
+    keep.mkdir()
+    assert list(run_in_processes([], 2, tmp_path)) == []
+    assert not list(tmp_path.glob(JOBS_PREFIX + "*"))
+    assert keep.is_dir()
