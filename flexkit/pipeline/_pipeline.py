@@ -36,8 +36,9 @@ from flexkit.sample._stage_checks import check_refill_stage
 from flexkit.scheduler._scheduler import AFTER_FEEDBACK, TasksetEntry, TasksetScheduler
 from flexkit.selectors import _members as members
 from flexkit.selectors._base import FEATURE_KEYS, TEXT_KEY, columns_of
+from flexkit.selectors._grouping import as_label
 from flexkit.tasksets import lazy_features
-from flexkit.tasksets._base import as_label, not_a_label, path_of
+from flexkit.tasksets._base import not_a_label, path_of
 
 #: The keys of :meth:`Pipeline.state_dict`: the scheduler's state, and the sample stage's.
 _SCHEDULER, _SAMPLE = "scheduler", "sample"

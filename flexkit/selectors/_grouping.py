@@ -193,18 +193,29 @@ def _category_codes(column: np.ndarray, key: str) -> tuple[np.ndarray, list[str]
     return code, [f"{key}={group_label(v)}" for v in uniques.tolist()]
 
 
-def group_label(value: Any) -> str:
-    """``value`` (one task's or row's value in a grouping column) as its group is named: an integral float as an
-    integer (``3.0`` → ``"3"``), anything else as ``str`` gives it (``3`` → ``"3"``, ``"gsm8k"``, ``0.5``); a
-    numpy or torch scalar (a dataset row's) as its Python value."""
-    if isinstance(value, bool):
-        return str(value)
+def as_label(value: Any) -> str | None:
+    """``value`` as a group label: a string as it is, a number or bool as its JSON text (``3`` and ``"3"`` are one
+    label, and so are ``3`` and ``3.0``: equal numbers are one label, integers exactly at any size; ``True`` is
+    ``"true"``); ``None`` for anything else (NaN, lists, tables, null)."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, (int, float, bool)) or value != value:  # NaN is no label
+        return None
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
+    return json.dumps(value)
+
+
+def group_label(value: Any) -> str:
+    """``value`` (one task's or row's value in a grouping column) as its group is named, the pool's rule
+    (:func:`as_label`: an integral float as an integer, ``3.0`` → ``"3"``; a bool as ``"true"`` / ``"false"``; a
+    string as it is); a numpy or torch scalar (a dataset row's) as its Python value; anything else as ``str``
+    gives it."""
     item = getattr(value, "item", None)  # a numpy or torch scalar: a foreign object
-    if callable(item) and not isinstance(value, (str, bytes)):
+    if callable(item) and not isinstance(value, (str, bytes, bool, int, float)):
         return group_label(item())
-    return str(value)
+    label = as_label(value)
+    return str(value) if label is None else label
 
 
 def _bin_codes(column: np.ndarray, bins: int, key: str) -> tuple[np.ndarray, list[str]]:

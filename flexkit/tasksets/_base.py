@@ -23,6 +23,7 @@ import numpy as np
 from flexkit._files import O_NONBLOCK, NotRegularFileError, open_regular
 from flexkit.errors import TasksetError
 from flexkit.plugins._contract import TasksetLike, optional_member
+from flexkit.selectors._grouping import as_label
 
 __all__ = ["LazyFeatures", "Taskset", "check_rows", "content_id_of", "lazy_features", "path_of"]
 
@@ -349,19 +350,6 @@ def _column_from_rows(
             raise taskset._error(_value_error(key, row[key], where.format(i=i)))
         out[i] = number
     return _readonly(out)
-
-
-def as_label(value: Any) -> str | None:
-    """``value`` as a group label: a string as it is, a number or bool as its JSON text (``3`` and ``"3"`` are one
-    label, and so are ``3`` and ``3.0``: equal numbers are one label, integers exactly at any size); ``None`` for
-    anything else (NaN, lists, tables, null)."""
-    if isinstance(value, str):
-        return value
-    if not isinstance(value, (int, float, bool)) or value != value:  # NaN is no label
-        return None
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return json.dumps(value)
 
 
 def not_a_label(key: str, row: int, value: Any) -> str:

@@ -68,7 +68,7 @@ def test_the_quickstart_guard_sees_each_groups_held_out_accuracy(tmp_path: Path,
 
 def test_group_labels_are_the_selectors_names() -> None:
     assert [group_label(v) for v in (3, 3.0, 2.5, "gsm8k", np.int64(4), np.float64(5.0), True)] == \
-        ["3", "3", "2.5", "gsm8k", "4", "5", "True"]
+        ["3", "3", "2.5", "gsm8k", "4", "5", "true"]
 
 
 def test_an_eval_dataset_without_the_guards_column_is_refused(tmp_path: Path) -> None:
