@@ -79,8 +79,13 @@ def draw_calibration(ax: Any, predicted: Mapping[str, tuple[np.ndarray, np.ndarr
 
 def _calibration_points(ax: Any, predicted: Mapping[str, tuple[np.ndarray, np.ndarray]],
                         observed: Mapping[str, tuple[np.ndarray, np.ndarray]], marker: str, label: str) -> None:
-    """The last predicted (x) and observed (y) value of each group both have, labelled by the group's number."""
+    """The predicted (x) and observed (y) value of each group at the last step any group has both, labelled by the
+    group's number (a group with no value at that step is left out, not drawn from an older one)."""
     names = [name for name in predicted if name in observed]
+    if names:
+        latest = max(float(predicted[name][0][-1]) for name in names)
+        names = [name for name in names
+                 if float(predicted[name][0][-1]) == latest and float(observed[name][0][-1]) == latest]
     xs = np.array([predicted[name][1][-1] for name in names])
     ys = np.array([observed[name][1][-1] for name in names])
     if marker == "o":

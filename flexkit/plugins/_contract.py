@@ -500,19 +500,28 @@ class Rollout:
 
 
 def _plain_columns(columns: Mapping[str, Sequence[Any]]) -> dict[str, Sequence[Any]]:
-    """``columns`` as a fresh dict (the caller's mapping may change later)."""
+    """``columns`` as a fresh dict of sized sequences (the caller's mapping may change later)."""
     if not isinstance(columns, Mapping):
         raise FeedbackError(f"validation rows: columns must map a column name to its values, got "
                             f"{type(columns).__name__}")
+    odd = [f"{name!r} ({type(values).__name__})" for name, values in columns.items()
+           if isinstance(values, (str, bytes)) or not (isinstance(values, (Sequence, np.ndarray)))]
+    if odd:
+        raise FeedbackError("validation rows: each column must be a list, tuple or array of one value per row; "
+                            f"not {', '.join(odd)}")
     return dict(columns)
 
 
 def _score_array(values: Any) -> np.ndarray:
-    """``values`` as a flat float64 array."""
-    try:
-        return np.asarray(values, dtype=np.float64).reshape(-1)
-    except (TypeError, ValueError) as exc:
-        raise FeedbackError(f"validation rows: scores must be numbers, one per row ({exc})") from None
+    """``values`` as a fresh read-only 1-D float64 array (numbers only: no text)."""
+    raw = np.asarray(values)
+    if raw.ndim != 1 or raw.dtype.kind not in "biuf":
+        what = f"{raw.ndim}-D" if raw.ndim != 1 else f"of {raw.dtype}"
+        raise FeedbackError(f"validation rows: scores must be a 1-D sequence of numbers, one per row; got an array "
+                            f"{what}")
+    scores = raw.astype(np.float64, copy=True)
+    scores.setflags(write=False)
+    return scores
 
 
 @attrs.frozen
@@ -535,8 +544,8 @@ class ValidationRows:
         count = len(self.scores)
         uneven = [f"{name!r} ({len(values)})" for name, values in self.columns.items() if len(values) != count]
         if uneven:
-            raise FeedbackError(f"validation rows: {count} scores but the columns {', '.join(uneven)} have another "
-                                "number of values")
+            raise FeedbackError(f"validation rows: {count} score(s), but the column(s) {', '.join(uneven)} hold "
+                                "another number of values")
         bad = ~(np.isfinite(self.scores) & (self.scores >= 0.0) & (self.scores <= 1.0))
         if bad.any():
             where = int(np.flatnonzero(bad)[0])

@@ -342,6 +342,8 @@ def _loop(
             out.flush()
             if trackers is not None:
                 trackers.log_eval(counters.first_eval, step=0, validation=validation)
+                if calibration:
+                    trackers.log(calibration, step=0)
         budget = cfg.run.max_rollouts
         snapshot = EstimateSnapshot.take(sched)  # what the selectors believe before the step
         for step in range(counters.step, total):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -361,8 +362,9 @@ class TasksetScheduler(SchedulerState):
 
     def validation_calibration(self, rows: ValidationRows) -> dict[str, dict[str, float]]:
         """Each taskset's selector's predictions of a validation split's ``rows`` held against their scores
-        (:meth:`~flexkit.Selector.validation_calibration`), by taskset name; tasksets whose selector predicts
-        nothing for them are left out. Holds the scheduler idle; changes no selector.
+        (:meth:`~flexkit.Selector.validation_calibration`), by taskset name; values that are not finite are left
+        out, and so are tasksets whose selector predicts nothing for them. Holds the scheduler idle; changes no
+        selector.
         :class:`~flexkit.errors.ComponentError` names a selector that raises, or returns something other than a
         mapping of names to numbers."""
         if not isinstance(rows, ValidationRows):
@@ -377,11 +379,13 @@ class TasksetScheduler(SchedulerState):
                 except Exception as exc:
                     raise ComponentError(f"{who} raised {type(exc).__name__}: {exc} while checking its predictions "
                                          "on the validation rows") from exc
-                if not isinstance(found, Mapping):
-                    raise ComponentError(f"{who}: validation_calibration returned {type(found).__name__}, not a "
-                                         "mapping of names to numbers")
-                numbers = {str(k): float(v) for k, v in found.items()
-                           if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)}
+                odd = (f"{type(found).__name__}, not a mapping" if not isinstance(found, Mapping) else
+                       ", ".join(f"{k!r}: {type(v).__name__}" for k, v in found.items()
+                                 if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating))))
+                if odd:
+                    raise ComponentError(f"{who}: validation_calibration must return a mapping of names to numbers; "
+                                         f"got {odd}")
+                numbers = {str(k): float(v) for k, v in found.items() if math.isfinite(float(v))}
                 if numbers:
                     out[entry.name] = numbers
         return out

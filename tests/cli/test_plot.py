@@ -286,7 +286,8 @@ def test_the_prompt_models_calibration_panel(run_dir: Path, tmp_path: Path) -> N
 
 def test_the_calibration_panel_adds_the_validation_rows(run_dir: Path) -> None:
     """With the validation rows' predictions recorded on evaluation steps (val_predicted / val_observed), the panel
-    draws them as a second set of points, from the last evaluation that has them, with a legend."""
+    draws them as a second set of points, from the last evaluation that has them (a group without rows there is left
+    out, not drawn from an older evaluation), with a legend."""
     pytest.importorskip("matplotlib")
     from matplotlib.figure import Figure
 
@@ -299,8 +300,11 @@ def test_the_calibration_panel_adds_the_validation_rows(run_dir: Path) -> None:
         if i in (0, 1):  # two evaluations; the panel reads the last
             record["flexkit/selector/t0/val_predicted/predicted_q1"] = 0.1 + i
             record["flexkit/selector/t0/val_observed/predicted_q1"] = 0.3
+        if i == 0:  # q2 held validation rows at the first evaluation only: no point at the last
+            record["flexkit/selector/t0/val_predicted/predicted_q2"] = 0.7
+            record["flexkit/selector/t0/val_observed/predicted_q2"] = 0.9
     run = _Run(run_dir, records)
-    assert list(run.val_predicted) == ["predicted_q1"]
+    assert list(run.val_predicted) == ["predicted_q1", "predicted_q2"]
     fig = Figure()
     ax = fig.subplots()
     _FIGURES["pass_rates.png"][-1].draw(ax, run)

@@ -397,3 +397,21 @@ def test_the_prompt_model_is_checked_on_the_validation_rows(tmp_path: Path) -> N
         assert observed and sum(counts) == 6.0
         mean = sum(o * c for o, c in zip(observed, counts, strict=True)) / 6.0
         assert mean == pytest.approx(record["flexkit/val/accuracy"])  # the same rewards, pooled by group
+
+
+def test_regression_arithmetic_validation_rows_carry_the_pools_prompt_text(tmp_path: Path) -> None:
+    """With rows = "arithmetic" the validation rows' prompt was TRL's spaced text ("4 7 + 5 ="), not the pool's
+    zero-padded one ("47+05="), so the prompt model judged its predictions on a text it never reads."""
+    text = pipeline_text(steps=1, trainer="val_tasks_per_level = 5").replace(
+        'levels = [1, 2]\n', 'levels = [1, 2]\nlabel = "none"\n', 1).replace(
+        'type = "learnability"\nfeature_keys = ["level"]', 'type = "frontier"\ntext_key = "prompt"\nbins = 2')
+    pipe = load_pipeline(write(tmp_path, text))
+    trainer = new_trainer(pipe)
+    trainer.setup(pipe)
+    trainer.validate(step=0)
+    rows = trainer.validation_rows()
+    assert rows is not None and len(rows) == 10
+    pool_prompt = pipe.scheduler.entries[0].taskset.read([0])[0]["prompt"]
+    assert {len(p) for p in rows.columns["prompt"]} == {len(pool_prompt)} == {len("47+05=")}
+    assert rows.columns["prompt"] == [f"{a:02d}+{b:02d}=" for a, b in zip(rows.columns["a"], rows.columns["b"],
+                                                                         strict=True)]

@@ -97,11 +97,22 @@ def test_validation_rows_refuse_what_is_not_rows() -> None:
         ValidationRows({}, [1.0, 2.0])
     with pytest.raises(FeedbackError, match="row 0 has nan"):
         ValidationRows({}, [float("nan")])
-    with pytest.raises(FeedbackError, match="scores must be numbers"):
+    with pytest.raises(FeedbackError, match="scores must be a 1-D sequence of numbers"):
         ValidationRows({}, ["right"])
     with pytest.raises(FeedbackError, match="columns must map"):
         ValidationRows([("prompt", ["a"])], [1.0])  # type: ignore[arg-type]
-    assert len(ValidationRows({"prompt": ("a", "b")}, np.array([[1.0], [0.0]]))) == 2
+    for columns, message in [({"prompt": "ab"}, r"'prompt' \(str\)"), ({"prompt": None}, "NoneType"),
+                             ({"prompt": (t for t in "ab")}, "generator")]:
+        with pytest.raises(FeedbackError, match=message):
+            ValidationRows(columns, [1.0, 0.0])  # type: ignore[arg-type]
+    for scores, message in [([[1.0, 0.0], [0.0, 1.0]], "2-D"), (["1"], "<U1"), ([object()], "object")]:
+        with pytest.raises(FeedbackError, match=message):
+            ValidationRows({}, scores)
+    mine = np.array([1.0, 0.0])
+    rows = ValidationRows({"prompt": ("a", "b")}, mine)
+    mine[0] = 5.0  # the caller's array changes later: the rows keep what was checked
+    assert rows.scores.tolist() == [1.0, 0.0] and not rows.scores.flags.writeable
+    assert len(ValidationRows({"prompt": np.array(["a", "b"])}, [True, False])) == 2
 
 
 def test_rank_correlation_matches_the_definition() -> None:
@@ -140,6 +151,21 @@ def test_the_scheduler_reports_by_taskset_and_names_a_selector_that_fails() -> N
     assert set(found) == {"text"} and found["text"]["val_rows"] == 50.0
     with pytest.raises(FeedbackError, match=r"flexkit\.ValidationRows"):
         good.validation_calibration({"prompt": ["a"]})  # type: ignore[arg-type]
+    class Odd(Broken):
+        def validation_calibration(self, rows: ValidationRows) -> dict[str, float]:
+            return {"fine": 0.5, "nan": float("nan"), "text": "high"}  # type: ignore[dict-item]
+
+    class NotFinite(Broken):
+        def validation_calibration(self, rows: ValidationRows) -> dict[str, float]:
+            return {"fine": 0.5, "nan": float("nan"), "inf": float("inf")}
+
+    odd = flexkit.TasksetScheduler([TasksetEntry(name="odd", taskset=flexkit.InMemoryTaskset("odd", size=10),
+                                                 selector=Odd(size=10, seed=0))], batch_size=4, seed=0)
+    with pytest.raises(flexkit.ComponentError, match=r"mapping of names to numbers; got 'text': str"):
+        odd.validation_calibration(held_out_rows(5)[0])
+    finite = flexkit.TasksetScheduler([TasksetEntry(name="f", taskset=flexkit.InMemoryTaskset("f", size=10),
+                                                    selector=NotFinite(size=10, seed=0))], batch_size=4, seed=0)
+    assert finite.validation_calibration(held_out_rows(5)[0]) == {"f": {"fine": 0.5}}
     bad = flexkit.TasksetScheduler([TasksetEntry(name="broken", taskset=flexkit.InMemoryTaskset("broken", size=10),
                                                  selector=Broken(size=10, seed=0))], batch_size=4, seed=0)
     with pytest.raises(flexkit.ComponentError, match=r"taskset 'broken'.*boom.*validation rows"):

@@ -34,7 +34,7 @@ from flexkit_toyrl.families import FAMILIES, Operation
 
 __all__ = ["EQUALS", "PLUS", "VOCAB_SIZE", "ArithmeticTasksConfig", "carries", "digit_counts", "digits",
            "draw_problems", "encode_answers", "encode_prompts", "level_prior", "make_arithmetic_taskset",
-           "noisy_levels", "prompt_texts", "source_labels"]
+           "noisy_levels", "prompt_texts", "source_labels", "text_pool_width", "validation_prompts"]
 
 #: Spawn key of the generated operands (with the storage's ``seed``).
 PROBLEM_SPAWN_KEY = (11,)
@@ -202,6 +202,24 @@ def prompt_texts(a: np.ndarray, b: np.ndarray, operation: str, width: int, base:
     b_text = ["".join(row) for row in symbols[digits(b, b_width, base)[:, ::-1]].tolist()]
     operator = OPERATORS[operation]
     return [f"{x}{operator}{y}=" for x, y in zip(a_text, b_text, strict=True)]
+
+
+def text_pool_width(pipeline: Any) -> int | None:
+    """The operand width of the ``prompt`` texts of ``pipeline``'s ``arithmetic`` tasksets that hold one (``label``
+    ``"none"`` or ``"source"``: operands zero-padded to the pool's largest level); ``None`` when none holds one, or
+    when their widths differ (then no one text format is the pools')."""
+    widths = {int(max(ts.storage.config.levels)) for ts in pipeline.config.tasksets
+              if ts.storage.type == "arithmetic" and ts.storage.config.label != "level"}
+    return widths.pop() if len(widths) == 1 else None
+
+
+def validation_prompts(levels: np.ndarray, a: np.ndarray, b: np.ndarray, operation: str, width: int,
+                       base: int) -> tuple[np.ndarray, list[str]]:
+    """Which held-out problems a pool of prompts ``width`` digits wide could hold (level at most ``width``: a
+    wider operand does not fit its format), and those problems' prompts as the pool writes them
+    (:func:`prompt_texts`)."""
+    fits: np.ndarray = np.asarray(levels) <= width
+    return fits, prompt_texts(np.asarray(a)[fits], np.asarray(b)[fits], operation, width, base)
 
 
 def source_labels(levels: np.ndarray, choices: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:

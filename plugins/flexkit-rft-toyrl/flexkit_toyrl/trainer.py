@@ -47,7 +47,7 @@ from flexkit import (
     keep_mask,
     policy_loss,
 )
-from flexkit_toyrl.arithmetic import prompt_texts
+from flexkit_toyrl.arithmetic import text_pool_width, validation_prompts
 from flexkit_toyrl.config import ToyRLConfig
 from flexkit_toyrl.families import FAMILIES
 from flexkit_toyrl.model import TinyTransformer, answer_log_probs, generate
@@ -107,10 +107,12 @@ class ToyRLTrainer(Trainer):
         self.eval_answers = torch.from_numpy(self.family.answers(test.a, test.b, self.width, config.base))
         self.val_levels = val.levels
         self.val_problems = val
-        #: The digits the pool's prompt texts pad operands to (set by :meth:`setup` from the tasksets).
-        self.text_width = self.width
+        #: The digits the pool's prompt texts pad operands to (set by :meth:`setup` from the tasksets; ``None``: no
+        #: pool holds a prompt text, or pools of several widths do).
+        self.text_width: int | None = None
         self._val_rows: ValidationRows | None = None
-        self._val_columns: tuple[int, dict[str, list[Any]]] | None = None  # (prompt width, columns)
+        #: (prompt width, which validation problems are given, their columns), built once per width.
+        self._val_columns: tuple[int | None, np.ndarray, dict[str, list[Any]]] | None = None
         self.val_prompts = torch.from_numpy(self.family.prompts(val.a, val.b, self.width, config.base))
         self.val_answers = torch.from_numpy(self.family.answers(val.a, val.b, self.width, config.base))
 
@@ -119,13 +121,11 @@ class ToyRLTrainer(Trainer):
         above ``max_digits`` (before any work is done)."""
         issues = []
         cfg = self.config
-        widths = set()
         for i, taskset in enumerate(pipeline.config.tasksets):
             storage = taskset.storage
             if storage.type != "arithmetic":
                 continue
             ts = storage.config
-            widths.add(int(max(ts.levels)))
             if ts.operation != cfg.operation:
                 issues.append(ConfigIssue(
                     f"tasksets[{i}]",
@@ -144,7 +144,7 @@ class ToyRLTrainer(Trainer):
                     f"max_digits = {cfg.max_digits}: set max_digits = {max(ts.levels)} or drop the higher levels"))
         if issues:
             raise ConfigError(issues, pipeline.source if isinstance(pipeline, Pipeline) else None)
-        self.text_width = widths.pop() if len(widths) == 1 else self.width
+        self.text_width = text_pool_width(pipeline)
 
     # -- warm start -------------------------------------------------------------------------------------
 
@@ -299,26 +299,35 @@ class ToyRLTrainer(Trainer):
         """Greedy exact-match accuracy on the validation problems, per level and (``val_accuracy``) the mean of the
         levels' (a split level has fewer problems than the others: :mod:`flexkit_toyrl.splits`)."""
         correct = self._greedy_correct(self.val_prompts, self.val_answers)
-        self._val_rows = ValidationRows(self._validation_columns(), correct.astype(np.float64))
+        given, columns = self._validation_columns()
+        self._val_rows = ValidationRows(columns, correct[given].astype(np.float64))
         per_level = {level: float(correct[self.val_levels == level].mean())
                      for level in dict.fromkeys(self.config.eval_levels)}
         return {"val_accuracy": float(np.mean(list(per_level.values()))),
                 **{f"val_accuracy/{level}": value for level, value in per_level.items()}}
 
-    def _validation_columns(self) -> dict[str, list[Any]]:
-        """The validation problems in the storage's columns (built once per prompt width)."""
+    def _validation_columns(self) -> tuple[np.ndarray, dict[str, list[Any]]]:
+        """Which validation problems :meth:`validation_rows` gives and their columns (:meth:`validation_rows`)."""
         if self._val_columns is None or self._val_columns[0] != self.text_width:
-            val = self.val_problems
-            self._val_columns = (self.text_width, {
-                "level": val.levels.tolist(), "a": val.a.tolist(), "b": val.b.tolist(),
-                "prompt": prompt_texts(val.a, val.b, self.config.operation, self.text_width, self.config.base)})
-        return self._val_columns[1]
+            val, cfg = self.val_problems, self.config
+            given = np.ones(len(val.levels), dtype=bool)
+            prompts: list[str] | None = None
+            if self.text_width is not None:
+                given, prompts = validation_prompts(val.levels, val.a, val.b, cfg.operation, self.text_width,
+                                                    cfg.base)
+            columns: dict[str, list[Any]] = {"level": val.levels[given].tolist(), "a": val.a[given].tolist(),
+                                             "b": val.b[given].tolist()}
+            if prompts is not None:
+                columns["prompt"] = prompts
+            self._val_columns = (self.text_width, given, columns)
+        return self._val_columns[1], self._val_columns[2]
 
     def validation_rows(self) -> ValidationRows | None:
         """The problems the latest :meth:`validate` scored, in the columns of the ``arithmetic`` storage's rows
-        (``level``, ``a``, ``b`` and the zero-padded ``prompt`` text of a pool with ``label = "none"`` or
-        ``"source"``, padded to the width of the pipeline's pool), each scored 1 when its greedy answer was right;
-        ``None`` before the first validation."""
+        (``level``, ``a``, ``b``), each scored 1 when its greedy answer was right; ``None`` before the first
+        validation. Where the pipeline's pools hold a ``prompt`` text (``label = "none"`` or ``"source"``, one
+        width), the rows carry it as those pools write it, and only the problems such a pool could hold are given
+        (a level above its width does not fit its format); with pools of several widths, no ``prompt``."""
         return self._val_rows
 
     def _greedy_correct(self, prompts: torch.Tensor, answers: torch.Tensor) -> np.ndarray:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -246,3 +247,42 @@ def test_validation_rows_spell_their_prompts_as_the_pool_does(tmp_path: Path) ->
         assert len(str(a)) == level or (level == 1 and a < 10)
     per_level = {level: np.mean(rows.scores[np.asarray(rows.columns["level"]) == level]) for level in (1, 2, 3)}
     assert per_level == pytest.approx({level: validation[f"val_accuracy/{level}"] for level in (1, 2, 3)})
+
+
+def _validated_rows(tmp_path: Path, text: str) -> Any:
+    from flexkit import load_pipeline
+
+    path = tmp_path / "pipeline.toml"
+    path.write_text(text)
+    pipe = load_pipeline(path)
+    trainer = pipe.plugins.component("trainer", "toyrl").build(pipe.config.trainer.config, seed=0)
+    trainer.setup(pipe)
+    trainer.validate(step=0)
+    return trainer.validation_rows()
+
+
+def test_regression_validation_problems_wider_than_the_pool_are_left_out(tmp_path: Path) -> None:
+    """eval_levels up to 4 with a pool of levels 1-3: the level-4 problems were written into the pool's 3-digit
+    format with their high digit dropped ("685+623=" for 9685 + 7623); they do not fit it, so they are not given."""
+    pytest.importorskip("torch")
+    text = (NO_LABEL_TINY.replace("max_digits = 3", "max_digits = 4")
+            .replace("eval_levels = [1, 2, 3]", "eval_levels = [1, 2, 3, 4]"))
+    rows = _validated_rows(tmp_path, text)
+    assert set(rows.columns["level"]) == {1, 2, 3}
+    assert all(text == f"{a:03d}+{b:03d}=" for text, a, b in
+               zip(rows.columns["prompt"], rows.columns["a"], rows.columns["b"], strict=True))
+
+
+@pytest.mark.parametrize("change", ["labelled", "two widths"])
+def test_no_prompt_text_where_no_one_pool_format_fits(tmp_path: Path, change: str) -> None:
+    """A labelled pool holds no prompt text, and pools of two widths write two formats: the rows then carry no
+    prompt (a prompt model says so once) and every validation problem."""
+    pytest.importorskip("torch")
+    if change == "labelled":
+        text = NO_LABEL_TINY.replace('label = "none"', 'label = "level"').replace(
+            'text_key = "prompt"\nbins = 4', 'feature_keys = ["level"]\nguard_metric = ""')
+    else:
+        text = NO_LABEL_TINY + NO_LABEL_TINY[NO_LABEL_TINY.index("[[tasksets]]"):NO_LABEL_TINY.index("[replay]")] \
+            .replace('name = "addition"', 'name = "small"').replace("levels = [1, 2, 3]", "levels = [1, 2]")
+    rows = _validated_rows(tmp_path, text)
+    assert "prompt" not in rows.columns and set(rows.columns["level"]) == {1, 2, 3}

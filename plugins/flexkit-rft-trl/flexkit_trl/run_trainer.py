@@ -179,6 +179,8 @@ class TRLRunTrainer(Trainer):
         self._eval_rows: list[dict[str, Any]] = []
         self._val_rows: list[dict[str, Any]] = []
         self._scored_val_rows: ValidationRows | None = None  # the latest validate's rows and their rewards
+        #: With ``rows = "arithmetic"``: the operand width of the pools' own ``prompt`` texts (``None``: none).
+        self._pool_text_width: int | None = None
         #: The column held-out rewards are pooled by (:meth:`_group_column`), set in :meth:`setup`.
         self._group_by = "level"
         self._fixed_widths = False
@@ -235,6 +237,10 @@ class TRLRunTrainer(Trainer):
         cfg = self.config
         base = Path(pipeline.base_dir)
         self.check_setup(pipeline)
+        if cfg.rows == "arithmetic":  # the arithmetic storage's own plugin, installed with that storage
+            from flexkit_toyrl.arithmetic import text_pool_width
+
+            self._pool_text_width = text_pool_width(pipeline)
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
         tokenizer_name = cfg.tokenizer if cfg.tokenizer is not None else cfg.model
@@ -482,10 +488,28 @@ class TRLRunTrainer(Trainer):
         return self._score(self._val_rows, "val_accuracy") if self._val_rows else {}
 
     def validation_rows(self) -> ValidationRows | None:
-        """The validation rows the latest :meth:`validate` scored (every column they have), each with its greedy
-        completion's reward clipped into [0, 1] (as the selectors' feedback is); ``None`` before the first
-        validation, or without a validation split."""
+        """The validation rows the latest :meth:`validate` scored, each with its greedy completion's reward clipped
+        into [0, 1] (as the selectors' feedback is); ``None`` before the first validation, or without a validation
+        split. With ``rows = "columns"`` every column of ``val_data``'s rows, as the pool's rows hold them. With
+        ``rows = "arithmetic"`` the storage's columns (``a``, ``b``, ``level``), without TRL's spaced ``prompt``;
+        where the pools hold their own ``prompt`` text (``label = "none"``, one width), that text as they write
+        it, for the problems such a pool could hold."""
         return self._scored_val_rows
+
+    def _as_validation_rows(self, rows: list[dict[str, Any]], scores: np.ndarray) -> ValidationRows:
+        """``rows`` (TRL inputs) and their ``scores`` as :meth:`validation_rows` gives them."""
+        cfg = self.config
+        if cfg.rows != "arithmetic":
+            return ValidationRows({key: [row.get(key) for row in rows] for key in union_keys(rows)}, scores)
+        from flexkit_toyrl.arithmetic import validation_prompts
+
+        levels, a, b = (np.array([row[key] for row in rows], dtype=np.int64) for key in ("level", "a", "b"))
+        given = np.ones(len(rows), dtype=bool)
+        columns: dict[str, list[Any]] = {}
+        if self._pool_text_width is not None:
+            given, columns["prompt"] = validation_prompts(levels, a, b, cfg.operation, self._pool_text_width, 10)
+        columns.update({"level": levels[given].tolist(), "a": a[given].tolist(), "b": b[given].tolist()})
+        return ValidationRows(columns, scores[given])
 
     def _score(self, held_out: list[dict[str, Any]], name: str) -> dict[str, float]:
         """Mean reward of greedy completions of ``held_out``, overall (``name``) and per group (``name/<group>``)."""
@@ -506,8 +530,7 @@ class TRLRunTrainer(Trainer):
         grpo.policy.train()
         values = np.asarray(rewards, dtype=np.float64)
         if held_out is self._val_rows:
-            self._scored_val_rows = ValidationRows({key: [row.get(key) for row in held_out]
-                                                    for key in union_keys(held_out)}, np.clip(values, 0.0, 1.0))
+            self._scored_val_rows = self._as_validation_rows(held_out, np.clip(values, 0.0, 1.0))
         out = {name: float(values.mean())}
         groups: dict[str, list[float]] = {}
         for row, value in zip(held_out, rewards, strict=True):

@@ -322,7 +322,8 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         ``eval_accuracy/<group>`` (and ``eval_accuracy`` over all of them; ``eval`` is the evaluation's
         ``metric_key_prefix``), which the selectors receive as ``val_accuracy/<group>``: ``eval_dataset`` is the
         validation split (``guard_metric = "val_accuracy/{}"``). For a prompt model (``frontier``'s ``text_key``),
-        an ``eval`` evaluation also adds how well it predicts the evaluated rows' rewards
+        an evaluation of one ``eval_dataset`` (prefix ``eval``; not each of a mapping of several, whose numbers would
+        share one name) also adds how well it predicts the evaluated rows' rewards
         (``flexkit/selector/<taskset>/val_predicted/<group>``, ``.../val_observed/<group>``,
         :meth:`~flexkit.Pipeline.validation_calibration`)."""
         bound = inspect.signature(super().evaluation_loop).bind(*args, **kwargs)
@@ -331,8 +332,8 @@ class FlexkitGRPOTrainer(GRPOTrainer):
         output = super().evaluation_loop(*args, **kwargs)
         if output.metrics is not None:
             output.metrics.update(self.flexkit_eval_groups.metrics(prefix))
-            rows = self.flexkit_eval_groups.validation_rows() if prefix.split("_")[0] == "eval" else None
-            if rows is not None:  # the validation split: how well the prompt models predict its rows
+            rows = self.flexkit_eval_groups.validation_rows() if prefix == "eval" else None
+            if rows is not None:  # the one validation split: how well the prompt models predict its rows
                 output.metrics.update({f"flexkit/selector/{name}/{key}": value for name, found in
                                        self.flexkit_pipeline.validation_calibration(rows).items()
                                        for key, value in found.items()})

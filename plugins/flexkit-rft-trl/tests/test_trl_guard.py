@@ -220,3 +220,5 @@ def test_the_prompt_model_is_checked_on_the_eval_dataset(tmp_path: Path) -> None
     assert len(observed) == 1 and list(counts.values()) == [12.0]  # no feedback yet: one group, all rows
     assert list(observed.values()) == [pytest.approx(0.5)]  # half the completions clipped to 1, half to 0
     assert not any(key.startswith(prefix) for key in trainer.evaluate(held_out, metric_key_prefix="test"))
+    several = trainer.evaluate({"first": held_out, "second": held_out})  # one name would hold either's numbers
+    assert "eval_first_accuracy" in several and not any(key.startswith(prefix) for key in several)
