@@ -128,6 +128,8 @@ CAUGHT_BUILTINS: dict[str, str] = {
         _NAMED + " (a ComponentError; the payload rolled back)",
     "flexkit/scheduler/_scheduler.py::TasksetScheduler.evaluation: Exception":
         _NAMED + " (a ComponentError naming the selector)",
+    "flexkit/scheduler/_scheduler.py::TasksetScheduler.validation_calibration: Exception":
+        _NAMED + " (a ComponentError naming the selector)",
     "flexkit/integrations/_host_metrics.py::feedback_metrics: TypeError, ValueError": "metrics never stop a run",
     "flexkit/integrations/_host_metrics.py::group_mix_metrics: TypeError, ValueError": "metrics never stop a run",
     "flexkit/integrations/_state.py::to_portable: TypeError": "dtypes torch lacks are kept as lists",

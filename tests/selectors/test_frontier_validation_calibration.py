@@ -64,7 +64,10 @@ def test_the_check_changes_nothing() -> None:
     assert before == after
 
 
-def test_rows_without_the_text_column_are_said_once() -> None:
+def test_rows_without_the_text_column_are_said_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from flexkit import _log
+
+    monkeypatch.setattr(_log, "_cli_format", None)  # library use (a CLI test in this process may have set it)
     sel, levels = text_selector(size=600)
     train(sel, levels, 3)
     rows = ValidationRows({"level": [1, 2]}, [1.0, 0.0])

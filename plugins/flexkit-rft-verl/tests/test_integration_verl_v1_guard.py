@@ -154,7 +154,7 @@ def test_a_pipeline_without_guard_reports_accuracy_without_refusing(tmp_path: Pa
 
 def test_group_pieces() -> None:
     assert [group_label(v) for v in (3, 3.0, np.int64(2), np.float64(1.0), 0.5, "gsm8k", True)] == [
-        "3", "3", "2", "1", "0.5", "gsm8k", "True"]
+        "3", "3", "2", "1", "0.5", "gsm8k", "true"]  # as the pool names a bool column's groups
     assert final_outputs(["a_0_0", "a_0_1", "a_1_0", "b_0_0", "odd"]) == [1, 2, 3, 4]
     groups = ValidationGroups([])
     groups.add(["p", "p", "q"], [1.0, 0.0, float("nan")], {})
