@@ -72,6 +72,30 @@ eval_tasks_per_level = 8
 """
 
 
+def file_pipeline(name: str, selector: str, trainer: str) -> str:
+    """Two steps of the trl trainer over the rows of ``train.jsonl`` (taskset ``name`` with ``selector``, an inline
+    table), 2 completions of 2 tokens each, evaluated at the end; ``trainer`` adds lines to its table."""
+    return f"""
+plugins = ["{PLUGIN}"]
+[run]
+batch_size = 2
+seed = 0
+total_steps = 2
+eval_every = 2
+[[tasksets]]
+name = "{name}"
+path = "train.jsonl"
+selector = {selector}
+[trainer]
+type = "trl"
+model_config = {MODEL}
+model = "{TOKENIZER}"
+group_size = 2
+max_completion_length = 2
+{trainer}
+"""
+
+
 def write(tmp_path: Path, text: str, name: str = "pipeline.toml") -> Path:
     path = tmp_path / name
     path.write_text(text)
@@ -192,27 +216,8 @@ def test_columns_rows_eval_data_and_a_reward_by_import_path(tmp_path: Path) -> N
     (tmp_path / "my_reward.py").write_text(
         "def one_for_sevens(completions, answer, **kwargs):\n"
         "    return [float(c.strip().startswith('7')) for c in completions]\n")
-    text = f"""
-plugins = ["{PLUGIN}"]
-[run]
-batch_size = 2
-seed = 0
-total_steps = 2
-eval_every = 2
-[[tasksets]]
-name = "sums"
-path = "train.jsonl"
-selector = {{ type = "random" }}
-[trainer]
-type = "trl"
-model_config = {MODEL}
-model = "{TOKENIZER}"
-reward = "my_reward:one_for_sevens"
-eval_data = "held_out.jsonl"
-eval_group_column = "source"
-group_size = 2
-max_completion_length = 2
-"""
+    text = file_pipeline("sums", '{ type = "random" }', 'reward = "my_reward:one_for_sevens"\n'
+                         'eval_data = "held_out.jsonl"\neval_group_column = "source"')
     result = run_pipeline(load_pipeline(write(tmp_path, text)), run_dir=tmp_path / "run", progress=None)
     assert set(result.last_eval) == {"eval_accuracy", "eval_accuracy/even", "eval_accuracy/odd"}
     assert "rewards/one_for_sevens/mean" in steps(tmp_path / "run")[0]
@@ -306,28 +311,8 @@ def _topic_files(tmp_path: Path, *, val_topic: bool = True) -> None:
 
 
 def _topic_pipeline(guard: str, trainer: str = "") -> str:
-    return f"""
-plugins = ["{PLUGIN}"]
-[run]
-batch_size = 2
-seed = 0
-total_steps = 2
-eval_every = 2
-[[tasksets]]
-name = "mine"
-path = "train.jsonl"
-selector = {{ type = "frontier", feature_keys = ["topic"], guard_metric = "{guard}" }}
-[trainer]
-type = "trl"
-model_config = {MODEL}
-model = "{TOKENIZER}"
-prompt_column = "question"
-eval_data = "test.jsonl"
-val_data = "val.jsonl"
-group_size = 2
-max_completion_length = 2
-{trainer}
-"""
+    return file_pipeline("mine", f'{{ type = "frontier", feature_keys = ["topic"], guard_metric = "{guard}" }}',
+                         f'prompt_column = "question"\neval_data = "test.jsonl"\nval_data = "val.jsonl"\n{trainer}')
 
 
 def test_regression_the_held_out_rows_are_grouped_by_the_selectors_column_by_default(tmp_path: Path) -> None:
