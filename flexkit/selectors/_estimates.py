@@ -168,6 +168,18 @@ class GroupBeta:
         self.a = self.discount * self.a + hits
         self.b = self.discount * self.b + (seen - hits)
 
+    def recentred(self, rates: np.ndarray) -> GroupBeta:
+        """The same evidence at other means: a posterior whose counts are ``r_g·n_g`` and ``(1 − r_g)·n_g``,
+        ``n_g = a_g + b_g`` this one's discounted count of group ``g`` and ``r_g`` its entry of ``rates`` (``NaN``:
+        no count, the prior alone). A draw from it varies around ``r_g`` as widely as this posterior's evidence
+        allows, and widens as that evidence fades (same discount, parents and prior)."""
+        evidence = self.a + self.b
+        centre = np.where(np.isnan(rates), 0.5, rates)
+        seen = np.where(np.isnan(rates), 0.0, evidence)
+        view = GroupBeta(self.group, len(self.a), self.discount, self.names, parents=self.parents, prior=self.prior)
+        view.a, view.b = centre * seen, (1.0 - centre) * seen
+        return view
+
     def shapes(self) -> tuple[np.ndarray, np.ndarray]:
         """Each group's posterior ``Beta(α, β)`` parameters (see the class docstring)."""
         if not self.prior or self.parents is None:

@@ -36,9 +36,10 @@ arXiv 1707.09727; Garivier & Moulines, arXiv 0805.3415 for discounting in non-st
   ``candidates`` times its share of the pool. ``thompson = false, tau = 0`` removes the exploration (the
   ablation);
 - with ``unsolved_weight = k > 0`` (default 1), each value is multiplied by ``(1 − p_g)^k``, ``p_g`` a Thompson
-  draw of the group's pass rate from a second discounted posterior over the feedback values themselves (the
-  posterior mean with ``thompson = false``): a level solved long ago has faded evidence, so a draw of ``p_g``
-  below 1 still re-probes it. With ``G`` sampled answers, ``q = 1 − p^G − (1 − p)^G`` stays high long after a
+  draw around the group's pass rate ``p̂_g`` (its one estimate, the moving average below; ``p̂_g`` itself with
+  ``thompson = false``) from ``Beta(1 + p̂_g·n_g, 1 + (1 − p̂_g)·n_g)``, ``n_g = a_g + b_g`` the group's
+  discounted count of feedback: a level solved long ago has faded evidence, so a draw of ``p_g`` below 1 still
+  re-probes it. With ``G`` sampled answers, ``q = 1 − p^G − (1 − p)^G`` stays high long after a
   level is solved by the greedy policy (``G = 8``: 0.57 at ``p = 0.9``, 0.34 at ``p = 0.95``): its mixed groups
   only sharpen sampling. The factor moves those draws to groups that are informative *and* not yet solved, the
   frontier itself (``k = 1``: the product peaks near ``p ≈ 0.2–0.3``), while a forgotten level's falling pass
@@ -46,11 +47,15 @@ arXiv 1707.09727; Garivier & Moulines, arXiv 0805.3415 for discounting in non-st
 - with ``group_prior = m > 0`` (default 0) and two or more ``feature_keys``, the groups share evidence with their
   parent, the group of their first key's value (a level split by ``carries``): each posterior starts from ``m``
   pseudo-observations at the parent's posterior mean (hierarchical shrinkage, empirical Bayes for a
-  Beta-binomial: :class:`~flexkit.selectors._estimates.GroupBeta`). Finer groups can find the frontier inside a
+  Beta-binomial: :class:`~flexkit.selectors._estimates.GroupBeta`; the pass rate's draw likewise). Finer groups can find the frontier inside a
   level, but each group of a level out of reach is otherwise re-probed on its own, and their draws add up; with
   the prior a group with little evidence is valued as its level is until its own evidence says otherwise;
+- each group's pass rate ``p̂_g`` is one estimate, a moving average of its feedback batches' mean values
+  (``p̂_g ← (1 − w)·p̂_g + w·mean``, ``w = pass_rate``, 0.2 by default: about its last five batches), which
+  follows a level that is being learnt or forgotten within a few batches; the unsolved factor above draws around
+  it, the floor below decides by it, and the summary reports it;
 - with ``retain = r > 0`` (default 1), the next ``r · B`` uniform candidates (rounded at random) after the floor
-  are kept as they are when their group is **learnt** (its pass rate at least ``retain_above``) and go back to the
+  are kept as they are when their group is **learnt** (its pass rate ``p̂_g`` at least ``retain_above``) and go back to the
   valued draw otherwise: every learnt group keeps about ``r`` times its uniform share of each batch whatever its value,
   and groups not yet learnt get no floor (unlike ``uniform_fraction``, nothing is spent on hopeless levels).
   A learnt level's all-right groups give no gradient, but its few mixed ones keep its sampled answers sharp; with
@@ -84,7 +89,7 @@ arXiv 1707.09727; Garivier & Moulines, arXiv 0805.3415 for discounting in non-st
 
 Cost per step: O(K) to select, O(feedback) to update, plus one group id per task (4 bytes); with ``text_key``,
 scoring the ``K`` candidates and the reference tasks instead of the group ids, and one Newton solve per feedback
-batch (docs/task-selection.md has the measured costs). State: four floats
+batch (docs/task-selection.md has the measured costs). State: two floats
 and a pass-rate average per group (with ``guard_metric``, two held-out values too), and the RNG.
 """
 
@@ -202,8 +207,8 @@ class FrontierConfig:
     )
     pass_rate: float = field(
         default=0.2, gt=0, le=1,
-        doc="EMA weight of each feedback batch's group mean in the group pass rates (reported; used to select "
-            "only with retain > 0).",
+        doc="w: weight of each feedback batch's group mean in the group's pass rate, its one estimate (a moving "
+            "average: the unsolved factor draws around it, retain's floor decides by it, the summary reports it).",
     )
     group_prior: float = field(
         default=0.0, ge=0, le=1e6,
@@ -313,7 +318,6 @@ class FrontierSelector(Selector):
         else:
             self.groups = TaskGroups(np.zeros(self.size, dtype=np.int32), ["all"])
         self.posterior = self._new_posterior()
-        self.passes = self._new_passes()
         self.pass_rates = GroupRates(self.groups.group, self.groups.count, config.pass_rate)
         self.held_out = self._new_watch()
 
@@ -325,10 +329,6 @@ class FrontierSelector(Selector):
 
     def _new_posterior(self) -> GroupBeta:
         return GroupBeta(self.groups.group, self.groups.count, self.config.discount, ("informative", "uninformative"),
-                         parents=self.groups.parents, prior=self.config.group_prior)
-
-    def _new_passes(self) -> GroupBeta:
-        return GroupBeta(self.groups.group, self.groups.count, self.config.discount, ("passed", "failed"),
                          parents=self.groups.parents, prior=self.config.group_prior)
 
     @property
@@ -431,7 +431,8 @@ class FrontierSelector(Selector):
         gids = cand_groups[rest]
         values = self.posterior.draw(self.rng, gids) if config.thompson else self.posterior.mean()[gids]
         if config.unsolved_weight:
-            passes = self.passes.draw(self.rng, gids) if config.thompson else self.passes.mean()[gids]
+            around = self.posterior.recentred(self.pass_rates.values)  # the pass rate with the group's evidence
+            passes = around.draw(self.rng, gids) if config.thompson else around.mean()[gids]
             values = values * (1.0 - passes) ** config.unsolved_weight
         pick = gumbel_top_k(np.log(values + 1e-12), batch_size - len(kept), config.tau, self.rng)
         positions = np.concatenate([kept, rest[pick]])
@@ -489,7 +490,6 @@ class FrontierSelector(Selector):
         if self.model is not None:
             self.model.update(indices, values)  # all or nothing, and first: nothing else can fail after it
         self.posterior.update_groups(gids, ((values > 0) & (values < 1)).astype(np.float64))
-        self.passes.update_groups(gids, values)
         self.pass_rates.update_groups(gids, values)
 
     def summary(self) -> dict[str, float]:
@@ -518,11 +518,9 @@ class FrontierSelector(Selector):
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        """RNG, each group's discounted informative and uninformative counts, its discounted passed and failed
-        answers, its pass rate and, with ``guard_metric``, its latest and best held-out accuracy."""
+        """RNG, each group's discounted informative and uninformative counts, its pass rate and, with ``guard_metric``, its latest and best held-out accuracy."""
         state = {**super().state_dict(), "groups": self.groups.count, "group_names": list(self.groups.names),
-                 **self.posterior.state_dict(),
-                 **self.passes.state_dict(), "pass_rates": self.pass_rates.state_dict()}
+                 **self.posterior.state_dict(), "pass_rates": self.pass_rates.state_dict()}
         if self.config.guard_metric:
             state["held_out"] = self.held_out.state_dict()
         if self.model is not None:
@@ -538,9 +536,9 @@ class FrontierSelector(Selector):
         if names is not None and list(names) != list(self.groups.names):
             raise StateMismatchError(f"saved state is for the groups {short(names)}, this selector makes "
                                      f"{short(list(self.groups.names))} (another feature_keys or bins)")
-        posterior, passes = self._new_posterior(), self._new_passes()
-        posterior.load_state_dict(state)
-        passes.load_state_dict(state)
+        posterior = self._new_posterior()
+        posterior.load_state_dict(state)  # states saved before the one pass-rate estimate also hold "passed" and
+        # "failed", a second posterior over the pass rate: no longer read
         rates = GroupRates(self.groups.group, count, self.config.pass_rate)
         rates.load_state_dict(state["pass_rates"])
         watch = self._new_watch()
@@ -555,6 +553,6 @@ class FrontierSelector(Selector):
             model = PromptPassModel(model.features, self.config.model_prior, self.config.model_discount)
             model.load_state_dict(state["model"])
         super().load_state_dict(state)
-        self.posterior, self.passes, self.pass_rates, self.held_out = posterior, passes, rates, watch
+        self.posterior, self.pass_rates, self.held_out = posterior, rates, watch
         if model is not None:
             self.model, self._edges, self._pool_rates = model, None, None
