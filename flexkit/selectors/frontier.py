@@ -225,7 +225,7 @@ class FrontierConfig:
     )
     retain_above: float = field(
         default=0.9, earlier_default=0.5, ge=0, le=1,
-        doc="Group pass rate (the EMA of pass_rate) from which a group counts as learnt for retain.",
+        doc="Group pass rate (its moving average, weight pass_rate) from which a group counts as learnt for retain.",
     )
     # --- the guard: the floor steered by each group's validation accuracy ------------------------------------------
     guard_metric: str = field(

@@ -159,6 +159,40 @@ def test_without_unsolved_weight_only_mixedness_counts() -> None:
     assert draws(1.0, 0.25) != draws(1.0, 0.75)
 
 
+def test_the_unsolved_factor_follows_the_one_pass_rate_the_floor_reads() -> None:
+    # level 1 sat at 0.3 for 100 batches, then was nearly learnt (0.95) for 10; level 2 sits at 0.5. Every value
+    # is mixed, so only the unsolved factor tells them apart. Its pass rate is the moving average (about 0.88 now),
+    # the estimate retain decides by: level 1 draws far less than level 2. A second posterior over the pass rate
+    # (γ = 0.99, about the last 100 batches) still put it near 0.4 and drew level 1 more than level 2.
+    sel = _frontier(discount=0.99, thompson=False)
+    one, two = np.arange(0, 8), np.arange(200, 208)
+    for step in range(110):
+        sel.feedback(np.concatenate([one, two]), np.r_[np.full(8, 0.3 if step < 100 else 0.95), np.full(8, 0.5)])
+    assert sel.summary()["pass_rate/level=1"] == pytest.approx(0.95 - 0.65 * 0.8 ** 10)
+    drawn = np.bincount(LEVELS[np.concatenate([sel.get_indices(64) for _ in range(20)])].astype(int), minlength=7)
+    assert drawn[1] < 0.4 * drawn[2]
+
+
+def test_the_pass_rate_draw_is_centred_on_the_estimate_and_as_wide_as_the_evidence() -> None:
+    beta = GroupBeta(np.arange(3), 3, 0.9)
+    beta.a, beta.b = np.array([90.0, 0.5, 0.0]), np.array([10.0, 0.5, 0.0])  # much, little and no evidence
+    around = beta.recentred(np.array([0.2, 0.2, np.nan]))
+    assert around.a.tolist() == pytest.approx([20.0, 0.2, 0.0]) and around.b.tolist() == pytest.approx([80.0, 0.8, 0.0])
+    assert around.mean()[0] == pytest.approx(21 / 102) and around.mean()[2] == 0.5  # no estimate: the prior
+    draws = around.draw(np.random.default_rng(0), np.repeat([0, 1], 4000)).reshape(2, -1)
+    assert draws[0].std() < 0.05 < 0.15 < draws[1].std()
+    assert (beta.a.tolist(), beta.b.tolist()) == ([90.0, 0.5, 0.0], [10.0, 0.5, 0.0])  # a view: nothing changed
+
+
+def test_a_state_saved_with_a_second_pass_rate_posterior_still_loads_and_draws_the_same() -> None:
+    sel = _frontier()
+    _simulate(sel, lambda step: [1.0, 0.9, 0.2, 0.0, 0.0, 0.0], 6, np.random.default_rng(4))
+    old = {**sel.state_dict(), "passed": np.ones(6), "failed": np.ones(6)}  # as saved before one estimate
+    other = _frontier()
+    other.load_state_dict(old)
+    assert other.get_indices(64).tolist() == sel.get_indices(64).tolist()
+
+
 def test_retain_keeps_a_share_of_learnt_groups_and_none_of_the_others() -> None:
     # level 1 solved (no gradient, value near 0), level 2 nearly solved, levels 3-4 at the frontier, 5-6 hopeless
     rates = [1.0, 0.95, 0.4, 0.2, 0.0, 0.0]
