@@ -47,17 +47,19 @@ arXiv 1707.09727; Garivier & Moulines, arXiv 0805.3415 for discounting in non-st
 - with ``group_prior = m > 0`` (default 0) and two or more ``feature_keys``, the groups share evidence with their
   parent, the group of their first key's value (a level split by ``carries``): each posterior starts from ``m``
   pseudo-observations at the parent's posterior mean (hierarchical shrinkage, empirical Bayes for a
-  Beta-binomial: :class:`~flexkit.selectors._estimates.GroupBeta`; the pass rate's draw likewise). Finer groups can find the frontier inside a
-  level, but each group of a level out of reach is otherwise re-probed on its own, and their draws add up; with
-  the prior a group with little evidence is valued as its level is until its own evidence says otherwise;
+  Beta-binomial: :class:`~flexkit.selectors._estimates.GroupBeta`; the pass rate's draw likewise). Finer groups
+  can find the frontier inside a level, but each group of a level out of reach is otherwise re-probed on its own,
+  and their draws add up; with the prior a group with little evidence is valued as its level is until its own
+  evidence says otherwise;
 - each group's pass rate ``p̂_g`` is one estimate, a moving average of its feedback batches' mean values
   (``p̂_g ← (1 − w)·p̂_g + w·mean``, ``w = pass_rate``, 0.2 by default: about its last five batches), which
   follows a level that is being learnt or forgotten within a few batches; the unsolved factor above draws around
   it, the floor below decides by it, and the summary reports it;
 - with ``retain = r > 0`` (default 1), the next ``r · B`` uniform candidates (rounded at random) after the floor
-  are kept as they are when their group is **learnt** (its pass rate ``p̂_g`` at least ``retain_above``) and go back to the
-  valued draw otherwise: every learnt group keeps about ``r`` times its uniform share of each batch whatever its value,
-  and groups not yet learnt get no floor (unlike ``uniform_fraction``, nothing is spent on hopeless levels).
+  are kept as they are when their group is **learnt** (its pass rate ``p̂_g`` at least ``retain_above``) and go
+  back to the valued draw otherwise: every learnt group keeps about ``r`` times its uniform share of each batch
+  whatever its value, and groups not yet learnt get no floor (unlike ``uniform_fraction``, nothing is spent on
+  hopeless levels).
   A learnt level's all-right groups give no gradient, but its few mixed ones keep its sampled answers sharp; with
   ``unsolved_weight`` alone its share falls to a few percent, and on a hard task family its greedy accuracy
   then settles a few points below where uniform sampling holds it (rehearsal against catastrophic forgetting,
@@ -518,7 +520,8 @@ class FrontierSelector(Selector):
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        """RNG, each group's discounted informative and uninformative counts, its pass rate and, with ``guard_metric``, its latest and best held-out accuracy."""
+        """RNG, each group's discounted informative and uninformative counts, its pass rate and, with
+        ``guard_metric``, its latest and best held-out accuracy."""
         state = {**super().state_dict(), "groups": self.groups.count, "group_names": list(self.groups.names),
                  **self.posterior.state_dict(), "pass_rates": self.pass_rates.state_dict()}
         if self.config.guard_metric:
