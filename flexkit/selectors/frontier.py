@@ -214,10 +214,10 @@ class FrontierConfig:
     )
     group_prior: float = field(
         default=0.0, ge=0, le=1e6,
-        doc="m: each group's two posteriors start from m pseudo-observations at the posterior mean of its parent, "
-            "the group of its first feature key's value (its level when grouped by [\"level\", \"carries\"]; with "
-            "one key, the whole pool), so a group with little evidence of its own is valued as its parent is "
-            "(0: every group on its own).",
+        doc="m: each group's posterior (and the draw around its pass rate) starts from m pseudo-observations at the "
+            "mean of its parent, the group of its first feature key's value (its level when grouped by [\"level\", "
+            "\"carries\"]; with one key, the whole pool), so a group with little evidence of its own is valued as "
+            "its parent is (0: every group on its own).",
     )
     # --- the floor: learnt groups keep part of their uniform share -------------------------------------------------
     retain: float = field(
