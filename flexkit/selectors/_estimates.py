@@ -173,9 +173,8 @@ class GroupBeta:
         ``n_g = a_g + b_g`` this one's discounted count of group ``g`` and ``r_g`` its entry of ``rates`` (``NaN``:
         no count, the prior alone). A draw from it varies around ``r_g`` as widely as this posterior's evidence
         allows, and widens as that evidence fades (same discount, parents and prior)."""
-        evidence = self.a + self.b
-        centre = np.where(np.isnan(rates), 0.5, rates)
-        seen = np.where(np.isnan(rates), 0.0, evidence)
+        unseen = np.isnan(rates)
+        centre, seen = np.where(unseen, 0.5, rates), np.where(unseen, 0.0, self.a + self.b)
         view = GroupBeta(self.group, len(self.a), self.discount, self.names, parents=self.parents, prior=self.prior)
         view.a, view.b = centre * seen, (1.0 - centre) * seen
         return view

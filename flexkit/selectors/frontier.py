@@ -539,9 +539,9 @@ class FrontierSelector(Selector):
         if names is not None and list(names) != list(self.groups.names):
             raise StateMismatchError(f"saved state is for the groups {short(names)}, this selector makes "
                                      f"{short(list(self.groups.names))} (another feature_keys or bins)")
+        # states saved before the one pass-rate estimate also hold "passed"/"failed" (a second posterior): not read
         posterior = self._new_posterior()
-        posterior.load_state_dict(state)  # states saved before the one pass-rate estimate also hold "passed" and
-        # "failed", a second posterior over the pass rate: no longer read
+        posterior.load_state_dict(state)
         rates = GroupRates(self.groups.group, count, self.config.pass_rate)
         rates.load_state_dict(state["pass_rates"])
         watch = self._new_watch()
